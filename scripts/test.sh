@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds acx and runs every test this machine can run; ends with ctest's summary.
+# On CI (CI=true) also runs the CPU tests under ASan+UBSan and under TSan first.
+# Tests that need a GPU exit 77 where there is none and ctest reports them as skipped.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=common.sh
+. "$root/scripts/common.sh"
+acx_install_deps
+acx_env
+build=${ACX_BUILD_DIR:-$root/build}
+
+sanitizer_run() { # name, cmake flag
+  local dir="$root/build-$1"
+  echo "== $1: configure, build, ctest -L unit"
+  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -D"$2"=ON \
+    -DACX_WITH_CUDA=OFF -DACX_BUILD_BENCH=OFF >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
+  cmake --build "$dir" -j "$ACX_JOBS" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
+  local rc=0
+  (cd "$dir" && ctest -L unit --output-on-failure -j "$ACX_JOBS") >"$dir.ctest.log" 2>&1 || rc=1
+  if [ $rc -ne 0 ]; then grep -v "^ *[0-9]*/[0-9]* Test.*Passed" "$dir.ctest.log" | tail -150; else tail -4 "$dir.ctest.log"; fi
+  return $rc
+}
+
+status=0
+if [ "${CI:-}" = "true" ] || [ "${ACX_SANITIZERS:-0}" = 1 ]; then
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  sanitizer_run asan ACX_SANITIZE_ADDRESS || status=1
+  sanitizer_run tsan ACX_SANITIZE_THREAD || status=1
+fi
+
+echo "== main build: configure, build"
+cmake -S "$root" -B "$build" -G Ninja ${ACX_CMAKE_ARGS:-} >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+grep "acx:" "$build.configure.log" || true
+cmake --build "$build" -j "$ACX_JOBS" >"$build.build.log" 2>&1 || { tail -80 "$build.build.log"; exit 1; }
+if acx_have_gpu; then echo "== GPUs: $(nvidia-smi -L | wc -l): gpu tests run"; else echo "== no GPU: gpu tests are skipped"; fi
+[ $status -ne 0 ] && echo "== a sanitizer build failed (see above)"
+cd "$build"
+ctest --output-on-failure -j "$ACX_JOBS" ${ACX_CTEST_ARGS:-} || status=1
+exit $status

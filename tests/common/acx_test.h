@@ -1,0 +1,27 @@
+/* Test support: a CUnit runner that exits non-zero on any failure, and the skip convention
+ * (exit 77, reported by ctest as skipped, never as passed). */
+#ifndef ACX_TEST_H
+#define ACX_TEST_H
+#include <CUnit/Basic.h>
+#include <stdint.h>
+
+#define ACX_TEST_SKIP 77
+
+typedef struct acx_test_case {
+  const char *name;
+  void (*fn)(void);
+} acx_test_case_t;
+
+/* Runs the cases as one suite named `suite`; returns the process exit status (0 = all passed). */
+int acx_test_run(const char *suite, const acx_test_case_t *cases, int (*setup)(void), int (*teardown)(void));
+/* Prints why and exits 77. */
+void acx_test_skip(const char *why) __attribute__((noreturn));
+/* Fills buf with bytes from a seeded xorshift generator (never all zeros). */
+void acx_test_fill_random(void *buf, size_t bytes, uint64_t seed);
+
+#define ACX_TEST(fn) {#fn, fn}
+#define ACX_TEST_END {NULL, NULL}
+/* Asserts a status equals the expected one, printing both names on failure. */
+#define ACX_ASSERT_STATUS(call, expected) CU_ASSERT_EQUAL_FATAL(acx_test_status_check((call), (expected), #call, __FILE__, __LINE__), 1)
+int acx_test_status_check(int got, int expected, const char *expr, const char *file, int line);
+#endif

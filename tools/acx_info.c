@@ -1,0 +1,38 @@
+/* acx-info: version, build configuration and every ACX_* parameter with its value. */
+#include <stdio.h>
+#include <string.h>
+
+#include "acx/config.h"
+#include "collectives/collectives.h"
+#include "kernels/kernels.h"
+
+static void usage(void) { printf("usage: acx-info [-p|--params] [-h]\n"); }
+
+int main(int argc, char **argv) {
+  int params_only = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-p") || !strcmp(argv[i], "--params")) {
+      params_only = 1;
+    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      usage();
+      return 0;
+    } else {
+      fprintf(stderr, "acx-info: unknown argument '%s'\n", argv[i]);
+      usage();
+      return 2;
+    }
+  }
+  if (!params_only) {
+    printf("# acx %s\n", acx_version(NULL));
+    printf("# build: cuda=%s mpi=%s nccl=%s\n", acxk_have_cuda() ? "yes" : "no",
+           acxc_have_mpi() ? "yes" : "no", acxc_have_nccl() ? "yes" : "no");
+    printf("# parameters (value, [env] when set in the environment):\n");
+  }
+  for (size_t i = 0; i < acx_param_count(); i++) {
+    acx_param_info_t p;
+    if (acx_param_info(i, &p) != ACX_OK) continue;
+    printf("%-24s = %-12s %s  # %s (default %s)\n", p.name, p.value_str, p.from_env ? "[env]" : "     ",
+           p.help, p.default_str);
+  }
+  return 0;
+}
