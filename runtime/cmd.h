@@ -1,0 +1,77 @@
+/* The executor protocol: plain-data commands and completions. A command holds no pointer into
+ * the rank's memory; host data crosses through shared regions named by id. Both transports
+ * (process: shared-memory rings; inline: the same rings in one process) carry these records.
+ * Layout is fixed (static asserts below): the rank and the executor are built together. */
+#ifndef ACXI_CMD_H
+#define ACXI_CMD_H
+
+#include <stdint.h>
+
+#define ACXI_PROTOCOL_VERSION 1u
+
+typedef enum acxi_op {
+  ACXI_OP_NOP = 1,          /* round trip through the executor, no device work */
+  ACXI_OP_KERNEL_EMPTY = 2, /* launch an empty kernel on `stream` (host kind: nothing) */
+  ACXI_OP_ALLOC = 3,        /* buf[0] := new buffer of `bytes`; arg[0] = acxi_mem_kind */
+  ACXI_OP_FREE = 4,         /* free buf[0] (stream-ordered) */
+  ACXI_OP_FILL = 5,         /* buf[0][off[0], +bytes) := pattern arg[0] of width arg[1] (1,2,4,8) */
+  ACXI_OP_COPY_H2D = 6,     /* host region arg[0] at off[1] -> buf[0] at off[0], `bytes` */
+  ACXI_OP_COPY_D2H = 7,     /* buf[1] at off[1] -> host region arg[0] at off[0], `bytes` */
+  ACXI_OP_COPY_D2D = 8,     /* buf[1] at off[1] -> buf[0] at off[0], `bytes` */
+  ACXI_OP_EVENT_RECORD = 9, /* record event arg[0] (executor-side id) on `stream` */
+  ACXI_OP_STREAM_WAIT = 10, /* make `stream` wait for event arg[0] (device-side, not the host) */
+  ACXI_OP_SYNC = 11,        /* complete when all work queued before it on `stream` finished;
+                               stream ACXI_STREAM_ALL: every stream */
+  ACXI_OP_MEM_INFO = 12,    /* reply value[0] = free bytes, value[1] = total bytes */
+  ACXI_OP_PREFETCH = 13,    /* managed buf[0] range off[0]+bytes to arg[0]: 0 device, 1 host */
+  ACXI_OP_ADVISE = 14,      /* managed buf[0] range: arg[0] = acxi_advice */
+  ACXI_OP_HOST_REGISTER = 15,   /* host region arg[0] of `bytes`: map (fd arrives out of band) */
+  ACXI_OP_HOST_UNREGISTER = 16, /* host region arg[0] */
+  ACXI_OP_FAULT = 17,       /* fault injection: cuda = illegal-address kernel; host = abort() */
+  ACXI_OP_SHUTDOWN = 18,    /* finish queued work, reply, exit the executor loop */
+  ACXI_OP_BUFFER_INFO = 19, /* reply value[0] = bytes of buf[0], value[1] = device pointer
+                               (inline mode only: meaningless in another process) */
+  ACXI_OP_EXT_BASE = 0x100  /* ops handled by registered extensions (libraries, collectives) */
+} acxi_op_t;
+
+typedef enum acxi_mem_kind {
+  ACXI_MEM_DEVICE = 0,  /* stream-ordered pool (cudaMallocAsync); host kind: malloc */
+  ACXI_MEM_MANAGED = 1, /* cudaMallocManaged; host kind: malloc */
+} acxi_mem_kind_t;
+
+typedef enum acxi_advice {
+  ACXI_ADVISE_READ_MOSTLY = 1,
+  ACXI_ADVISE_PREFERRED_DEVICE = 2,
+  ACXI_ADVISE_PREFERRED_HOST = 3,
+  ACXI_ADVISE_ACCESSED_BY_DEVICE = 4,
+  ACXI_ADVISE_UNSET_READ_MOSTLY = 5,
+} acxi_advice_t;
+
+#define ACXI_STREAM_ALL 0xffffffffu
+#define ACXI_CMD_FLAG_NO_REPLY 0x1u /* fire-and-forget: the executor posts no completion unless it fails */
+
+/* One command: 128 bytes, 8-byte aligned fields only. */
+typedef struct acxi_cmd {
+  uint32_t op;         /* acxi_op_t */
+  uint32_t flags;      /* ACXI_CMD_FLAG_* */
+  uint64_t req_id;     /* echoed in the completion; unique per device incarnation */
+  uint64_t generation; /* device generation the rank saw when it sent this */
+  uint32_t stream;     /* executor stream index */
+  uint32_t dtype;      /* acx_dtype_t where it matters */
+  uint64_t buf[3];     /* buffer ids: 0 = none */
+  uint64_t off[3];     /* byte offsets into buf[i] (or into a host region, per op) */
+  uint64_t bytes;
+  uint64_t arg[4];     /* op-specific scalars */
+} acxi_cmd_t;
+
+/* One completion: 32 bytes. */
+typedef struct acxi_cpl {
+  uint64_t req_id;
+  int32_t status;   /* acx_status_t */
+  int32_t lib_code; /* a library's or CUDA's own error code, 0 when none */
+  uint64_t value[2];
+} acxi_cpl_t;
+
+_Static_assert(sizeof(acxi_cmd_t) == 128, "acxi_cmd_t is a fixed 128-byte record");
+_Static_assert(sizeof(acxi_cpl_t) == 32, "acxi_cpl_t is a fixed 32-byte record");
+#endif
