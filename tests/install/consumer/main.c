@@ -1,0 +1,78 @@
+/* Built outside the acx tree against an installed acx (find_package or pkg-config): checks that
+ * the installed headers and library agree and, where libacx has the actor runtime, runs an ask
+ * through a real actor system. Prints "acx consumer: ok <version>" on success. */
+#include <stdio.h>
+#include <string.h>
+
+#include "acx/actor.h"
+#include "acx/config.h"
+#include "acx/status.h"
+#include "acx/version.h"
+
+#define FAIL(...)                                    \
+  do {                                               \
+    fprintf(stderr, "acx consumer: " __VA_ARGS__);   \
+    fputc('\n', stderr);                             \
+    return 1;                                        \
+  } while (0)
+
+#if ACX_CONSUMER_ACTORS
+enum { MSG_DOUBLE = 1 };
+
+static acx_status_t doubler(acx_ctx_t *ctx, void *state, const acx_msg_t *msg) {
+  int v;
+  if (msg->type != MSG_DOUBLE || msg->len != sizeof v) return ACX_ERR_INVALID_ARG;
+  memcpy(&v, msg->data, sizeof v);
+  v *= 2;
+  return acx_reply(ctx, msg, ACX_OK, &v, sizeof v);
+}
+
+static int run_actor_system(void) {
+  acx_system_t *sys = NULL;
+  acx_status_t s = acx_system_create(NULL, &sys);
+  if (s != ACX_OK) FAIL("acx_system_create: %s", acx_status_str(s));
+  acx_props_t props = ACX_PROPS_INIT;
+  props.receive = doubler;
+  acx_ref_t ref = NULL;
+  acx_future_t *f = NULL;
+  int in = 21, out = 0;
+  size_t len = 0;
+  s = acx_spawn(sys, NULL, &props, "doubler", &ref);
+  if (s == ACX_OK) s = acx_ask(ref, MSG_DOUBLE, &in, sizeof in, &f);
+  if (s == ACX_OK) s = acx_future_wait(f, 5000000000LL, &out, sizeof out, &len);
+  if (f) acx_future_release(f);
+  if (ref) acx_ref_release(ref);
+  acx_status_t d = acx_system_destroy(sys, 5000000000LL);
+  if (s != ACX_OK) FAIL("ask through the actor system: %s", acx_status_str(s));
+  if (d != ACX_OK) FAIL("acx_system_destroy: %s", acx_status_str(d));
+  if (len != sizeof out || out != 42) FAIL("the actor answered %d (len %zu), expected 42", out, len);
+  return 0;
+}
+#endif
+
+int main(int argc, char **argv) {
+  int code = -1;
+  const char *v = acx_version(&code);
+  if (code != ACX_VERSION) FAIL("library version code %d, header says %d", code, ACX_VERSION);
+  if (strcmp(v, ACX_VERSION_STRING) != 0) FAIL("library version '%s', header says '%s'", v, ACX_VERSION_STRING);
+  if (argc > 1 && strcmp(argv[1], v) != 0) FAIL("installed version '%s', expected '%s'", v, argv[1]);
+  if (strstr(acx_status_str(ACX_ERR_STALE_BUFFER), "ACX_ERR_STALE_BUFFER") == NULL)
+    FAIL("acx_status_str(ACX_ERR_STALE_BUFFER) = '%s'", acx_status_str(ACX_ERR_STALE_BUFFER));
+  if (acx_param_count() == 0) FAIL("no parameters registered");
+
+  acx_future_t *f = NULL;
+  int payload = 7, got = 0;
+  acx_status_t s = acx_future_create(&f);
+  if (s != ACX_OK) FAIL("acx_future_create: %s", acx_status_str(s));
+  s = acx_future_complete(f, ACX_OK, &payload, sizeof payload);
+  if (s == ACX_OK) s = acx_future_wait(f, 1000000000LL, &got, sizeof got, NULL);
+  acx_future_release(f);
+  if (s != ACX_OK || got != payload) FAIL("future round trip: %s, got %d", acx_status_str(s), got);
+
+#if ACX_CONSUMER_ACTORS
+  if (run_actor_system() != 0) return 1;
+  printf("acx consumer: actor system ok\n");
+#endif
+  printf("acx consumer: ok %s\n", v);
+  return 0;
+}

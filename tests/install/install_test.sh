@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Installs the current build into a temporary prefix (no rebuild) and builds two outside
+# projects against it, one through find_package(acx), one through pkg-config, then runs both.
+#   install_test.sh <build dir> <consumer source dir> <C compiler> <cmake generator> <version>
+# ACX_CONSUMER_CFLAGS: extra flags for the consumers (the sanitizer flags of a sanitizer build).
+set -euo pipefail
+build=$1 consumer=$2 cc=$3 generator=$4 version=$5
+flags=${ACX_CONSUMER_CFLAGS:-}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/acx-install.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+
+fail() { echo "install_test: FAIL: $*" >&2; exit 1; }
+run_logged() { # log file, command...: keeps the output quiet unless the command fails
+  local log=$1; shift
+  "$@" >"$log" 2>&1 || { tail -40 "$log" >&2; fail "$* (see above)"; }
+}
+
+run_logged "$tmp/install.log" cmake --install "$build" --prefix "$prefix"
+pc=$(find "$prefix" -name acx.pc -path '*/pkgconfig/*' | head -1)
+cfg=$(find "$prefix" -name acxConfig.cmake | head -1)
+[ -n "$pc" ] || fail "acx.pc not installed"
+[ -n "$cfg" ] || fail "acxConfig.cmake not installed"
+[ -f "$(dirname "$cfg")/acxConfigVersion.cmake" ] || fail "acxConfigVersion.cmake not installed"
+libdir=$(dirname "$(dirname "$pc")")
+lib=$libdir/libacx.so
+[ -e "$lib" ] || fail "libacx.so not in $libdir"
+for h in status.h config.h version.h; do
+  [ -f "$prefix/include/acx/$h" ] || fail "header acx/$h not installed"
+done
+[ -x "$prefix/bin/acx-info" ] || fail "acx-info not installed"
+# Whatever the build produced must be installed where the runtime looks for it.
+if [ -x "$build/tools/acx-executor" ]; then
+  [ -x "$prefix/bin/acx-executor" ] || fail "acx-executor built but not installed in bin/"
+fi
+"$prefix/bin/acx-info" >"$tmp/info.log" 2>&1 || { cat "$tmp/info.log" >&2; fail "installed acx-info does not run"; }
+grep -q "^# acx $version\$" "$tmp/info.log" || fail "installed acx-info does not report version $version"
+echo "install_test: installed into $prefix ($(find "$prefix" -type f | wc -l) files)"
+
+# The actor runtime arrives in stages; exercise it as soon as the installed library has it.
+actors=OFF
+if nm -D --defined-only "$lib" | grep -qw acx_system_create; then actors=ON; fi
+
+echo "install_test: find_package(acx) consumer (actor system: $actors)"
+run_logged "$tmp/cmake-configure.log" cmake -S "$consumer" -B "$tmp/cmake-build" -G "$generator" \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$flags" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DACX_CONSUMER_ACTORS=$actors
+run_logged "$tmp/cmake-build.log" cmake --build "$tmp/cmake-build"
+out=$("$tmp/cmake-build/acx_consumer" "$version") || fail "find_package consumer failed: $out"
+echo "$out"
+grep -q "^acx consumer: ok $version\$" <<<"$out" || fail "find_package consumer printed no success line"
+
+echo "install_test: pkg-config consumer"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+pkg-config --exists --print-errors acx || fail "pkg-config cannot resolve acx"
+[ "$(pkg-config --modversion acx)" = "$version" ] || fail "pkg-config reports version $(pkg-config --modversion acx)"
+defs=""
+[ $actors = ON ] && defs="-DACX_CONSUMER_ACTORS=1"
+# shellcheck disable=SC2046,SC2086 # pkg-config output and flags are word lists
+run_logged "$tmp/pc-build.log" "$cc" $flags $defs -o "$tmp/pc_consumer" "$consumer/main.c" \
+  $(pkg-config --cflags --libs acx) -Wl,-rpath,"$libdir"
+out=$("$tmp/pc_consumer" "$version") || fail "pkg-config consumer failed: $out"
+echo "$out"
+grep -q "^acx consumer: ok $version\$" <<<"$out" || fail "pkg-config consumer printed no success line"
+echo "install_test: PASS"
