@@ -25,8 +25,10 @@ typedef enum acxi_op {
   ACXI_OP_MEM_INFO = 12,    /* reply value[0] = free bytes, value[1] = total bytes */
   ACXI_OP_PREFETCH = 13,    /* managed buf[0] range off[0]+bytes to arg[0]: 0 device, 1 host */
   ACXI_OP_ADVISE = 14,      /* managed buf[0] range: arg[0] = acxi_advice */
-  ACXI_OP_HOST_REGISTER = 15,   /* host region arg[0] of `bytes`: map (fd arrives out of band) */
-  ACXI_OP_HOST_UNREGISTER = 16, /* host region arg[0] */
+  ACXI_OP_HOST_REGISTER = 15,   /* host region arg[0] of `bytes`: map (process: the fd arrives
+                                   first on the socket; inline: arg[1] = its address). Served by
+                                   the loop, which calls engine->host_region_add */
+  ACXI_OP_HOST_UNREGISTER = 16, /* host region arg[0] (loop: engine->host_region_remove, unmap) */
   ACXI_OP_FAULT = 17,       /* fault injection: cuda = illegal-address kernel; host = abort() */
   ACXI_OP_SHUTDOWN = 18,    /* finish queued work, reply, exit the executor loop */
   ACXI_OP_BUFFER_INFO = 19, /* reply value[0] = bytes of buf[0], value[1] = device pointer
@@ -47,6 +49,13 @@ typedef enum acxi_advice {
   ACXI_ADVISE_UNSET_READ_MOSTLY = 5,
 } acxi_advice_t;
 
+/* arg[0] of ACXI_OP_FAULT. The cuda engine always does the real thing (an illegal-address
+ * kernel, which poisons the context); the host kind simulates: CRASH = abort() in process mode,
+ * STICKY = the engine marks itself poisoned. In inline mode the host kind always poisons (an
+ * abort would take the rank with it). */
+#define ACXI_FAULT_CRASH 0
+#define ACXI_FAULT_STICKY 1
+
 #define ACXI_STREAM_ALL 0xffffffffu
 #define ACXI_CMD_FLAG_NO_REPLY 0x1u /* fire-and-forget: the executor posts no completion unless it fails */
 
@@ -61,7 +70,7 @@ typedef struct acxi_cmd {
   uint64_t buf[3];     /* buffer ids: 0 = none */
   uint64_t off[3];     /* byte offsets into buf[i] (or into a host region, per op) */
   uint64_t bytes;
-  uint64_t arg[4];     /* op-specific scalars */
+  uint64_t arg[5];     /* op-specific scalars (5: the record is 128 bytes) */
 } acxi_cmd_t;
 
 /* One completion: 32 bytes. */
