@@ -46,6 +46,8 @@ static const param_def_t defs[] = {
     /* world and collectives */
     {"ACX_COLL_TIMEOUT", ACX_PARAM_INT, "60000", "Deadline of a collective (ms); on expiry the communicator is aborted"},
     {"ACX_NCCL_INIT_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of NCCL communicator creation (ms)"},
+    {"ACX_WORLD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of each bootstrap exchange of acx_world_init (ms): a rank that never arrives fails the others"},
+    {"ACX_LAUNCH_CHECK", ACX_PARAM_INT, "1", "1: refuse a launch where MPI sees 1 process but the launcher started more (missing PMI/PMIx); 0: skip"},
     /* observability */
     {"ACX_NVTX", ACX_PARAM_INT, "0", "1: NVTX ranges in the 'acx' domain around commands and collectives"},
 };
