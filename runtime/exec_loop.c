@@ -1,0 +1,248 @@
+/* The executor loop shared by both transports. It busy-polls while the engine has work in flight
+ * or was active within spin_ns, and otherwise sleeps on the command ring's doorbell, never longer
+ * than one heartbeat period, so the heartbeat keeps beating while idle. */
+#define _GNU_SOURCE
+#include "runtime/exec_loop.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/clock.h"
+#include "runtime/log.h"
+#include "runtime/param.h"
+
+typedef struct region {
+  uint64_t id;
+  acxi_shm_t shm; /* process mode: our mapping; inline: addr only, fd -1 */
+} region_t;
+
+typedef struct loop {
+  const acxi_exec_loop_params_t *p;
+  acxi_ring_t *cmds, *cpls;
+  acxi_engine_t *engine;
+  region_t *regions;
+  size_t n_regions, cap_regions;
+  int64_t post_timeout_ns;
+} loop_t;
+
+/* The completion sink handed to the engine. Thread-safe (the ring is MPMC). */
+static void post(void *sink, const acxi_cpl_t *cpl) {
+  loop_t *l = sink;
+  if (acxi_ring_push(l->cpls, cpl, acxi_deadline(l->post_timeout_ns)) != ACX_OK)
+    ACX_WARN(EXEC, "reply ring stayed full for %" PRId64 " ms: completion of request %" PRIu64
+             " dropped (is the rank still polling?)", l->post_timeout_ns / 1000000, cpl->req_id);
+}
+
+static void reply(loop_t *l, const acxi_cmd_t *cmd, acx_status_t st) {
+  if (st == ACX_OK && (cmd->flags & ACXI_CMD_FLAG_NO_REPLY)) return;
+  acxi_cpl_t c = {.req_id = cmd->req_id, .status = st};
+  post(l, &c);
+}
+
+acx_status_t acxi_fault_schedule(const char *spec, uint64_t generation, uint64_t *nth) {
+  ACX_CHECK_NULL(nth);
+  *nth = 0;
+  if (!spec || !*spec) return ACX_OK;
+  int once = 0;
+  const char *num;
+  if (strncmp(spec, "cmd:", 4) == 0) {
+    num = spec + 4;
+  } else if (strncmp(spec, "once:", 5) == 0) {
+    num = spec + 5;
+    once = 1;
+  } else {
+    ACX_WARN(EXEC, "ACX_FAULT_INJECT='%s': expected 'cmd:N' or 'once:N'", spec);
+    return ACX_ERR_BAD_PARAM;
+  }
+  char *end;
+  errno = 0;
+  unsigned long long n = strtoull(num, &end, 10);
+  if (errno || end == num || *end || n == 0 || *num == '-') {
+    ACX_WARN(EXEC, "ACX_FAULT_INJECT='%s': N must be a positive integer", spec);
+    return ACX_ERR_BAD_PARAM;
+  }
+  *nth = once && generation != 1 ? 0 : n;
+  return ACX_OK;
+}
+
+static region_t *region_find(loop_t *l, uint64_t id) {
+  for (size_t i = 0; i < l->n_regions; i++)
+    if (l->regions[i].id == id) return &l->regions[i];
+  return NULL;
+}
+
+static acx_status_t region_register(loop_t *l, const acxi_cmd_t *cmd) {
+  uint64_t id = cmd->arg[0];
+  if (id == 0 || region_find(l, id)) {
+    ACX_WARN(EXEC, "HOST_REGISTER: region id %" PRIu64 " is zero or already registered", id);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (l->n_regions == l->cap_regions) {
+    size_t cap = l->cap_regions ? 2 * l->cap_regions : 16;
+    region_t *r = realloc(l->regions, cap * sizeof *r);
+    if (!r) return ACX_ERR_NO_MEMORY;
+    l->regions = r;
+    l->cap_regions = cap;
+  }
+  region_t reg = {.id = id, .shm = {.fd = -1}};
+  acx_status_t st;
+  if (l->p->engine.inline_mode) {
+    reg.shm.addr = (void *)(uintptr_t)cmd->arg[1];
+    reg.shm.bytes = cmd->bytes;
+    if (!reg.shm.addr || !reg.shm.bytes) {
+      ACX_WARN(EXEC, "HOST_REGISTER: region %" PRIu64 " has no address or size", id);
+      return ACX_ERR_INVALID_ARG;
+    }
+  } else {
+    /* The rank sent the fd on the socket before it pushed this command, under one lock, so the
+     * next message on the socket is this region's. */
+    uint64_t msg[2];
+    int fd = -1;
+    st = acxi_fd_recv(l->p->sock_fd, &fd, msg, sizeof msg, acxi_deadline(5000000000LL));
+    if (st != ACX_OK) return st;
+    if (fd < 0 || msg[0] != id || msg[1] != cmd->bytes) {
+      ACX_WARN(EXEC, "HOST_REGISTER: socket carried region %" PRIu64 " (%" PRIu64 " bytes, fd %d), command names %"
+               PRIu64 " (%" PRIu64 " bytes)", msg[0], msg[1], fd, id, cmd->bytes);
+      if (fd >= 0) close(fd);
+      return ACX_ERR_INVALID_ARG;
+    }
+    st = acxi_shm_map(fd, cmd->bytes, &reg.shm);
+    close(fd);
+    if (st != ACX_OK) return st;
+  }
+  st = l->p->ops->host_region_add(l->engine, id, reg.shm.addr, reg.shm.bytes);
+  if (st != ACX_OK) {
+    if (reg.shm.fd >= 0) acxi_shm_destroy(&reg.shm);
+    return st;
+  }
+  l->regions[l->n_regions++] = reg;
+  return ACX_OK;
+}
+
+static void region_drop(loop_t *l, region_t *r) {
+  if (r->shm.fd >= 0) acxi_shm_destroy(&r->shm);
+  *r = l->regions[--l->n_regions];
+}
+
+static acx_status_t region_unregister(loop_t *l, const acxi_cmd_t *cmd) {
+  region_t *r = region_find(l, cmd->arg[0]);
+  if (!r) {
+    ACX_WARN(EXEC, "HOST_UNREGISTER: no host region %" PRIu64, cmd->arg[0]);
+    return ACX_ERR_INVALID_ARG;
+  }
+  acx_status_t st = l->p->ops->host_region_remove(l->engine, r->id);
+  region_drop(l, r);
+  return st;
+}
+
+static void handle(loop_t *l, acxi_cmd_t *cmd) {
+  if (cmd->generation != l->p->ctrl->generation) {
+    ACX_WARN(EXEC, "command op %u (request %" PRIu64 ") is for generation %" PRIu64 ", this executor is %" PRIu64,
+             cmd->op, cmd->req_id, cmd->generation, l->p->ctrl->generation);
+    reply(l, cmd, ACX_ERR_STALE_BUFFER);
+    return;
+  }
+  switch (cmd->op) {
+  case ACXI_OP_HOST_REGISTER:
+    reply(l, cmd, region_register(l, cmd));
+    break;
+  case ACXI_OP_HOST_UNREGISTER:
+    reply(l, cmd, region_unregister(l, cmd));
+    break;
+  default:
+    l->p->ops->submit(l->engine, cmd);
+  }
+}
+
+static int parent_gone(const acxi_exec_loop_params_t *p) {
+  return p->parent_pid > 0 && getppid() != p->parent_pid;
+}
+
+acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
+  loop_t l = {.p = p, .cmds = acxi_ctrl_cmd_ring(p->ctrl), .cpls = acxi_ctrl_cpl_ring(p->ctrl)};
+  acxi_ctrl_t *ctrl = p->ctrl;
+  l.post_timeout_ns = acxi_param_int("ACX_EXEC_TIMEOUT_MS") * 1000000;
+  acx_status_t st = p->ops->create(&p->engine, post, &l, &l.engine);
+  if (st != ACX_OK) {
+    acxi_ctrl_set_sticky(ctrl, st, 0, "the %s engine could not start: %s", p->ops->kind, acx_status_str(st));
+    return ACXI_LOOP_START_FAILED;
+  }
+  uint64_t fault_nth = 0, count = 0;
+  if (acxi_fault_schedule(p->engine.fault_inject, ctrl->generation, &fault_nth) != ACX_OK) fault_nth = 0;
+
+  /* release: the rank may read anything the engine set up once it sees READY. */
+  atomic_store_explicit(&ctrl->heartbeat_ns, acxi_now_ns(), memory_order_relaxed);
+  atomic_store_explicit(&ctrl->state, ACXI_EXEC_READY, memory_order_release);
+  acxi_ring_wake(l.cpls); /* a rank waiting for READY may sleep on the reply doorbell */
+  ACX_INFO(EXEC, "%s executor generation %" PRIu64 " ready (%s)", p->ops->kind, ctrl->generation,
+           p->engine.inline_mode ? "inline" : "process");
+
+  acxi_loop_exit_t why;
+  int shutting_down = 0;
+  int64_t now = acxi_now_ns(), last_beat = now, last_active = now;
+  for (;;) {
+    acxi_cmd_t cmd;
+    int n = 0;
+    while (n < 64 && !shutting_down && acxi_ring_try_pop(l.cmds, &cmd)) {
+      n++;
+      if (fault_nth && ++count == fault_nth) {
+        ACX_WARN(EXEC, "ACX_FAULT_INJECT='%s': command %" PRIu64 " (op %u) replaced by a fault",
+                 p->engine.fault_inject, count, cmd.op);
+        cmd.op = ACXI_OP_FAULT;
+        cmd.flags &= ~ACXI_CMD_FLAG_NO_REPLY;
+        cmd.arg[0] = ACXI_FAULT_CRASH;
+      }
+      if (cmd.op == ACXI_OP_SHUTDOWN) shutting_down = 1;
+      handle(&l, &cmd);
+    }
+    n += p->ops->progress(l.engine);
+    if (p->ops->poisoned(l.engine)) {
+      acxi_ctrl_set_sticky(ctrl, ACX_ERR_DEVICE_FATAL, 0,
+                           "the %s engine of generation %" PRIu64 " hit a sticky error; its context is poisoned",
+                           p->ops->kind, ctrl->generation);
+      ACX_WARN(EXEC, "%s", ctrl->sticky_msg);
+      why = ACXI_LOOP_POISONED;
+      break;
+    }
+    uint64_t busy = p->ops->in_flight(l.engine);
+    if (shutting_down && busy == 0) {
+      why = ACXI_LOOP_SHUTDOWN;
+      break;
+    }
+    now = acxi_now_ns();
+    if (now - last_beat >= p->heartbeat_period_ns) {
+      /* relaxed: a lone timestamp; the rank only compares it with its clock. */
+      atomic_store_explicit(&ctrl->heartbeat_ns, now, memory_order_relaxed);
+      last_beat = now;
+      if (parent_gone(p)) {
+        ACX_WARN(EXEC, "the rank (pid %d) is gone: executor generation %" PRIu64 " leaves", p->parent_pid,
+                 ctrl->generation);
+        why = ACXI_LOOP_ORPHANED;
+        break;
+      }
+    }
+    /* relaxed: the stop flag is a request; the ring wake that follows it does the ordering. */
+    if (p->stop && atomic_load_explicit(p->stop, memory_order_relaxed)) {
+      why = ACXI_LOOP_STOPPED;
+      break;
+    }
+    if (n > 0 || busy > 0) {
+      last_active = now;
+      continue;
+    }
+    if (now - last_active < p->spin_ns) {
+      acxi_cpu_relax();
+      continue;
+    }
+    acxi_ring_consumer_wait(l.cmds, last_beat + p->heartbeat_period_ns);
+  }
+  p->ops->destroy(l.engine);
+  while (l.n_regions) region_drop(&l, &l.regions[l.n_regions - 1]);
+  free(l.regions);
+  if (why != ACXI_LOOP_POISONED) atomic_store_explicit(&ctrl->state, ACXI_EXEC_STOPPED, memory_order_release);
+  acxi_ring_wake(l.cpls);
+  return why;
+}

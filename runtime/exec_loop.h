@@ -1,0 +1,40 @@
+/* The executor loop: pops commands from the command ring, hands them to an engine, posts
+ * completions to the reply ring, stamps the heartbeat. The same code runs in the acx-executor
+ * process (process transport) and on a thread of the rank (inline transport). */
+#ifndef ACXI_EXEC_LOOP_H
+#define ACXI_EXEC_LOOP_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "runtime/engine.h"
+#include "runtime/shm.h"
+
+typedef struct acxi_exec_loop_params {
+  acxi_ctrl_t *ctrl;                /* rings, heartbeat, state, sticky error */
+  const acxi_engine_ops_t *ops;     /* the device kind's engine */
+  acxi_engine_params_t engine;      /* generation must equal ctrl->generation */
+  int sock_fd;                      /* process mode: host-region fds arrive here; -1 inline */
+  int parent_pid;                   /* process mode: leave when the rank is gone; 0 inline */
+  int64_t heartbeat_period_ns;      /* stamp the heartbeat at least this often */
+  int64_t spin_ns;                  /* keep busy-polling this long after the last activity */
+  _Atomic int *stop;                /* optional: set (then acxi_ring_wake the command ring) to leave */
+} acxi_exec_loop_params_t;
+
+typedef enum acxi_loop_exit {
+  ACXI_LOOP_SHUTDOWN = 0,     /* SHUTDOWN served; queued work finished */
+  ACXI_LOOP_POISONED = 1,     /* the engine reported a sticky error (written to ctrl) */
+  ACXI_LOOP_START_FAILED = 2, /* the engine could not be created (written to ctrl) */
+  ACXI_LOOP_ORPHANED = 3,     /* the rank process is gone */
+  ACXI_LOOP_STOPPED = 4       /* *stop was set */
+} acxi_loop_exit_t;
+
+/* Runs until one of acxi_loop_exit_t happens; returns which. Sets ctrl->state READY once the
+ * engine exists and STOPPED or FAILED when it leaves. */
+acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p);
+
+/* Parses an ACX_FAULT_INJECT schedule: "" (none), "cmd:N" (the Nth command of every
+ * incarnation), "once:N" (the Nth command of generation 1 only). *nth = 0 when nothing is to be
+ * injected in `generation`. ACX_ERR_BAD_PARAM (logged) for anything else. */
+acx_status_t acxi_fault_schedule(const char *spec, uint64_t generation, uint64_t *nth);
+#endif

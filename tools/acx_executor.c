@@ -1,0 +1,121 @@
+/* acx-executor: one device executor incarnation. The rank's DeviceActor spawns it (posix_spawn)
+ * with the control block and a unix socket as inherited fds; it maps the block, creates the
+ * engine of the asked device kind and runs the shared executor loop until SHUTDOWN or death.
+ * Exit status: 0 shutdown, 2 bad arguments, 3 start failed, 4 sticky error, 5 orphaned. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/exec_loop.h"
+#include "runtime/log.h"
+#include "runtime/param.h"
+
+static void usage(void) {
+  fprintf(stderr, "usage: acx-executor --kind host|cuda --generation G --shm-fd FD --sock-fd FD\n"
+                  "                    [--ordinal N] [--pci-bus-id ID] [--streams N] [--parent-pid PID]\n"
+                  "                    [--heartbeat-ms MS] [--completion auto|event|hostfn] [--fault-inject SPEC]\n"
+                  "Started by libacx; not meant to be run by hand.\n");
+}
+
+static int parse_i64(const char *opt, const char *s, int64_t lo, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo) {
+    fprintf(stderr, "acx-executor: %s '%s' is not an integer >= %lld\n", opt, s, (long long)lo);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *kind = NULL, *pci = "", *completion = "auto", *fault = "";
+  int64_t generation = -1, shm_fd = -1, sock_fd = -1, ordinal = 0, streams = 1, parent = 0, hb_ms = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage();
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "acx-executor: %s needs a value\n", a);
+      usage();
+      return 2;
+    }
+    const char *v = argv[++i];
+    int bad = 0;
+    if (!strcmp(a, "--kind")) kind = v;
+    else if (!strcmp(a, "--pci-bus-id")) pci = v;
+    else if (!strcmp(a, "--completion")) completion = v;
+    else if (!strcmp(a, "--fault-inject")) fault = v;
+    else if (!strcmp(a, "--generation")) bad = parse_i64(a, v, 1, &generation);
+    else if (!strcmp(a, "--shm-fd")) bad = parse_i64(a, v, 0, &shm_fd);
+    else if (!strcmp(a, "--sock-fd")) bad = parse_i64(a, v, 0, &sock_fd);
+    else if (!strcmp(a, "--ordinal")) bad = parse_i64(a, v, 0, &ordinal);
+    else if (!strcmp(a, "--streams")) bad = parse_i64(a, v, 1, &streams);
+    else if (!strcmp(a, "--parent-pid")) bad = parse_i64(a, v, 0, &parent);
+    else if (!strcmp(a, "--heartbeat-ms")) bad = parse_i64(a, v, 1, &hb_ms);
+    else {
+      fprintf(stderr, "acx-executor: unknown argument '%s'\n", a);
+      bad = 1;
+    }
+    if (bad) {
+      usage();
+      return 2;
+    }
+  }
+  if (!kind || generation < 1 || shm_fd < 0 || sock_fd < 0 || streams > 1024 || strlen(pci) >= 32) {
+    fprintf(stderr, "acx-executor: --kind, --generation, --shm-fd and --sock-fd are required "
+                    "(streams <= 1024, PCI bus id < 32 chars)\n");
+    usage();
+    return 2;
+  }
+  const acxi_engine_ops_t *ops = acxi_engine_find(kind);
+  acxi_shm_t shm;
+  if (acxi_ctrl_attach((int)shm_fd, &shm) != ACX_OK) {
+    fprintf(stderr, "acx-executor: fd %" PRId64 " is not a usable control block\n", shm_fd);
+    return 2;
+  }
+  close((int)shm_fd); /* acxi_ctrl_attach keeps its own descriptor */
+  acxi_ctrl_t *ctrl = acxi_ctrl(&shm);
+  atomic_store_explicit(&ctrl->executor_pid, (int32_t)getpid(), memory_order_relaxed);
+  if (ctrl->generation != (uint64_t)generation) {
+    acxi_ctrl_set_sticky(ctrl, ACX_ERR_INVALID_ARG, 0, "executor started for generation %" PRId64
+                         ", control block is for %" PRIu64, generation, ctrl->generation);
+    return 2;
+  }
+  if (!ops) {
+    acxi_ctrl_set_sticky(ctrl, ACX_ERR_NO_DEVICE, 0, "this acx-executor has no '%s' device kind", kind);
+    return 3;
+  }
+  acxi_exec_loop_params_t p = {
+      .ctrl = ctrl,
+      .ops = ops,
+      .engine = {.cuda_ordinal = (int)ordinal, .streams = (int)streams, .generation = (uint64_t)generation,
+                 .inline_mode = 0, .completion = completion, .fault_inject = fault},
+      .sock_fd = (int)sock_fd,
+      .parent_pid = (int)parent,
+      .heartbeat_period_ns = (hb_ms ? hb_ms : acxi_param_int("ACX_HEARTBEAT_MS")) * 1000000 / 4,
+      .spin_ns = acxi_param_int("ACX_EXEC_SPIN_NS"),
+  };
+  snprintf(p.engine.pci_bus_id, sizeof p.engine.pci_bus_id, "%s", pci);
+  if (p.heartbeat_period_ns < 1000000) p.heartbeat_period_ns = 1000000;
+  acxi_loop_exit_t why = acxi_exec_loop_run(&p);
+  close((int)sock_fd);
+  acxi_shm_destroy(&shm);
+  switch (why) {
+  case ACXI_LOOP_SHUTDOWN:
+  case ACXI_LOOP_STOPPED:
+    return 0;
+  case ACXI_LOOP_START_FAILED:
+    return 3;
+  case ACXI_LOOP_POISONED:
+    return 4;
+  default:
+    return 5;
+  }
+}
