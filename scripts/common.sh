@@ -1,7 +1,8 @@
 # Shared by test.sh and bench.sh: install what is missing (as root, on Debian/Ubuntu), find CUDA.
 # shellcheck shell=bash
 
-ACX_DEBS="cmake ninja-build pkg-config gcc g++ make libopenmpi-dev openmpi-bin libhwloc-dev libcunit1-dev gnuplot-nox"
+ACX_DEBS="cmake ninja-build pkg-config gcc g++ make libopenmpi-dev openmpi-bin libhwloc-dev libcunit1-dev gnuplot-nox
+  munge slurmctld slurmd slurm-client python3" # the last line: the single-host Slurm test
 
 acx_install_deps() {
   local missing=()

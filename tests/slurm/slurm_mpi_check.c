@@ -1,0 +1,62 @@
+/* Launched by slurm_test.sh through `srun -n N`: proves that Slurm's PMIx (or PMI2) plugin wired
+ * up the MPI world, i.e. MPI's rank and size are Slurm's task id and task count, and that the
+ * ranks can talk (an all-reduce) and use libacx. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acx/config.h"
+#include "acx/version.h"
+#include "acx_test.h"
+
+static int rank = -1, size = -1;
+
+static int env_int(const char *name) {
+  const char *v = getenv(name);
+  return v ? atoi(v) : -1;
+}
+
+static void test_world_matches_slurm(void) {
+  CU_ASSERT_PTR_NOT_NULL_FATAL(getenv("SLURM_JOB_ID"));
+  CU_ASSERT_EQUAL(rank, env_int("SLURM_PROCID"));
+  CU_ASSERT_EQUAL(size, env_int("SLURM_NTASKS"));
+  CU_ASSERT(size >= 2);
+}
+
+static void test_allreduce(void) {
+  long mine = rank + 1, sum = 0;
+  CU_ASSERT_EQUAL_FATAL(MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  CU_ASSERT_EQUAL(sum, (long)size * (size + 1) / 2);
+}
+
+static void test_acx_in_rank(void) {
+  int code = 0;
+  acx_log_set_rank(rank);
+  CU_ASSERT_STRING_EQUAL(acx_version(&code), ACX_VERSION_STRING);
+  CU_ASSERT_EQUAL(code, ACX_VERSION);
+  /* Every rank must see the same library: compare version codes across the world. */
+  int min = 0, max = 0;
+  MPI_Allreduce(&code, &min, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&code, &max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CU_ASSERT_EQUAL(min, max);
+}
+
+int main(int argc, char **argv) {
+  if (!getenv("SLURM_JOB_ID")) acx_test_skip("not launched by srun (slurm_test.sh starts it)");
+  if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
+    fprintf(stderr, "slurm_mpi_check: MPI_Init failed\n");
+    return 1;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  static const acx_test_case_t cases[] = {ACX_TEST(test_world_matches_slurm), ACX_TEST(test_allreduce),
+                                          ACX_TEST(test_acx_in_rank), ACX_TEST_END};
+  int rc = acx_test_run("slurm_mpi", cases, NULL, NULL);
+  /* One rank's failure fails the step: agree on the result before leaving. */
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  if (rank == 0) printf("slurm_mpi_check: %d ranks, %s\n", size, worst ? "FAILED" : "ok");
+  return worst ? 1 : 0;
+}
