@@ -36,6 +36,7 @@ typedef struct acx_msg {
   const void *data;  /* valid for the duration of the receive hook only */
   acx_ref_t sender;  /* borrowed; NULL when sent from outside an actor. acx_ref_hold to keep it */
   int is_ask;        /* 1 when the sender waits for acx_reply */
+  acx_status_t status; /* replies told back by acx_reply: the replier's status; else ACX_OK */
 } acx_msg_t;
 
 typedef struct acx_down {
@@ -137,10 +138,17 @@ acx_status_t acx_unwatch(acx_ref_t watcher, acx_ref_t target);
 /* Inside hooks. */
 acx_ref_t acx_self(acx_ctx_t *ctx);            /* borrowed */
 acx_system_t *acx_ctx_system(acx_ctx_t *ctx);
-/* Answers msg: completes the asker's future, or tells the sender (type reply_type) when msg
- * came from acx_tell with a sender. ACX_ERR_INVALID_STATE when there is nobody to answer. */
+/* Answers msg: completes the asker's future, or tells the sender a message of msg's own type
+ * with the payload and msg.status = status when msg came from acx_tell with a sender (the
+ * replier is the sender of that answer). ACX_ERR_INVALID_STATE when there is nobody to answer,
+ * ACX_ERR_INVALID_ARG when msg is not the message being handled, ACX_ERR_ACTOR_STOPPED when the
+ * sender has stopped. A second reply to an ask returns ACX_ERR_INVALID_STATE. */
 acx_status_t acx_reply(acx_ctx_t *ctx, const acx_msg_t *msg, acx_status_t status, const void *payload,
                        size_t len);
+/* For answering an ask later, outside the hook: *future is the asker's future, held for the
+ * caller (complete it with acx_future_complete, then release it). ACX_ERR_INVALID_STATE when msg
+ * is not an ask. Addition to the first API draft. */
+acx_status_t acx_msg_future(acx_ctx_t *ctx, const acx_msg_t *msg, acx_future_t **future);
 /* Marks the current actor failed with status (as if receive had returned it). */
 acx_status_t acx_actor_fail(acx_ctx_t *ctx, acx_status_t status);
 /* Stops the current actor after this hook returns. */

@@ -1,0 +1,208 @@
+/* Workers and run queues. A worker runs its own queue FIFO, steals from the others when empty,
+ * spins ACX_SPIN_NS for latency, then parks on the scheduler's futex word. A push wakes a parked
+ * worker only when it creates surplus work (a non-empty queue, or a push from outside), so the
+ * ping-pong of two actors stays on one warm core without a syscall per message. */
+#define _GNU_SOURCE
+#include "sched.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "futex.h"
+#include "log.h"
+
+#define PARK_SLICE_NS (10 * 1000 * 1000LL) /* parked workers re-check this often */
+
+static __thread acxi_worker_t *tl_worker;
+
+acxi_worker_t *acxi_sched_current(void) { return tl_worker; }
+
+static void wake_one(acxi_sched_t *s) {
+  /* seq_cst: with the fence in push, a parker either sees the queued work or is counted here */
+  if (atomic_load_explicit(&s->parked, memory_order_seq_cst) > 0) {
+    /* release: a woken worker's acquire load of epoch orders after the push */
+    atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release);
+    acxi_futex_wake(&s->epoch, 1);
+  }
+}
+
+static void queue_push(acxi_worker_t *w, acxi_runnable_t *r, int *len_before) {
+  r->rq_next = NULL;
+  pthread_mutex_lock(&w->lock);
+  if (w->rq_tail)
+    w->rq_tail->rq_next = r;
+  else
+    w->rq_head = r;
+  w->rq_tail = r;
+  /* relaxed: a hint for thieves and parkers; the mutex protects the list itself */
+  *len_before = atomic_fetch_add_explicit(&w->rq_len, 1, memory_order_relaxed);
+  pthread_mutex_unlock(&w->lock);
+}
+
+static acxi_runnable_t *queue_pop(acxi_worker_t *w) {
+  /* relaxed: a stale zero only delays this worker until its next look */
+  if (atomic_load_explicit(&w->rq_len, memory_order_relaxed) == 0) return NULL;
+  pthread_mutex_lock(&w->lock);
+  acxi_runnable_t *r = w->rq_head;
+  if (r) {
+    w->rq_head = r->rq_next;
+    if (!w->rq_head) w->rq_tail = NULL;
+    atomic_fetch_sub_explicit(&w->rq_len, 1, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&w->lock);
+  return r;
+}
+
+void acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r) {
+  acxi_worker_t *w = tl_worker;
+  int own = w && w->sched == s;
+  if (!own) {
+    /* relaxed: any spread will do */
+    unsigned i = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed);
+    w = &s->workers[i % (unsigned)s->nworkers];
+  }
+  int before = 0;
+  queue_push(w, r, &before);
+  atomic_thread_fence(memory_order_seq_cst); /* Dekker with the parker's parked++ then look */
+  if (!own || before > 0) wake_one(s);
+}
+
+static acxi_runnable_t *find_work(acxi_worker_t *w) {
+  acxi_runnable_t *r = queue_pop(w);
+  if (r) return r;
+  acxi_sched_t *s = w->sched;
+  for (int k = 1; k < s->nworkers; k++) {
+    r = queue_pop(&s->workers[(w->index + k) % s->nworkers]);
+    if (r) return r;
+  }
+  return NULL;
+}
+
+static int any_work(acxi_sched_t *s) {
+  for (int k = 0; k < s->nworkers; k++)
+    if (atomic_load_explicit(&s->workers[k].rq_len, memory_order_seq_cst) > 0) return 1;
+  return 0;
+}
+
+static void park(acxi_sched_t *s) {
+  /* acquire: pairs with wake_one's release increment */
+  uint32_t e = atomic_load_explicit(&s->epoch, memory_order_acquire);
+  atomic_fetch_add_explicit(&s->parked, 1, memory_order_seq_cst);
+  if (!any_work(s) && !atomic_load_explicit(&s->stopping, memory_order_acquire))
+    acxi_futex_wait(&s->epoch, e, PARK_SLICE_NS);
+  atomic_fetch_sub_explicit(&s->parked, 1, memory_order_relaxed);
+}
+
+static void *worker_main(void *arg) {
+  acxi_worker_t *w = arg;
+  acxi_sched_t *s = w->sched;
+  tl_worker = w;
+  ACX_TRACE(SCHED, "worker %d started", w->index);
+  /* acquire: see everything done before stop was requested */
+  while (!atomic_load_explicit(&s->stopping, memory_order_acquire)) {
+    acxi_runnable_t *r = find_work(w);
+    if (r) {
+      if (s->run(w, r)) {
+        int before = 0;
+        queue_push(w, r, &before);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (before > 0) wake_one(s);
+      }
+      continue;
+    }
+    int64_t until = acxi_now_ns() + s->spin_ns;
+    int found = 0;
+    for (unsigned i = 1; !found; i++) {
+      found = any_work(s) || atomic_load_explicit(&s->stopping, memory_order_relaxed);
+      if ((i & 15) == 0 && acxi_now_ns() >= until) break;
+      acxi_cpu_relax();
+    }
+    if (!found) park(s);
+  }
+  ACX_TRACE(SCHED, "worker %d exits", w->index);
+  tl_worker = NULL;
+  return NULL;
+}
+
+acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, acxi_run_fn run, const char *name) {
+  memset(s, 0, sizeof *s);
+  s->workers = aligned_alloc(64, sizeof(acxi_worker_t) * (size_t)nworkers);
+  if (!s->workers) return ACX_ERR_NO_MEMORY;
+  memset(s->workers, 0, sizeof(acxi_worker_t) * (size_t)nworkers);
+  s->nworkers = nworkers;
+  s->run = run;
+  s->spin_ns = spin_ns < 0 ? 0 : spin_ns;
+  for (int i = 0; i < nworkers; i++) {
+    acxi_worker_t *w = &s->workers[i];
+    pthread_mutex_init(&w->lock, NULL);
+    w->sched = s;
+    w->index = i;
+  }
+  for (int i = 0; i < nworkers; i++) {
+    acxi_worker_t *w = &s->workers[i];
+    int rc = pthread_create(&w->thread, NULL, worker_main, w);
+    if (rc != 0) {
+      ACX_WARN(SCHED, "pthread_create of worker %d failed: %s", i, strerror(rc));
+      acxi_sched_stop(s, acxi_deadline(5LL * 1000000000LL));
+      acxi_sched_fini(s);
+      return ACX_ERR_SYSTEM;
+    }
+    w->started = 1;
+    char tname[32]; /* the kernel keeps 15 characters */
+    snprintf(tname, sizeof tname, "%.8s-w%d", name ? name : "acx", i % 1000);
+    tname[15] = '\0';
+    pthread_setname_np(w->thread, tname);
+  }
+  return ACX_OK;
+}
+
+acx_status_t acxi_sched_stop(acxi_sched_t *s, int64_t deadline) {
+  /* release: workers that see stopping see what the caller did before */
+  atomic_store_explicit(&s->stopping, 1, memory_order_release);
+  atomic_fetch_add_explicit(&s->epoch, 1, memory_order_release);
+  acxi_futex_wake(&s->epoch, INT_MAX);
+  acx_status_t res = ACX_OK;
+  for (int i = 0; i < s->nworkers; i++) {
+    acxi_worker_t *w = &s->workers[i];
+    if (!w->started) continue;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* pthread_timedjoin_np takes a CLOCK_REALTIME time */
+    int64_t left = deadline - acxi_now_ns();
+    if (left < 0) left = 0;
+    int64_t abs = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + left;
+    struct timespec dl = acxi_ts_from_ns(abs);
+    int rc = pthread_timedjoin_np(w->thread, NULL, &dl);
+    if (rc != 0) {
+      ACX_WARN(SCHED, "worker %d did not finish by the deadline (%s)", i, strerror(rc));
+      res = ACX_ERR_TIMEOUT;
+      continue;
+    }
+    w->started = 0;
+  }
+  return res;
+}
+
+acxi_runnable_t *acxi_sched_drain(acxi_sched_t *s) {
+  for (int i = 0; i < s->nworkers; i++) {
+    acxi_runnable_t *r = queue_pop(&s->workers[i]);
+    if (r) return r;
+  }
+  return NULL;
+}
+
+void acxi_sched_fini(acxi_sched_t *s) {
+  if (!s->workers) return;
+  for (int i = 0; i < s->nworkers; i++) pthread_mutex_destroy(&s->workers[i].lock);
+  free(s->workers);
+  s->workers = NULL;
+}
+
+uint64_t acxi_sched_delivered(acxi_sched_t *s) {
+  uint64_t n = 0;
+  for (int i = 0; i < s->nworkers; i++)
+    n += atomic_load_explicit(&s->workers[i].delivered, memory_order_relaxed);
+  return n;
+}

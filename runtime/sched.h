@@ -1,0 +1,57 @@
+/* The scheduler: N worker threads, each with a FIFO run queue of runnable actors that idle
+ * workers steal from. Workers spin for ACX_SPIN_NS when idle, then park on a futex. */
+#ifndef ACXI_SCHED_H
+#define ACXI_SCHED_H
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "acx/status.h"
+
+/* Embedded in whatever is scheduled (an actor); it sits in at most one run queue at a time. */
+typedef struct acxi_runnable {
+  struct acxi_runnable *rq_next;
+} acxi_runnable_t;
+
+struct acxi_sched;
+
+typedef struct acxi_worker {
+  alignas(64) pthread_mutex_t lock;
+  acxi_runnable_t *rq_head, *rq_tail; /* under lock */
+  _Atomic int rq_len;                 /* mirror of the length, read without the lock by thieves */
+  struct acxi_sched *sched;
+  int index;
+  pthread_t thread;
+  int started;
+  _Atomic uint64_t delivered; /* messages handed to hooks on this worker (stats) */
+} acxi_worker_t;
+
+/* Runs one turn of r on worker w; returns true when r must be queued again. */
+typedef bool (*acxi_run_fn)(acxi_worker_t *w, acxi_runnable_t *r);
+
+typedef struct acxi_sched {
+  int nworkers;
+  acxi_worker_t *workers;
+  acxi_run_fn run;
+  int64_t spin_ns;
+  alignas(64) _Atomic uint32_t epoch; /* futex word parked workers sleep on */
+  _Atomic int parked;
+  _Atomic int stopping;
+  _Atomic unsigned rr; /* round robin for pushes from threads that are not workers */
+} acxi_sched_t;
+
+acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, acxi_run_fn run, const char *name);
+/* Makes r runnable. Any thread; a worker of s queues on its own run queue. */
+void acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r);
+/* Asks the workers to exit and joins them by deadline (absolute, acxi_now_ns based).
+ * ACX_ERR_TIMEOUT when a worker is still running: then s must not be freed. */
+acx_status_t acxi_sched_stop(acxi_sched_t *s, int64_t deadline);
+/* After a successful stop: takes one leftover runnable, or NULL. */
+acxi_runnable_t *acxi_sched_drain(acxi_sched_t *s);
+void acxi_sched_fini(acxi_sched_t *s);
+/* The worker the calling thread is, or NULL. */
+acxi_worker_t *acxi_sched_current(void);
+uint64_t acxi_sched_delivered(acxi_sched_t *s);
+#endif
