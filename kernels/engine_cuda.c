@@ -253,6 +253,12 @@ static int sticky_error(cudaError_t err) {
   }
 }
 
+/* What a command gets once the context is poisoned: the executor process will be replaced
+ * (retry), but an inline engine's process can never use the GPU again. */
+static acx_status_t lost_status(const acxi_engine_t *e) {
+  return e->params.inline_mode ? ACX_ERR_DEVICE_FATAL : ACX_ERR_DEVICE_LOST;
+}
+
 static void post(acxi_engine_t *e, const acxi_cpl_t *cpl, uint32_t flags) {
   if (cpl->status == ACX_OK && (flags & ACXI_CMD_FLAG_NO_REPLY)) return;
   e->complete(e->sink, cpl);
@@ -266,8 +272,8 @@ static void poison(acxi_engine_t *e, cudaError_t err) {
   e->poison_err = err;
   snprintf(e->poison_msg, sizeof e->poison_msg,
            "sticky CUDA error on device %d: %s (%d): the context is lost; in-flight commands fail "
-           "with ACX_ERR_DEVICE_LOST, only a new process can use the GPU again",
-           e->device, cudaGetErrorString(err), (int)err);
+           "with %s, only a new process can use the GPU again",
+           e->device, cudaGetErrorString(err), (int)err, acx_status_name(lost_status(e)));
   ACX_WARN(EXEC, "%s", e->poison_msg);
   fail_in_flight(e);
 }
@@ -277,7 +283,7 @@ static acx_status_t cuda_status(acxi_engine_t *e, cudaError_t err) {
   e->lib_code = (int)err;
   if (sticky_error(err)) {
     poison(e, err);
-    return ACX_ERR_DEVICE_LOST;
+    return lost_status(e);
   }
   (void)cudaGetLastError(); /* a non-sticky error must not show up again in a later call */
   return err == cudaErrorMemoryAllocation ? ACX_ERR_DEVICE_OOM : ACX_ERR_DEVICE;
@@ -435,7 +441,7 @@ static void fail_in_flight(acxi_engine_t *e) {
     while (q->count) {
       pending_t *p = &q->v[q->head];
       acxi_cpl_t c = p->cpl;
-      c.status = ACX_ERR_DEVICE_LOST;
+      c.status = lost_status(e);
       c.lib_code = (int)e->poison_err;
       post(e, &c, p->flags);
       squeue_pop(q);
@@ -463,7 +469,7 @@ static void fail_in_flight(acxi_engine_t *e) {
   pthread_mutex_unlock(&e->hf_lock);
   for (hostfn_rec_t *r = claimed; r; r = r->next) {
     acxi_cpl_t c = r->cpl;
-    c.status = ACX_ERR_DEVICE_LOST;
+    c.status = lost_status(e);
     c.lib_code = (int)e->poison_err;
     post(e, &c, r->flags);
     atomic_fetch_sub_explicit(&e->in_flight, 1, memory_order_release);
@@ -686,9 +692,6 @@ static acx_status_t op_fill(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *c
     BAD(ACX_ERR_INVALID_ARG, c, "fill width arg[1] = %" PRIu64 " is not 1, 2, 4 or 8", w);
   if (c->off[0] % w || c->bytes % w)
     BAD(ACX_ERR_INVALID_ARG, c, "off[0] %" PRIu64 " and bytes %" PRIu64 " must be multiples of the width %" PRIu64, c->off[0], c->bytes, w);
-  if (w < 8 && (c->arg[0] >> (8 * w)) != 0)
-    BAD(ACX_ERR_INVALID_ARG, c, "pattern arg[0] = %#" PRIx64 " is wider than %" PRIu64 " bytes",
-        c->arg[0], w);
   ACXCHECK(check_range(c, "buf[0]", b->bytes, c->off[0], c->bytes));
   ACXCHECK(order(e, &b->t, (int)c->stream, 1, 1));
   CUDACHECK(acxk_cuda_launch_fill((char *)b->ptr + c->off[0], c->bytes, c->arg[0], (int)w, e->streams[c->stream]));
@@ -728,12 +731,30 @@ static acx_status_t op_copy(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *c
     ACXCHECK(get_buffer(e, c, 1, &bs));
     ACXCHECK(check_range(c, "buf[1]", bs->bytes, c->off[1], c->bytes));
     ACXCHECK(check_range(c, "buf[0]", bd->bytes, c->off[0], c->bytes));
-    if (bd == bs && c->off[0] < c->off[1] + c->bytes && c->off[1] < c->off[0] + c->bytes)
-      BAD(ACX_ERR_INVALID_ARG, c, "source and destination ranges overlap in buffer %" PRIu64, bd->id);
     ACXCHECK(order(e, &bs->t, s, 0, 1));
     ACXCHECK(order(e, &bd->t, s, 1, 1));
     src = (char *)bs->ptr + c->off[1];
     dst = (char *)bd->ptr + c->off[0];
+    if (bd == bs && c->bytes > 0 && c->off[0] != c->off[1] && c->off[0] < c->off[1] + c->bytes &&
+        c->off[1] < c->off[0] + c->bytes) {
+      /* Overlapping ranges (memmove semantics, as the host kind): cudaMemcpy does not promise
+       * them, so go through a stream-ordered scratch allocation from the pool. */
+      void *tmp = NULL;
+      acx_status_t st = ACX_OK;
+      CUDACHECK(cudaMallocAsync(&tmp, (size_t)c->bytes, e->streams[s]));
+      CUDACHECKGOTO(cudaMemcpyAsync(tmp, src, (size_t)c->bytes, cudaMemcpyDeviceToDevice, e->streams[s]), st, err_free_tmp);
+      CUDACHECKGOTO(cudaMemcpyAsync(dst, tmp, (size_t)c->bytes, cudaMemcpyDeviceToDevice, e->streams[s]), st, err_free_tmp);
+    err_free_tmp:
+      if (!e->poisoned) {
+        cudaError_t err = cudaFreeAsync(tmp, e->streams[s]);
+        if (err != cudaSuccess && st == ACX_OK) {
+          ACX_WARN(EXEC, "cudaFreeAsync(scratch) failed: %s (%d)", cudaGetErrorString(err), (int)err);
+          st = cuda_status(e, err);
+        }
+      }
+      o->after = s;
+      return st;
+    }
   }
   if (c->bytes > 0) CUDACHECK(cudaMemcpyAsync(dst, src, (size_t)c->bytes, cudaMemcpyDefault, e->streams[s]));
   o->after = s;
@@ -927,7 +948,7 @@ static acx_status_t dispatch(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *
  * Engine ops. */
 
 static void finish(acxi_engine_t *e, const acxi_cmd_t *c, acx_status_t st, acxi_cpl_t *cpl) {
-  cpl->status = e->poisoned ? ACX_ERR_DEVICE_LOST : st;
+  cpl->status = e->poisoned ? lost_status(e) : st;
   cpl->lib_code = e->poisoned ? (int)e->poison_err : e->lib_code;
   post(e, cpl, c->flags);
 }
@@ -937,7 +958,7 @@ static void cuda_submit(acxi_engine_t *e, const acxi_cmd_t *c) {
   e->lib_code = 0;
   e->nacc = 0;
   if (e->poisoned) {
-    finish(e, c, ACX_ERR_DEVICE_LOST, &cpl);
+    finish(e, c, lost_status(e), &cpl);
     return;
   }
   acx_status_t st = bind_device(e);
@@ -1044,7 +1065,7 @@ static acx_status_t cuda_host_region_add(acxi_engine_t *e, uint64_t id, void *ad
   ACX_CHECK_NULL(addr);
   ACX_CHECK_ARG(id != KEY_EMPTY && id != KEY_TOMB, "host_region_add: region id %" PRIu64 " is reserved", id);
   ACX_CHECK_ARG(bytes > 0, "host_region_add: region %" PRIu64 " has 0 bytes", id);
-  if (e->poisoned) return ACX_ERR_DEVICE_LOST;
+  if (e->poisoned) return lost_status(e);
   ACX_CHECK_ARG(idmap_get(&e->regions, id) == NULL, "host_region_add: region %" PRIu64 " already exists", id);
   ACXCHECK(bind_device(e));
   region_t *r = calloc(1, sizeof *r);
@@ -1376,7 +1397,7 @@ static void api_complete(acxi_engine_t *e, const acxi_cpl_t *cpl) { e->complete(
 static void api_complete_after(acxi_engine_t *e, uint32_t stream, const acxi_cmd_t *cmd) {
   acxi_cpl_t cpl = {.req_id = cmd->req_id};
   acx_status_t st;
-  if (e->poisoned) st = ACX_ERR_DEVICE_LOST;
+  if (e->poisoned) st = lost_status(e);
   else if (stream >= (uint32_t)e->nstreams) {
     ACX_WARN(EXEC, "extension: complete_after(stream %u) is out of range", stream);
     st = ACX_ERR_INVALID_ARG;
