@@ -6,13 +6,44 @@
 #include "collectives/collectives.h"
 #include "kernels/kernels.h"
 
-static void usage(void) { printf("usage: acx-info [-p|--params] [-h]\n"); }
+static void usage(void) { printf("usage: acx-info [-p|--params] [-m|--markdown] [-h]\n"); }
+
+/* The registry as a markdown table of defaults (never the values in effect, so the output does
+ * not depend on the environment): docs/environment.md is generated from it and checked by a test. */
+static void print_md_cell(const char *s) {
+  for (; *s; s++) {
+    if (*s == '|') putchar('\\'); /* a bar would end the cell */
+    putchar(*s);
+  }
+}
+
+static void print_markdown(void) {
+  printf("| Variable | Type | Default | Description |\n|---|---|---|---|\n");
+  for (size_t i = 0; i < acx_param_count(); i++) {
+    acx_param_info_t p;
+    if (acx_param_info(i, &p) != ACX_OK) continue;
+    printf("| `%s` | %s | ", p.name, p.type == ACX_PARAM_INT ? "integer" : "string");
+    if (*p.default_str) {
+      putchar('`');
+      print_md_cell(p.default_str);
+      putchar('`');
+    } else {
+      printf("(empty)");
+    }
+    printf(" | ");
+    print_md_cell(p.help);
+    printf(" |\n");
+  }
+}
 
 int main(int argc, char **argv) {
   int params_only = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-p") || !strcmp(argv[i], "--params")) {
       params_only = 1;
+    } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--markdown")) {
+      print_markdown();
+      return 0;
     } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       usage();
       return 0;
