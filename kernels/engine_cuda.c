@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/cuda_internal.h"
+#include "kernels/nvtx.h"
 #include "runtime/clock.h"
 #include "runtime/engine.h"
 #include "runtime/log.h"
@@ -213,7 +214,6 @@ struct acxi_engine {
 
   int lib_code; /* cudaError_t of the failing call of the command being submitted */
   int64_t next_health_ns;
-  int leaked; /* destroy could not drain: memory left to callbacks that may still run */
 
   void *ext_state[ACXI_EXT_MAX];
 };
@@ -953,7 +953,32 @@ static void finish(acxi_engine_t *e, const acxi_cmd_t *c, acx_status_t st, acxi_
   post(e, cpl, c->flags);
 }
 
+static const char *op_name(uint32_t op) {
+  static const char *names[] = {
+      [ACXI_OP_NOP] = "acx:nop",           [ACXI_OP_KERNEL_EMPTY] = "acx:kernel_empty",
+      [ACXI_OP_ALLOC] = "acx:alloc",       [ACXI_OP_FREE] = "acx:free",
+      [ACXI_OP_FILL] = "acx:fill",         [ACXI_OP_COPY_H2D] = "acx:copy_h2d",
+      [ACXI_OP_COPY_D2H] = "acx:copy_d2h", [ACXI_OP_COPY_D2D] = "acx:copy_d2d",
+      [ACXI_OP_EVENT_RECORD] = "acx:event_record", [ACXI_OP_STREAM_WAIT] = "acx:stream_wait",
+      [ACXI_OP_SYNC] = "acx:sync",         [ACXI_OP_MEM_INFO] = "acx:mem_info",
+      [ACXI_OP_PREFETCH] = "acx:prefetch", [ACXI_OP_ADVISE] = "acx:advise",
+      [ACXI_OP_HOST_REGISTER] = "acx:host_register", [ACXI_OP_HOST_UNREGISTER] = "acx:host_unregister",
+      [ACXI_OP_FAULT] = "acx:fault",       [ACXI_OP_SHUTDOWN] = "acx:shutdown",
+      [ACXI_OP_BUFFER_INFO] = "acx:buffer_info"};
+  if (op >= ACXI_OP_EXT_BASE) return "acx:extension";
+  return op < sizeof names / sizeof names[0] && names[op] ? names[op] : "acx:unknown";
+}
+
+static void submit_one(acxi_engine_t *e, const acxi_cmd_t *c);
+
+/* The range covers enqueueing only; the device work shows on the stream rows of the profile. */
 static void cuda_submit(acxi_engine_t *e, const acxi_cmd_t *c) {
+  acxk_nvtx_push(op_name(c->op));
+  submit_one(e, c);
+  acxk_nvtx_pop();
+}
+
+static void submit_one(acxi_engine_t *e, const acxi_cmd_t *c) {
   acxi_cpl_t cpl = {.req_id = c->req_id};
   e->lib_code = 0;
   e->nacc = 0;
@@ -1286,8 +1311,9 @@ err_free_engine:
 /* Releases device objects (not after poisoning: every call would fail) and host tables. */
 static void release_all(acxi_engine_t *e) {
   int live = !e->poisoned;
-  /* Nothing may still read a region or buffer when it goes. */
-  if (live && drain_streams(e, "engine destroy") != ACX_OK) live = !e->poisoned;
+  /* Nothing may still use a region or buffer when it goes. A GPU that does not drain within the
+   * deadline keeps its memory (leaked, never unpinned under a running copy). */
+  if (live && drain_streams(e, "engine destroy") != ACX_OK) live = 0;
   IDMAP_FOREACH(&e->buffers, i) {
     buffer_t *b = e->buffers.vals[i];
     if (live) {
@@ -1344,7 +1370,6 @@ static void cuda_destroy(acxi_engine_t *e) {
      * passed with work still queued, so a hung GPU costs memory, not a crash. */
     ACX_WARN(EXEC, "cuda engine destroyed with %" PRIu64 " commands still in flight after ACX_EXEC_TIMEOUT_MS; "
              "its memory is left to them", left);
-    e->leaked = 1;
     return;
   }
   release_all(e);
