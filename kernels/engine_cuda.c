@@ -915,7 +915,9 @@ static acx_status_t op_buffer_info(acxi_engine_t *e, const acxi_cmd_t *c, acxi_c
   ACXCHECK(get_buffer(e, c, 0, &b));
   cpl->value[0] = b->bytes;
   cpl->value[1] = (uint64_t)(uintptr_t)b->ptr;
-  o->after = -1;
+  /* The pointer is for the user's own streams (inline mode), which our events do not order: reply
+   * once the stream-ordered allocation and the last write have happened. */
+  o->after = e->nstreams == 1 ? 0 : b->t.writer;
   return ACX_OK;
 }
 
