@@ -756,7 +756,9 @@ static acx_status_t op_copy(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *c
       return st;
     }
   }
-  if (c->bytes > 0) CUDACHECK(cudaMemcpyAsync(dst, src, (size_t)c->bytes, cudaMemcpyDefault, e->streams[s]));
+  /* A copy onto itself is a no-op (and cudaMemcpy does not promise identical ranges either). */
+  if (c->bytes > 0 && dst != src)
+    CUDACHECK(cudaMemcpyAsync(dst, src, (size_t)c->bytes, cudaMemcpyDefault, e->streams[s]));
   o->after = s;
   return ACX_OK;
 }
