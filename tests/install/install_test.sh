@@ -33,13 +33,19 @@ done
 if [ -x "$build/tools/acx-executor" ]; then
   [ -x "$prefix/bin/acx-executor" ] || fail "acx-executor built but not installed in bin/"
 fi
+if [ -d "$build/bench" ]; then
+  while IFS= read -r b; do
+    [ -x "$prefix/bin/$(basename "$b")" ] || fail "benchmark $(basename "$b") built but not installed in bin/"
+  done < <(find "$build/bench" -mindepth 2 -maxdepth 2 -type f -perm -u+x ! -name '*.*')
+fi
 "$prefix/bin/acx-info" >"$tmp/info.log" 2>&1 || { cat "$tmp/info.log" >&2; fail "installed acx-info does not run"; }
 grep -q "^# acx $version\$" "$tmp/info.log" || fail "installed acx-info does not report version $version"
 echo "install_test: installed into $prefix ($(find "$prefix" -type f | wc -l) files)"
 
 # The actor runtime arrives in stages; exercise it as soon as the installed library has it.
 actors=OFF
-if nm -D --defined-only "$lib" | grep -qw acx_system_create; then actors=ON; fi
+syms=$(nm -D --defined-only "$lib") # whole, not piped into grep -q: pipefail would see SIGPIPE
+grep -qw acx_system_create <<<"$syms" && actors=ON
 
 echo "install_test: find_package(acx) consumer (actor system: $actors)"
 run_logged "$tmp/cmake-configure.log" cmake -S "$consumer" -B "$tmp/cmake-build" -G "$generator" \
@@ -54,6 +60,23 @@ echo "install_test: pkg-config consumer"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 pkg-config --exists --print-errors acx || fail "pkg-config cannot resolve acx"
 [ "$(pkg-config --modversion acx)" = "$version" ] || fail "pkg-config reports version $(pkg-config --modversion acx)"
+# Each installed header must stand alone (no internal header, its own includes) in C17 and C++.
+for h in "$prefix"/include/acx/*.h; do
+  name=acx/$(basename "$h")
+  printf '#include <%s>\nint acx_header_check;\n' "$name" >"$tmp/hdr.c"
+  # shellcheck disable=SC2046 # pkg-config output is a word list
+  "$cc" -std=c17 -Wall -Wextra -Werror $flags -fsyntax-only $(pkg-config --cflags acx) "$tmp/hdr.c" \
+    >"$tmp/hdr.log" 2>&1 || { cat "$tmp/hdr.log" >&2; fail "$name does not compile alone (C17)"; }
+  if command -v c++ >/dev/null; then
+    cp "$tmp/hdr.c" "$tmp/hdr.cc"
+    # The deprecated MPI C++ bindings that mpi.h pulls into C++ do not pass -Wextra -Werror.
+    # shellcheck disable=SC2046
+    c++ -std=c++17 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX -fsyntax-only \
+      $(pkg-config --cflags acx) "$tmp/hdr.cc" \
+      >"$tmp/hdr.log" 2>&1 || { cat "$tmp/hdr.log" >&2; fail "$name does not compile alone (C++17)"; }
+  fi
+done
+echo "install_test: $(ls "$prefix"/include/acx/*.h | wc -l) installed headers compile alone"
 defs=""
 [ $actors = ON ] && defs="-DACX_CONSUMER_ACTORS=1"
 # shellcheck disable=SC2046,SC2086 # pkg-config output and flags are word lists
