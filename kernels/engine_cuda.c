@@ -153,15 +153,26 @@ typedef struct user_event {
 
 /* One command waiting for its stream: event mode (and deferred managed frees in both modes). */
 typedef struct pending {
-  cudaEvent_t ev;
   acxi_cpl_t cpl;
   uint32_t flags;
-  void *managed_free; /* cudaFree this once ev has completed */
+  void *managed_free; /* cudaFree this once its stream has passed it */
 } pending_t;
 
+/* An event recorded on a stream, covering the `count` oldest pending commands not yet covered. */
+typedef struct mark {
+  cudaEvent_t ev;
+  size_t count;
+} mark_t;
+
+/* Per-stream completion queue. Commands are queued unsealed; progress() seals all unsealed ones
+ * with a single event (one driver call per poll, not per command: pipelined commands arrive in
+ * batches), then posts the commands of every mark whose event has completed, in order. */
 typedef struct squeue {
-  pending_t *v;
+  pending_t *v; /* FIFO of every deferred command of the stream */
   size_t cap, head, count;
+  size_t unsealed; /* the newest `unsealed` entries have no mark yet */
+  mark_t *m; /* FIFO of marks */
+  size_t mcap, mhead, mcount;
 } squeue_t;
 
 /* One command waiting for its stream in hostfn mode. The callback and the poison path race to
@@ -351,12 +362,43 @@ static int squeue_push(squeue_t *q, const pending_t *p) {
   }
   q->v[(q->head + q->count) % q->cap] = *p;
   q->count++;
+  q->unsealed++;
   return 0;
 }
 
-static void squeue_pop(squeue_t *q) {
+static pending_t squeue_pop(squeue_t *q) {
+  pending_t p = q->v[q->head];
   q->head = (q->head + 1) % q->cap;
   q->count--;
+  return p;
+}
+
+/* Removes the newest entry (a command whose sealing failed). */
+static pending_t squeue_pop_tail(squeue_t *q) {
+  q->count--;
+  q->unsealed--;
+  return q->v[(q->head + q->count) % q->cap];
+}
+
+static int mark_push(squeue_t *q, mark_t m) {
+  if (q->mcount == q->mcap) {
+    size_t cap = q->mcap ? q->mcap * 2 : 16;
+    mark_t *n = malloc(cap * sizeof *n);
+    if (!n) return -1;
+    for (size_t i = 0; i < q->mcount; i++) n[i] = q->m[(q->mhead + i) % q->mcap];
+    free(q->m);
+    q->m = n;
+    q->mcap = cap;
+    q->mhead = 0;
+  }
+  q->m[(q->mhead + q->mcount) % q->mcap] = m;
+  q->mcount++;
+  return 0;
+}
+
+static void mark_pop(squeue_t *q) {
+  q->mhead = (q->mhead + 1) % q->mcap;
+  q->mcount--;
 }
 
 static void CUDART_CB hostfn_done(void *arg) {
@@ -416,17 +458,9 @@ static acx_status_t defer(acxi_engine_t *e, int stream, const acxi_cpl_t *cpl, u
     }
     return ACX_OK;
   }
+  /* Event mode: the work is in the stream already; progress() records the event covering it. */
   pending_t p = {.cpl = *cpl, .flags = flags, .managed_free = managed_free};
-  acx_status_t st = event_get(e, &p.ev);
-  if (st != ACX_OK) return st;
-  cudaError_t err = cudaEventRecord(p.ev, s);
-  if (err != cudaSuccess) {
-    ACX_WARN(EXEC, "cudaEventRecord(completion, stream %d) failed: %s (%d)", stream, cudaGetErrorString(err), (int)err);
-    event_put(e, p.ev);
-    return cuda_status(e, err);
-  }
   if (squeue_push(&e->queues[stream], &p) != 0) {
-    event_put(e, p.ev);
     ACX_WARN(EXEC, "cmd %" PRIu64 ": out of host memory for a completion record", cpl->req_id);
     return ACX_ERR_NO_MEMORY;
   }
@@ -434,19 +468,70 @@ static acx_status_t defer(acxi_engine_t *e, int stream, const acxi_cpl_t *cpl, u
   return ACX_OK;
 }
 
+/* Posts one finished command of a completion queue (cudaFree first for a deferred managed free). */
+static void retire(acxi_engine_t *e, pending_t *p, acx_status_t st, int lib_code) {
+  if (st == ACX_OK && p->managed_free) {
+    cudaError_t err = cudaFree(p->managed_free);
+    if (err != cudaSuccess) {
+      ACX_WARN(EXEC, "cudaFree(managed %p) failed: %s (%d)", p->managed_free, cudaGetErrorString(err), (int)err);
+      st = cuda_status(e, err);
+      lib_code = (int)err;
+    }
+  }
+  if (e->poisoned) { /* the cudaFree found the context lost; p is off the queue poison() failed */
+    st = lost_status(e);
+    lib_code = (int)e->poison_err;
+  }
+  p->cpl.status = st;
+  p->cpl.lib_code = lib_code;
+  post(e, &p->cpl, p->flags);
+  atomic_fetch_sub_explicit(&e->in_flight, 1, memory_order_release);
+}
+
+/* One event after everything queued so far on stream i covers the unsealed commands. */
+static void seal(acxi_engine_t *e, int i) {
+  squeue_t *q = &e->queues[i];
+  if (!q->unsealed) return;
+  mark_t m = {.count = q->unsealed};
+  acx_status_t st = event_get(e, &m.ev);
+  int lib_code = 0;
+  if (st == ACX_OK) {
+    cudaError_t err = cudaEventRecord(m.ev, e->streams[i]);
+    if (err == cudaSuccess && mark_push(q, m) == 0) {
+      q->unsealed = 0;
+      return;
+    }
+    event_put(e, m.ev);
+    if (err != cudaSuccess) {
+      ACX_WARN(EXEC, "cudaEventRecord(completion, stream %d) failed: %s (%d)", i, cudaGetErrorString(err), (int)err);
+      st = cuda_status(e, err);
+      lib_code = (int)err;
+    } else {
+      ACX_WARN(EXEC, "out of host memory for a completion mark");
+      st = ACX_ERR_NO_MEMORY;
+    }
+  }
+  /* Without an event nothing tells when these finish: fail them (the work itself stays queued). */
+  while (!e->poisoned && q->unsealed) {
+    pending_t p = squeue_pop_tail(q);
+    p.managed_free = NULL; /* not known to be unused: leaked rather than freed under the GPU */
+    retire(e, &p, st, lib_code);
+  }
+}
+
 /* Called once, when the engine is poisoned: nothing queued will ever complete by itself. */
 static void fail_in_flight(acxi_engine_t *e) {
   for (int i = 0; i < e->nstreams; i++) {
     squeue_t *q = &e->queues[i];
     while (q->count) {
-      pending_t *p = &q->v[q->head];
-      acxi_cpl_t c = p->cpl;
-      c.status = lost_status(e);
-      c.lib_code = (int)e->poison_err;
-      post(e, &c, p->flags);
-      squeue_pop(q);
+      pending_t p = squeue_pop(q);
+      p.cpl.status = lost_status(e);
+      p.cpl.lib_code = (int)e->poison_err;
+      post(e, &p.cpl, p.flags);
       atomic_fetch_sub_explicit(&e->in_flight, 1, memory_order_release);
     }
+    q->unsealed = 0;
+    q->mcount = 0; /* their events are not destroyed: no CUDA call after poisoning */
   }
   /* Host functions never run after a context error (cudaLaunchHostFunc's documentation); claim
    * each record so a callback that does run anyway does nothing. Claimed records are not freed:
@@ -1031,29 +1116,24 @@ static int cuda_progress(acxi_engine_t *e) {
   if (bind_device(e) != ACX_OK) return 0;
   for (int i = 0; i < e->nstreams && !e->poisoned; i++) {
     squeue_t *q = &e->queues[i];
-    while (q->count && !e->poisoned) {
-      pending_t *p = &q->v[q->head];
-      cudaError_t err = cudaEventQuery(p->ev);
+    seal(e, i);
+    while (q->mcount && !e->poisoned) {
+      mark_t m = q->m[q->mhead];
+      cudaError_t err = cudaEventQuery(m.ev);
       if (err == cudaErrorNotReady) break;
-      pending_t done = *p;
-      if (err == cudaSuccess && done.managed_free) {
-        err = cudaFree(done.managed_free);
-        if (err != cudaSuccess)
-          ACX_WARN(EXEC, "cudaFree(managed %p) failed: %s (%d)", done.managed_free, cudaGetErrorString(err), (int)err);
-      } else if (err != cudaSuccess) {
-        ACX_WARN(EXEC, "cudaEventQuery(stream %d) failed: %s (%d)", i, cudaGetErrorString(err), (int)err);
-      }
+      acx_status_t st = ACX_OK;
       if (err != cudaSuccess) {
-        acx_status_t st = cuda_status(e, err);
-        if (e->poisoned) break; /* poison() already failed this one with the rest */
-        done.cpl.status = st;
-        done.cpl.lib_code = (int)err;
+        ACX_WARN(EXEC, "cudaEventQuery(stream %d) failed: %s (%d)", i, cudaGetErrorString(err), (int)err);
+        st = cuda_status(e, err);
+        if (e->poisoned) break; /* poison() failed every queued command */
       }
-      squeue_pop(q);
-      event_put(e, done.ev);
-      post(e, &done.cpl, done.flags);
-      atomic_fetch_sub_explicit(&e->in_flight, 1, memory_order_release);
-      n++;
+      mark_pop(q);
+      event_put(e, m.ev);
+      for (size_t k = 0; k < m.count && !e->poisoned; k++) {
+        pending_t p = squeue_pop(q);
+        retire(e, &p, st, st == ACX_OK ? 0 : (int)err);
+        n++;
+      }
     }
   }
   /* In hostfn mode nothing above sees a sticky error, and the callbacks will never run after one:
@@ -1346,7 +1426,10 @@ static void release_all(acxi_engine_t *e) {
     for (int i = 0; i < e->nstreams; i++) (void)cudaStreamDestroy(e->streams[i]);
     (void)cudaGetLastError();
   }
-  for (int i = 0; i < e->nstreams; i++) free(e->queues[i].v);
+  for (int i = 0; i < e->nstreams; i++) {
+    free(e->queues[i].v);
+    free(e->queues[i].m);
+  }
   free(e->queues);
   free(e->streams);
   free(e->ev_free);
