@@ -737,13 +737,15 @@ int main(int argc, char **argv) {
     static const acx_test_case_t unit[] = {ACX_TEST(test_registered), ACX_TEST_END};
     return acx_test_run("engine_cuda_unit", unit, NULL, NULL);
   }
-  /* --no-fault: everything but the fault child, for runs under compute-sanitizer (which would
-   * report the injected illegal address as the error it is). */
+  /* --no-fault (or ACX_MEMCHECK=1): everything but the fault child, for runs under
+   * compute-sanitizer, which would report the injected illegal address as the error it is. */
   int no_fault = argc == 2 && strcmp(argv[1], "--no-fault") == 0;
+  const char *memcheck = getenv("ACX_MEMCHECK"); /* set by scripts/gpu-host/run.sh memcheck */
   if (argc > 1 && !no_fault) {
     fprintf(stderr, "usage: %s [--unit | --no-fault | --fault-child event|hostfn]\n", argv[0]);
     return 2;
   }
+  if (memcheck && strcmp(memcheck, "1") == 0) no_fault = 1;
   ops = acxi_engine_find("cuda");
   if (!ops) return 1;
   acxi_engine_params_t p = params_for("event", 1);
