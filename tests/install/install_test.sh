@@ -3,6 +3,8 @@
 # projects against it, one through find_package(acx), one through pkg-config, then runs both.
 #   install_test.sh <build dir> <consumer source dir> <C compiler> <cmake generator> <version>
 # ACX_CONSUMER_CFLAGS: extra flags for the consumers (the sanitizer flags of a sanitizer build).
+# ACX_DOC_PROGRAM=<page.md> ACX_MPIEXEC=<mpiexec>: also extract the C program that follows the
+# "getting-started:program" marker of the page, build it with pkg-config and run it on 2 ranks.
 set -euo pipefail
 build=$1 consumer=$2 cc=$3 generator=$4 version=$5
 flags=${ACX_CONSUMER_CFLAGS:-}
@@ -85,4 +87,21 @@ run_logged "$tmp/pc-build.log" "$cc" $flags $defs -o "$tmp/pc_consumer" "$consum
 out=$("$tmp/pc_consumer" "$version") || fail "pkg-config consumer failed: $out"
 echo "$out"
 grep -q "^acx consumer: ok $version\$" <<<"$out" || fail "pkg-config consumer printed no success line"
+if [ -n "${ACX_DOC_PROGRAM:-}" ]; then
+  echo "install_test: the program of $(basename "$ACX_DOC_PROGRAM")"
+  # The first ```c block after the marker, fences excluded.
+  awk '/getting-started:program/ {m = 1} m && /^```c$/ {p = 1; next} p && /^```$/ {exit} p' \
+    "$ACX_DOC_PROGRAM" >"$tmp/doc_program.c"
+  [ -s "$tmp/doc_program.c" ] || fail "no program after the getting-started:program marker in $ACX_DOC_PROGRAM"
+  # shellcheck disable=SC2046,SC2086
+  run_logged "$tmp/doc-build.log" "$cc" -std=c17 -Wall -Wextra -Werror $flags -o "$tmp/doc_program" \
+    "$tmp/doc_program.c" $(pkg-config --cflags --libs acx) -Wl,-rpath,"$libdir"
+  root_flags=()
+  [ "$(id -u)" = 0 ] && root_flags=(--allow-run-as-root)
+  out=$(timeout 60 "$ACX_MPIEXEC" -n 2 --oversubscribe "${root_flags[@]}" "$tmp/doc_program" 2>&1) ||
+    { echo "$out" >&2; fail "the getting-started program failed under $ACX_MPIEXEC -n 2"; }
+  echo "$out"
+  [ "$(grep -c "^rank [01] of 2 on node 0 of 1 .*: the actor says [23]^2 = [49]\$" <<<"$out")" = 2 ] ||
+    fail "the getting-started program did not print one line per rank as the page says"
+fi
 echo "install_test: PASS"
