@@ -827,8 +827,8 @@ static acx_status_t op_copy(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *c
       void *tmp = NULL;
       acx_status_t st = ACX_OK;
       CUDACHECK(cudaMallocAsync(&tmp, (size_t)c->bytes, e->streams[s]));
-      CUDACHECKGOTO(cudaMemcpyAsync(tmp, src, (size_t)c->bytes, cudaMemcpyDeviceToDevice, e->streams[s]), st, err_free_tmp);
-      CUDACHECKGOTO(cudaMemcpyAsync(dst, tmp, (size_t)c->bytes, cudaMemcpyDeviceToDevice, e->streams[s]), st, err_free_tmp);
+      CUDACHECKGOTO(cudaMemcpyAsync(tmp, src, (size_t)c->bytes, cudaMemcpyDefault, e->streams[s]), st, err_free_tmp);
+      CUDACHECKGOTO(cudaMemcpyAsync(dst, tmp, (size_t)c->bytes, cudaMemcpyDefault, e->streams[s]), st, err_free_tmp);
     err_free_tmp:
       if (!e->poisoned) {
         cudaError_t err = cudaFreeAsync(tmp, e->streams[s]);
