@@ -1,0 +1,794 @@
+/* acx-allreduce-bench: all-reduce bandwidth and latency across MPI ranks, with nccl-tests' flags,
+ * columns and busbw formula. Modes: raw NCCL (the peer acx is measured against), MPI_Allreduce on
+ * host-staged buffers, and acx's own collectives; --compare runs two of them alternately per size.
+ * Every result is checked against exactly known values (-c 1) and any wrong value fails the run. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "acx/world.h"
+#include "acx_build_config.h"
+#include "bench_util.h"
+#if ACX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+#if ACX_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#define MAX_SIZES 64
+
+typedef enum { MODE_ACTOR, MODE_NCCL, MODE_MPI, MODE_NONE } bench_mode_t;
+static const char *const mode_names[] = {"actor", "nccl", "mpi"};
+
+typedef struct opts {
+  size_t min_bytes, max_bytes;
+  unsigned factor;
+  int iters, warmup, check;
+  bench_dtype_t dtype;
+  bench_op_t op;
+  bench_mode_t mode, baseline;
+  int compare;
+  const char *json, *csv, *plot;
+} opts_t;
+
+typedef struct bench {
+  opts_t o;
+  int rank, nranks, local_rank, nodes;
+  int have_gpu, cuda_dev;
+  char dev_desc[ACX_TOPO_CPUSET_STRLEN + 512];
+  void *h_in, *h_out, *h_exp; /* host buffers of the check */
+} bench_t;
+
+typedef struct backend backend_t;
+struct backend {
+  bench_mode_t mode;
+  /* 0 on success; otherwise has printed why. Same outcome expected on every rank. */
+  int (*setup)(backend_t *, bench_t *);
+  /* `iters` all-reduces of count elements launched back to back, then waited for. */
+  int (*run)(backend_t *, bench_t *, int inplace, size_t count, int iters);
+  int (*load)(backend_t *, bench_t *, int inplace, const void *host, size_t bytes);
+  int (*fetch)(backend_t *, bench_t *, void *host, size_t bytes);
+  void (*teardown)(backend_t *, bench_t *);
+  void *send, *recv;   /* device buffers (nccl; mpi with a GPU) or host buffers (mpi) */
+  void *hsend, *hrecv; /* host staging (mpi with a GPU) */
+  void *stream;
+  void *nccl_comm;
+  MPI_Datatype mpi_type;
+  MPI_Op mpi_op;
+  int own_op;
+};
+
+typedef struct result {
+  double time_us, algbw, busbw;
+  long wrong; /* -1: not checked */
+} result_t;
+
+typedef struct row {
+  size_t bytes, count;
+  result_t r[2][2]; /* [backend: primary, baseline][0 out-of-place, 1 in-place] */
+} row_t;
+
+static int g_rank;
+
+#define FAIL(...)                                                                  \
+  do {                                                                             \
+    fprintf(stderr, "acx-allreduce-bench: rank %d: ", g_rank);                     \
+    fprintf(stderr, __VA_ARGS__);                                                  \
+    fprintf(stderr, "\n");                                                         \
+  } while (0)
+
+/* A failure in the middle of a timed loop leaves the peers inside a collective: end the job. */
+#define DIE(...)                                                                   \
+  do {                                                                             \
+    FAIL(__VA_ARGS__);                                                             \
+    MPI_Abort(MPI_COMM_WORLD, 3);                                                  \
+  } while (0)
+
+#if ACX_HAVE_CUDA
+#define CUDA_OR(call, action)                                                      \
+  do {                                                                             \
+    cudaError_t e_ = (call);                                                       \
+    if (e_ != cudaSuccess) {                                                       \
+      FAIL("%s failed: %s", #call, cudaGetErrorString(e_));                        \
+      action;                                                                      \
+    }                                                                              \
+  } while (0)
+#endif
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- actor: through acx */
+
+static int actor_setup(backend_t *be, bench_t *b) {
+  (void)be;
+  if (b->rank == 0)
+    FAIL("--mode actor requires the acx collectives (all-reduce on acx buffers), which are not in this build "
+         "yet: see issue 4. Use --mode nccl or --mode mpi meanwhile.");
+  return -1;
+}
+
+/* ---------------------------------------------------------------- nccl: raw NCCL, the peer */
+
+#if ACX_HAVE_NCCL
+static const ncclDataType_t nccl_types[BENCH_DTYPE_COUNT] = {
+    ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64, ncclUint64, ncclFloat16, ncclBfloat16, ncclFloat32,
+    ncclFloat64};
+static const ncclRedOp_t nccl_ops[BENCH_OP_COUNT] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
+
+#define NCCL_OR(call, action)                                                      \
+  do {                                                                             \
+    ncclResult_t r_ = (call);                                                      \
+    if (r_ != ncclSuccess) {                                                       \
+      FAIL("%s failed: %s (%s)", #call, ncclGetErrorString(r_), ncclGetLastError(NULL)); \
+      action;                                                                      \
+    }                                                                              \
+  } while (0)
+
+static int nccl_setup(backend_t *be, bench_t *b) {
+  if (!b->have_gpu) {
+    if (b->rank == 0) FAIL("--mode nccl needs a GPU per rank; none is visible here (use --mode mpi)");
+    return -1;
+  }
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  int ok = 1;
+  if (b->rank == 0) NCCL_OR(ncclGetUniqueId(&id), ok = 0);
+  /* The root's outcome travels with the id so that no rank waits for an id that never comes. */
+  struct {
+    int ok;
+    ncclUniqueId id;
+  } msg = {ok, id};
+  MPI_Bcast(&msg, sizeof msg, MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (!msg.ok) return -1;
+  cudaStream_t s;
+  CUDA_OR(cudaSetDevice(b->cuda_dev), return -1);
+  CUDA_OR(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), return -1);
+  be->stream = s;
+  CUDA_OR(cudaMalloc(&be->send, b->o.max_bytes), return -1);
+  CUDA_OR(cudaMalloc(&be->recv, b->o.max_bytes), return -1);
+  ncclComm_t comm;
+  NCCL_OR(ncclCommInitRank(&comm, b->nranks, msg.id, b->rank), return -1);
+  be->nccl_comm = comm;
+  return 0;
+}
+
+static int nccl_run(backend_t *be, bench_t *b, int inplace, size_t count, int iters) {
+  for (int i = 0; i < iters; i++)
+    NCCL_OR(ncclAllReduce(inplace ? be->recv : be->send, be->recv, count, nccl_types[b->o.dtype], nccl_ops[b->o.op],
+                          (ncclComm_t)be->nccl_comm, (cudaStream_t)be->stream),
+            return -1);
+  CUDA_OR(cudaStreamSynchronize((cudaStream_t)be->stream), return -1);
+  return 0;
+}
+
+static void nccl_teardown(backend_t *be, bench_t *b) {
+  (void)b;
+  if (be->nccl_comm) ncclCommDestroy((ncclComm_t)be->nccl_comm);
+  if (be->send) cudaFree(be->send);
+  if (be->recv) cudaFree(be->recv);
+  if (be->stream) cudaStreamDestroy((cudaStream_t)be->stream);
+}
+#else
+static int nccl_setup(backend_t *be, bench_t *b) {
+  (void)be;
+  if (b->rank == 0) FAIL("--mode nccl: this build has no NCCL (configure with CUDA and NCCL found)");
+  return -1;
+}
+#define nccl_run NULL
+#define nccl_teardown NULL
+#endif
+
+/* Device buffers shared by nccl and mpi-with-GPU. */
+static int dev_load(backend_t *be, bench_t *b, int inplace, const void *host, size_t bytes) {
+#if ACX_HAVE_CUDA
+  if (b->have_gpu && (be->mode == MODE_NCCL || be->mode == MODE_MPI)) {
+    CUDA_OR(cudaMemcpy(inplace ? be->recv : be->send, host, bytes, cudaMemcpyHostToDevice), return -1);
+    return 0;
+  }
+#endif
+  memcpy(inplace ? be->recv : be->send, host, bytes);
+  return 0;
+}
+
+static int dev_fetch(backend_t *be, bench_t *b, void *host, size_t bytes) {
+#if ACX_HAVE_CUDA
+  if (b->have_gpu && (be->mode == MODE_NCCL || be->mode == MODE_MPI)) {
+    CUDA_OR(cudaMemcpy(host, be->recv, bytes, cudaMemcpyDeviceToHost), return -1);
+    return 0;
+  }
+#endif
+  memcpy(host, be->recv, bytes);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- mpi: MPI_Allreduce on the host */
+
+/* MPI has no half or bfloat16: user ops computing in float, one per (type, op). */
+#define HALF_OP(name, dt, op)                                                      \
+  static void name(void *in, void *inout, int *len, MPI_Datatype *t) {             \
+    (void)t;                                                                       \
+    bench_reduce_local(inout, in, dt, op, (size_t)*len);                           \
+  }
+HALF_OP(h_sum, BENCH_HALF, BENCH_SUM)
+HALF_OP(h_prod, BENCH_HALF, BENCH_PROD)
+HALF_OP(h_max, BENCH_HALF, BENCH_MAX)
+HALF_OP(h_min, BENCH_HALF, BENCH_MIN)
+HALF_OP(b_sum, BENCH_BFLOAT16, BENCH_SUM)
+HALF_OP(b_prod, BENCH_BFLOAT16, BENCH_PROD)
+HALF_OP(b_max, BENCH_BFLOAT16, BENCH_MAX)
+HALF_OP(b_min, BENCH_BFLOAT16, BENCH_MIN)
+
+static int mpi_setup(backend_t *be, bench_t *b) {
+  static const MPI_Op native_ops[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN, MPI_SUM};
+  static MPI_User_function *const half_fns[2][4] = {{h_sum, h_prod, h_max, h_min}, {b_sum, b_prod, b_max, b_min}};
+  const MPI_Datatype types[BENCH_DTYPE_COUNT] = {MPI_INT8_T, MPI_UINT8_T, MPI_INT32_T, MPI_UINT32_T, MPI_INT64_T,
+                                                 MPI_UINT64_T, MPI_UINT16_T, MPI_UINT16_T, MPI_FLOAT, MPI_DOUBLE};
+  bench_dtype_t d = b->o.dtype;
+  int opi = b->o.op == BENCH_AVG ? BENCH_SUM : (int)b->o.op; /* avg = sum, then divide */
+  be->mpi_type = types[d];
+  if (d == BENCH_HALF || d == BENCH_BFLOAT16) {
+    if (MPI_Op_create(half_fns[d == BENCH_BFLOAT16][opi], 1, &be->mpi_op) != MPI_SUCCESS) {
+      FAIL("MPI_Op_create failed");
+      return -1;
+    }
+    be->own_op = 1;
+  } else {
+    be->mpi_op = native_ops[b->o.op];
+  }
+  size_t n = b->o.max_bytes;
+#if ACX_HAVE_CUDA
+  if (b->have_gpu) {
+    CUDA_OR(cudaSetDevice(b->cuda_dev), return -1);
+    CUDA_OR(cudaMalloc(&be->send, n), return -1);
+    CUDA_OR(cudaMalloc(&be->recv, n), return -1);
+    CUDA_OR(cudaMallocHost(&be->hsend, n), return -1); /* pinned: staging copies at full speed */
+    CUDA_OR(cudaMallocHost(&be->hrecv, n), return -1);
+    return 0;
+  }
+#endif
+  if (posix_memalign(&be->send, 4096, n) || posix_memalign(&be->recv, 4096, n)) {
+    FAIL("out of host memory for two %zu-byte buffers", n);
+    return -1;
+  }
+  memset(be->send, 0, n);
+  memset(be->recv, 0, n);
+  return 0;
+}
+
+/* MPI counts are int: huge messages go in chunks. */
+static int mpi_allreduce_chunked(backend_t *be, bench_t *b, void *send, void *recv, size_t count) {
+  size_t es = bench_dtype_size(b->o.dtype), step = (size_t)1 << 28;
+  for (size_t off = 0; off < count; off += step) {
+    size_t n = count - off < step ? count - off : step;
+    void *s = send == MPI_IN_PLACE ? MPI_IN_PLACE : (char *)send + off * es;
+    if (MPI_Allreduce(s, (char *)recv + off * es, (int)n, be->mpi_type, be->mpi_op, MPI_COMM_WORLD) != MPI_SUCCESS)
+      return -1;
+  }
+  if (b->o.op == BENCH_AVG) bench_divide(recv, b->o.dtype, count, b->nranks);
+  return 0;
+}
+
+static int mpi_run(backend_t *be, bench_t *b, int inplace, size_t count, int iters) {
+  size_t bytes = count * bench_dtype_size(b->o.dtype);
+  for (int i = 0; i < iters; i++) {
+#if ACX_HAVE_CUDA
+    if (b->have_gpu) { /* host-staged: device to host, reduce, host to device */
+      void *hs = inplace ? be->hrecv : be->hsend;
+      CUDA_OR(cudaMemcpy(hs, inplace ? be->recv : be->send, bytes, cudaMemcpyDeviceToHost), return -1);
+      if (mpi_allreduce_chunked(be, b, inplace ? MPI_IN_PLACE : hs, be->hrecv, count)) return -1;
+      CUDA_OR(cudaMemcpy(be->recv, be->hrecv, bytes, cudaMemcpyHostToDevice), return -1);
+      continue;
+    }
+#endif
+    (void)bytes;
+    if (mpi_allreduce_chunked(be, b, inplace ? MPI_IN_PLACE : be->send, be->recv, count)) return -1;
+  }
+  return 0;
+}
+
+static void mpi_teardown(backend_t *be, bench_t *b) {
+  if (be->own_op) MPI_Op_free(&be->mpi_op);
+#if ACX_HAVE_CUDA
+  if (b->have_gpu) {
+    if (be->send) cudaFree(be->send);
+    if (be->recv) cudaFree(be->recv);
+    if (be->hsend) cudaFreeHost(be->hsend);
+    if (be->hrecv) cudaFreeHost(be->hrecv);
+    return;
+  }
+#endif
+  (void)b;
+  free(be->send);
+  free(be->recv);
+}
+
+static backend_t make_backend(bench_mode_t m) {
+  backend_t be = {.mode = m, .load = dev_load, .fetch = dev_fetch, .mpi_op = MPI_OP_NULL};
+  switch (m) {
+  case MODE_ACTOR: be.setup = actor_setup; break;
+  case MODE_NCCL: be.setup = nccl_setup, be.run = nccl_run, be.teardown = nccl_teardown; break;
+  default: be.setup = mpi_setup, be.run = mpi_run, be.teardown = mpi_teardown; break;
+  }
+  return be;
+}
+
+/* ---------------------------------------------------------------- measuring */
+
+static result_t measure(backend_t *be, bench_t *b, int inplace, size_t count, unsigned seed) {
+  result_t r = {0, 0, 0, -1};
+  size_t bytes = count * bench_dtype_size(b->o.dtype);
+  if (b->o.warmup > 0 && be->run(be, b, inplace, count, b->o.warmup)) DIE("%s warmup failed", mode_names[be->mode]);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = now_s();
+  if (be->run(be, b, inplace, count, b->o.iters)) DIE("%s all-reduce failed", mode_names[be->mode]);
+  double dt = now_s() - t0, sum = 0;
+  MPI_Allreduce(&dt, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); /* nccl-tests: average over ranks */
+  double sec = sum / b->nranks / b->o.iters;
+  r.time_us = sec * 1e6;
+  r.algbw = bench_algbw(bytes, sec);
+  r.busbw = bench_allreduce_busbw(r.algbw, b->nranks);
+  if (b->o.check) { /* fresh inputs, one operation, compare every element */
+    bench_fill(b->h_in, b->o.dtype, b->o.op, count, b->rank, b->nranks, seed);
+    memset(b->h_out, 0xa5, bytes);
+    if (be->load(be, b, inplace, b->h_in, bytes) || be->run(be, b, inplace, count, 1) ||
+        be->fetch(be, b, b->h_out, bytes))
+      DIE("%s check run failed", mode_names[be->mode]);
+    long wrong = (long)bench_count_wrong(b->h_out, b->h_exp, b->o.dtype, b->o.op, count, b->nranks), all = 0;
+    MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    r.wrong = all;
+  }
+  return r;
+}
+
+/* ---------------------------------------------------------------- output */
+
+static void print_result(const result_t *r) {
+  char t[32], w[32];
+  bench_format_time(r->time_us, t, sizeof t);
+  if (r->wrong < 0)
+    snprintf(w, sizeof w, "N/A");
+  else
+    snprintf(w, sizeof w, "%ld", r->wrong);
+  printf("  %7s  %6.2f  %6.2f  %5s", t, r->algbw, r->busbw, w);
+}
+
+static double ratio(const result_t *a, const result_t *b) { return b->busbw > 0 ? a->busbw / b->busbw : 0.0; }
+
+static void print_header(const bench_t *b, const char *const *devs) {
+  const opts_t *o = &b->o;
+  printf("# acx-allreduce-bench  mode: %s%s%s  nranks: %d  nodes: %d\n", mode_names[o->mode],
+         o->compare ? "  baseline: " : "", o->compare ? mode_names[o->baseline] : "", b->nranks, b->nodes);
+  printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %u(factor) warmup iters: %d iters: %d agg iters: 1 "
+         "validation: %d graph: 0\n#\n# Using devices\n",
+         o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->check);
+  for (int r = 0; r < b->nranks; r++) printf("%s\n", devs[r]);
+  printf("#\n");
+  if (!o->compare) {
+    printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "",
+           "", "");
+    printf("# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
+    printf("  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
+    printf("  %7s  %6s  %6s  %6s\n", "time", "algbw", "busbw", "#wrong");
+    printf("# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
+    printf("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
+    printf("  %7s  %6s  %6s  %6s\n", "(us)", "(GB/s)", "(GB/s)", "");
+  } else {
+    const char *a = mode_names[o->mode], *bl = mode_names[o->baseline];
+    printf("# out-of-place, then in-place; each: %s time, algbw, busbw, #wrong, then %s time, busbw, and\n"
+           "# ratio = %s busbw / %s busbw (> 1: %s is faster)\n#\n", a, bl, a, bl, a);
+    printf("# %10s  %12s  %8s  %6s  %6s", "", "", "", "", "");
+    for (int p = 0; p < 2; p++)
+      printf("  %-33.33s  %-7.7s  %6s  %5s", p ? "in-place" : "out-of-place", bl, "", "");
+    printf("\n# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
+    for (int p = 0; p < 2; p++)
+      printf("  %7s  %6s  %6s  %6s  %7s  %6s  %5s", "time", "algbw", "busbw", "#wrong", "time", "busbw", "ratio");
+    printf("\n# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
+    for (int p = 0; p < 2; p++)
+      printf("  %7s  %6s  %6s  %6s  %7s  %6s  %5s", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "");
+    printf("\n");
+  }
+}
+
+static void print_row(const bench_t *b, const row_t *row) {
+  printf("%12zu  %12zu  %8s  %6s  %6i", row->bytes, row->count, bench_dtype_name(b->o.dtype), bench_op_name(b->o.op),
+         -1);
+  for (int p = 0; p < 2; p++) {
+    print_result(&row->r[0][p]);
+    if (b->o.compare) {
+      char t[32];
+      printf("  %7s  %6.2f  %5.3f", bench_format_time(row->r[1][p].time_us, t, sizeof t), row->r[1][p].busbw,
+             ratio(&row->r[0][p], &row->r[1][p]));
+    }
+  }
+  printf("\n");
+  fflush(stdout);
+}
+
+static void write_json(const bench_t *b, const row_t *rows, int nrows, const double *avg) {
+  FILE *f = fopen(b->o.json, "w");
+  if (!f) {
+    FAIL("--json: cannot write '%s'", b->o.json);
+    return;
+  }
+  int nb = b->o.compare ? 2 : 1;
+  bench_mode_t modes[2] = {b->o.mode, b->o.baseline};
+  fprintf(f, "{\n  \"benchmark\": \"acx-allreduce-bench\",\n  \"collective\": \"all_reduce\",\n");
+  fprintf(f, "  \"mode\": \"%s\",\n  \"baseline\": %s%s%s,\n", mode_names[b->o.mode], nb > 1 ? "\"" : "",
+          nb > 1 ? mode_names[b->o.baseline] : "null", nb > 1 ? "\"" : "");
+  fprintf(f, "  \"nranks\": %d,\n  \"nodes\": %d,\n  \"dtype\": \"%s\",\n  \"op\": \"%s\",\n", b->nranks, b->nodes,
+          bench_dtype_name(b->o.dtype), bench_op_name(b->o.op));
+  fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"check\": %d,\n  \"busbw_factor\": %.6f,\n", b->o.iters,
+          b->o.warmup, b->o.check, bench_allreduce_busbw(1.0, b->nranks));
+  fprintf(f, "  \"avg_busbw\": {");
+  for (int k = 0; k < nb; k++) fprintf(f, "%s\"%s\": %.6f", k ? ", " : "", mode_names[modes[k]], avg[k]);
+  fprintf(f, "},\n  \"results\": [\n");
+  for (int i = 0; i < nrows; i++) {
+    fprintf(f, "    {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": -1", rows[i].bytes,
+            rows[i].count, bench_dtype_name(b->o.dtype), bench_op_name(b->o.op));
+    for (int k = 0; k < nb; k++) {
+      fprintf(f, ",\n     \"%s\": {", mode_names[modes[k]]);
+      for (int p = 0; p < 2; p++) {
+        const result_t *r = &rows[i].r[k][p];
+        fprintf(f, "%s\"%s\": {\"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": ", p ? ", " : "",
+                p ? "in_place" : "out_of_place", r->time_us, r->algbw, r->busbw);
+        if (r->wrong < 0)
+          fprintf(f, "null}");
+        else
+          fprintf(f, "%ld}", r->wrong);
+      }
+      fprintf(f, "}");
+    }
+    if (nb > 1)
+      fprintf(f, ",\n     \"ratio\": {\"out_of_place\": %.4f, \"in_place\": %.4f}", ratio(&rows[i].r[0][0], &rows[i].r[1][0]),
+              ratio(&rows[i].r[0][1], &rows[i].r[1][1]));
+    fprintf(f, "}%s\n", i + 1 < nrows ? "," : "");
+  }
+  fprintf(f, "  ]\n}\n");
+  if (fclose(f) != 0) FAIL("--json: error writing '%s'", b->o.json);
+}
+
+static void write_csv(const bench_t *b, const row_t *rows, int nrows) {
+  FILE *f = fopen(b->o.csv, "w");
+  if (!f) {
+    FAIL("--csv: cannot write '%s'", b->o.csv);
+    return;
+  }
+  bench_mode_t modes[2] = {b->o.mode, b->o.baseline};
+  fprintf(f, "size,count,type,redop,root,mode,placement,time_us,algbw_GBps,busbw_GBps,wrong,nranks\n");
+  for (int i = 0; i < nrows; i++)
+    for (int k = 0; k < (b->o.compare ? 2 : 1); k++)
+      for (int p = 0; p < 2; p++) {
+        const result_t *r = &rows[i].r[k][p];
+        fprintf(f, "%zu,%zu,%s,%s,-1,%s,%s,%.3f,%.4f,%.4f,", rows[i].bytes, rows[i].count, bench_dtype_name(b->o.dtype),
+                bench_op_name(b->o.op), mode_names[modes[k]], p ? "in-place" : "out-of-place", r->time_us, r->algbw,
+                r->busbw);
+        if (r->wrong >= 0) fprintf(f, "%ld", r->wrong);
+        fprintf(f, ",%d\n", b->nranks);
+      }
+  if (fclose(f) != 0) FAIL("--csv: error writing '%s'", b->o.csv);
+}
+
+static int in_path(const char *prog) {
+  const char *path = getenv("PATH");
+  char dir[4096];
+  while (path && *path) {
+    size_t n = strcspn(path, ":");
+    snprintf(dir, sizeof dir, "%.*s/%s", (int)n, path, prog);
+    if (n && access(dir, X_OK) == 0) return 1;
+    path += n + (path[n] == ':');
+  }
+  return 0;
+}
+
+static void write_plot(const bench_t *b, const row_t *rows, int nrows) {
+  if (!in_path("gnuplot")) {
+    printf("# --plot: gnuplot is not installed (not in PATH): no plot written to %s\n", b->o.plot);
+    return;
+  }
+  if (strchr(b->o.plot, '\'') || strchr(b->o.plot, '\n')) {
+    FAIL("--plot: file name '%s' holds a quote or newline", b->o.plot);
+    return;
+  }
+  FILE *g = popen("gnuplot", "w");
+  if (!g) {
+    FAIL("--plot: cannot start gnuplot");
+    return;
+  }
+  int nb = b->o.compare ? 2 : 1;
+  bench_mode_t modes[2] = {b->o.mode, b->o.baseline};
+  fprintf(g, "$D << EOD\n");
+  for (int i = 0; i < nrows; i++) {
+    fprintf(g, "%zu", rows[i].bytes);
+    for (int k = 0; k < nb; k++)
+      for (int p = 0; p < 2; p++) fprintf(g, " %.6g %.6g", rows[i].r[k][p].busbw, rows[i].r[k][p].time_us);
+    fprintf(g, "\n");
+  }
+  fprintf(g, "EOD\n");
+  fprintf(g, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 1400,520 noenhanced } "
+             "else { set terminal png size 1400,520 noenhanced }\n");
+  fprintf(g, "set output '%s'\n", b->o.plot);
+  fprintf(g, "set multiplot layout 1,2 title 'acx-allreduce-bench: all-reduce %s %s, %d ranks on %d node(s)'\n",
+          bench_dtype_name(b->o.dtype), bench_op_name(b->o.op), b->nranks, b->nodes);
+  fprintf(g, "set logscale x 2\nset format x '%%.0b%%B'\nset xlabel 'message size (bytes)'\nset grid\n"
+             "set key left top\n");
+  for (int panel = 0; panel < 2; panel++) {
+    fprintf(g, panel == 0 ? "set ylabel 'bus bandwidth (GB/s)'\nunset logscale y\n"
+                          : "set ylabel 'time (us)'\nset logscale y 10\nset key left top\n");
+    fprintf(g, "plot ");
+    for (int k = 0; k < nb; k++)
+      for (int p = 0; p < 2; p++) {
+        int col = 2 + (k * 2 + p) * 2 + panel;
+        fprintf(g, "%s$D using 1:%d with linespoints title '%s %s'", k || p ? ", " : "", col, mode_names[modes[k]],
+                p ? "in-place" : "out-of-place");
+      }
+    fprintf(g, "\n");
+  }
+  fprintf(g, "unset multiplot\nset output\n");
+  int rc = pclose(g);
+  if (rc != 0)
+    FAIL("--plot: gnuplot failed (status %d): see its messages above", rc);
+  else
+    printf("# plot written to %s (busbw and time against size, log axes)\n", b->o.plot);
+}
+
+/* ---------------------------------------------------------------- options */
+
+static void usage(void) {
+  printf("usage: acx-allreduce-bench [options]   (run under mpirun/srun, one rank per GPU)\n"
+         "  -b, --minbytes SIZE      smallest message (default 8; K, M, G suffixes)\n"
+         "  -e, --maxbytes SIZE      largest message (default 128M)\n"
+         "  -f, --stepfactor N       multiply the size by N between steps (default 2)\n"
+         "  -n, --iters N            timed iterations per size (default 20)\n"
+         "  -w, --warmup_iters N     untimed iterations before (default 5)\n"
+         "  -c, --check 0|1          check every result (default 1); a wrong value fails the run\n"
+         "  -d, --datatype T         int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double (float)\n"
+         "  -o, --op OP              sum prod max min avg (default sum)\n"
+         "      --mode M             actor (through acx; the default with a GPU), nccl (raw NCCL),\n"
+         "                           mpi (MPI_Allreduce on host-staged buffers; the default without a GPU)\n"
+         "      --compare            run --mode and --baseline alternately per size, with a ratio column\n"
+         "      --baseline M         the mode compared against (default nccl)\n"
+         "      --json FILE          write the results as JSON\n"
+         "      --csv FILE           write the results as CSV\n"
+         "      --plot FILE.png      plot busbw and time against size (needs gnuplot)\n"
+         "  -h, --help\n");
+}
+
+static int parse_mode(const char *s, bench_mode_t *m) {
+  for (int i = 0; i < MODE_NONE; i++)
+    if (strcmp(s, mode_names[i]) == 0) {
+      *m = (bench_mode_t)i;
+      return 0;
+    }
+  return -1;
+}
+
+static int parse_int_arg(const char *s, int lo, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || v < lo || v > INT_MAX) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* 0: run; 1: --help printed; 2: bad arguments (printed by rank 0). */
+static int parse_args(int argc, char **argv, opts_t *o, int rank) {
+  static const struct option longs[] = {
+      {"minbytes", required_argument, 0, 'b'}, {"maxbytes", required_argument, 0, 'e'},
+      {"stepfactor", required_argument, 0, 'f'}, {"iters", required_argument, 0, 'n'},
+      {"warmup_iters", required_argument, 0, 'w'}, {"check", required_argument, 0, 'c'},
+      {"datatype", required_argument, 0, 'd'}, {"op", required_argument, 0, 'o'},
+      {"mode", required_argument, 0, 'M'}, {"compare", no_argument, 0, 'C'},
+      {"baseline", required_argument, 0, 'B'}, {"json", required_argument, 0, 'J'},
+      {"csv", required_argument, 0, 'V'}, {"plot", required_argument, 0, 'P'},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  opterr = 0;
+  int c, factor = 2;
+  const char *bad = NULL;
+  char why[160] = "";
+  while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:d:o:h", longs, NULL)) != -1) {
+    switch (c) {
+    case 'b': if (bench_parse_size(optarg, &o->min_bytes)) bad = "-b: not a size (e.g. 8, 64K, 128M, 8G)"; break;
+    case 'e': if (bench_parse_size(optarg, &o->max_bytes)) bad = "-e: not a size (e.g. 8, 64K, 128M, 8G)"; break;
+    case 'f': if (parse_int_arg(optarg, 1, &factor)) bad = "-f: the step factor is an integer >= 1"; break;
+    case 'n': if (parse_int_arg(optarg, 1, &o->iters)) bad = "-n: iterations are an integer >= 1"; break;
+    case 'w': if (parse_int_arg(optarg, 0, &o->warmup)) bad = "-w: warmup iterations are an integer >= 0"; break;
+    case 'c': if (parse_int_arg(optarg, 0, &o->check) || o->check > 1) bad = "-c: 0 or 1"; break;
+    case 'd': if (bench_dtype_parse(optarg, &o->dtype)) bad = "-d: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double"; break;
+    case 'o': if (bench_op_parse(optarg, &o->op)) bad = "-o: sum prod max min avg"; break;
+    case 'M': if (parse_mode(optarg, &o->mode)) bad = "--mode: actor, nccl or mpi"; break;
+    case 'B': if (parse_mode(optarg, &o->baseline)) bad = "--baseline: actor, nccl or mpi"; break;
+    case 'C': o->compare = 1; break;
+    case 'J': o->json = optarg; break;
+    case 'V': o->csv = optarg; break;
+    case 'P': o->plot = optarg; break;
+    case 'h': if (rank == 0) usage(); return 1;
+    default:
+      snprintf(why, sizeof why, "unknown option or missing value: '%s'", argv[optind - 1]);
+      bad = why;
+      break;
+    }
+  }
+  if (!bad && optind < argc) bad = "unexpected argument after the options";
+  o->factor = (unsigned)factor;
+  size_t probe[1];
+  if (!bad && bench_sizes(o->min_bytes, o->max_bytes, o->factor, bench_dtype_size(o->dtype), probe, 0) <= 0)
+    bad = "-b/-e/-f: need 0 < minbytes <= maxbytes, a factor >= 2 when they differ, and at least one element";
+  if (!bad && o->compare && o->mode == o->baseline) bad = "--compare: --mode and --baseline must differ";
+  if (bad) {
+    if (rank == 0) {
+      fprintf(stderr, "acx-allreduce-bench: %s\n", bad);
+      usage();
+    }
+    return 2;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void describe_device(bench_t *b, const acx_topo_binding_t *bind) {
+  char host[64] = "";
+  gethostname(host, sizeof host - 1);
+  const char *name = "host memory";
+  char busid[32] = "-";
+#if ACX_HAVE_CUDA
+  struct cudaDeviceProp prop;
+  if (b->have_gpu && cudaGetDeviceProperties(&prop, b->cuda_dev) == cudaSuccess) {
+    static char model[256];
+    snprintf(model, sizeof model, "%s", prop.name);
+    name = model;
+    cudaDeviceGetPCIBusId(busid, sizeof busid, b->cuda_dev);
+  }
+#endif
+  snprintf(b->dev_desc, sizeof b->dev_desc, "#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] %s, cpuset %s",
+           b->rank, (int)getpid(), host, b->have_gpu ? b->cuda_dev : -1, busid, name, bind->cpuset);
+}
+
+/* The CUDA device of this rank: the topology's choice by PCI bus id, else local rank % count. */
+static void choose_gpu(bench_t *b, const acx_topo_binding_t *bind) {
+  b->have_gpu = 0;
+  b->cuda_dev = -1;
+#if ACX_HAVE_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return;
+  b->have_gpu = 1;
+  b->cuda_dev = b->local_rank % n;
+  int dev;
+  if (bind->pci_bus_id[0] && cudaDeviceGetByPCIBusId(&dev, bind->pci_bus_id) == cudaSuccess) b->cuda_dev = dev;
+#else
+  (void)bind;
+#endif
+}
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  bench_t b;
+  memset(&b, 0, sizeof b);
+  MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &b.nranks);
+  g_rank = b.rank;
+  opts_t *o = &b.o;
+  *o = (opts_t){.min_bytes = 8, .max_bytes = 128u << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1,
+                .dtype = BENCH_FLOAT, .op = BENCH_SUM, .mode = MODE_NONE, .baseline = MODE_NCCL};
+  int rc = parse_args(argc, argv, o, b.rank);
+  if (rc) {
+    MPI_Finalize();
+    return rc == 1 ? 0 : 2;
+  }
+
+  acx_world_t *world = NULL;
+  acx_status_t s = acx_world_init(MPI_COMM_WORLD, NULL, &world);
+  if (s != ACX_OK) {
+    FAIL("acx_world_init: %s", acx_status_str(s));
+    MPI_Abort(MPI_COMM_WORLD, 2); /* the world's own checks already agreed or timed out */
+  }
+  acx_topo_binding_t bind;
+  acx_world_binding(world, &bind);
+  acx_world_local_rank(world, &b.local_rank);
+  acx_world_node(world, NULL, &b.nodes);
+  choose_gpu(&b, &bind);
+  int any_gpu = 0, all_gpu = 0;
+  MPI_Allreduce(&b.have_gpu, &any_gpu, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&b.have_gpu, &all_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int nccl_ok = ACX_HAVE_NCCL && all_gpu;
+  if (o->mode == MODE_NONE && o->compare) o->mode = MODE_ACTOR; /* --compare: acx against its peer */
+  if (o->mode == MODE_NONE) {
+    o->mode = nccl_ok ? MODE_ACTOR : MODE_MPI;
+    if (!nccl_ok && b.rank == 0)
+      printf("# no GPU%s: host device kind, --mode mpi on host memory\n",
+             any_gpu ? " on every rank (or no NCCL in this build)" : "");
+  }
+  if (!all_gpu) b.have_gpu = 0; /* all ranks stage the same way */
+  describe_device(&b, &bind);
+
+  int nb = o->compare ? 2 : 1;
+  backend_t be[2] = {make_backend(o->mode), make_backend(o->baseline)};
+  int ok = 1;
+  for (int k = 0; k < nb && ok; k++) {
+    int mine = be[k].setup(&be[k], &b) == 0, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all && mine && b.rank == 0) FAIL("%s setup failed on another rank", mode_names[be[k].mode]);
+    if (!all) {
+      if (be[k].teardown) be[k].teardown(&be[k], &b);
+      ok = 0;
+      nb = k; /* tear down only those set up */
+    }
+  }
+  size_t sizes[MAX_SIZES];
+  int nsizes = bench_sizes(o->min_bytes, o->max_bytes, o->factor, bench_dtype_size(o->dtype), sizes, MAX_SIZES);
+  if (nsizes > MAX_SIZES) nsizes = MAX_SIZES;
+  row_t *rows = calloc((size_t)(nsizes > 0 ? nsizes : 1), sizeof *rows);
+  if (ok) {
+    if (o->check) {
+      b.h_in = malloc(o->max_bytes);
+      b.h_out = malloc(o->max_bytes);
+      b.h_exp = malloc(o->max_bytes);
+    }
+    int mine = rows && (!o->check || (b.h_in && b.h_out && b.h_exp)), all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!mine) FAIL("out of host memory for the check buffers (3 x %zu bytes)", o->max_bytes);
+    ok = all;
+  }
+
+  long total_wrong = 0;
+  double avg[2] = {0, 0};
+  if (ok) {
+    const char **devs = calloc((size_t)b.nranks, sizeof *devs);
+    char *all = b.rank == 0 ? calloc((size_t)b.nranks, sizeof b.dev_desc) : NULL;
+    MPI_Gather(b.dev_desc, sizeof b.dev_desc, MPI_CHAR, all, sizeof b.dev_desc, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (b.rank == 0) {
+      for (int r = 0; r < b.nranks; r++) devs[r] = all + (size_t)r * sizeof b.dev_desc;
+      print_header(&b, devs);
+    }
+    free(all);
+    free(devs);
+    for (int i = 0; i < nsizes; i++) {
+      row_t *row = &rows[i];
+      row->bytes = sizes[i];
+      row->count = sizes[i] / bench_dtype_size(o->dtype);
+      unsigned seed = (unsigned)i;
+      if (o->check) bench_expected(b.h_exp, o->dtype, o->op, row->count, b.nranks, seed);
+      for (int p = 0; p < 2; p++) /* alternate the modes per size and placement */
+        for (int k = 0; k < nb; k++) row->r[k][p] = measure(&be[k], &b, p, row->count, seed);
+      for (int k = 0; k < nb; k++)
+        for (int p = 0; p < 2; p++) {
+          avg[k] += row->r[k][p].busbw / (2.0 * nsizes);
+          if (row->r[k][p].wrong > 0) total_wrong += row->r[k][p].wrong;
+        }
+      if (b.rank == 0) print_row(&b, row);
+    }
+    if (b.rank == 0) {
+      printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+      printf("# Avg bus bandwidth    : %g %s\n", avg[0], nb > 1 ? mode_names[o->mode] : "");
+      if (nb > 1) printf("# Avg bus bandwidth    : %g %s\n", avg[1], mode_names[o->baseline]);
+      printf("#\n");
+      if (o->json) write_json(&b, rows, nsizes, avg);
+      if (o->csv) write_csv(&b, rows, nsizes);
+      if (o->plot) write_plot(&b, rows, nsizes);
+      if (total_wrong)
+        fprintf(stderr, "acx-allreduce-bench: FAILED: %ld wrong values in the results (see #wrong)\n", total_wrong);
+      fflush(stdout);
+    }
+  }
+  for (int k = 0; k < nb; k++)
+    if (be[k].teardown) be[k].teardown(&be[k], &b);
+  free(b.h_in);
+  free(b.h_out);
+  free(b.h_exp);
+  free(rows);
+  acx_world_finalize(world);
+  MPI_Finalize();
+  return !ok ? 2 : total_wrong ? 1 : 0;
+}

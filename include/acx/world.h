@@ -1,0 +1,69 @@
+/* acx world: the MPI side of an acx job. One acx_world per rank, made after MPI_Init_thread on a
+ * communicator of the application's choice: it learns the rank's node and local rank, picks its
+ * GPU and cores (acx/topo.h), and is what NCCL bootstrap and world rebuilds hang off. */
+#ifndef ACX_WORLD_H
+#define ACX_WORLD_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "acx/status.h"
+#include "acx/topo.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct acx_world acx_world_t;
+
+typedef struct acx_world_config {
+  size_t size;          /* sizeof(acx_world_config_t): lets the struct grow */
+  int device;           /* CUDA ordinal (among visible GPUs) for this rank; -1: ACX_DEVICE, and when
+                           that is -1 too, the topology's choice */
+  int bind_caller;      /* 1: bind the calling thread to the chosen cpuset (workers and the
+                           executor are bound by the actor system and device layer either way) */
+  const char *topo_xml; /* recorded topology instead of this machine's (tests); NULL: this
+                           machine, or HWLOC_XMLFILE when set */
+} acx_world_config_t;
+#define ACX_WORLD_CONFIG_INIT {sizeof(acx_world_config_t), -1, 0, NULL}
+
+/* Builds this rank's world over `comm` (usually MPI_COMM_WORLD). Collective: every rank of comm
+ * calls it. MPI must be initialised with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...): acx's
+ * control plane issues MPI calls from an actor thread while the application issues its own, so a
+ * lower level is refused (ACX_ERR_NOT_SUPPORTED) rather than risking silent corruption.
+ * The world duplicates comm (acx traffic never matches the application's messages) with
+ * MPI_ERRORS_RETURN, splits it per node (MPI_COMM_TYPE_SHARED), numbers the nodes, gathers the
+ * launcher masks of the node's ranks and chooses this rank's GPU and cpuset; the binding is
+ * logged at ACX_DEBUG=INFO. Every exchange has the ACX_WORLD_TIMEOUT deadline.
+ * Returns ACX_OK; ACX_ERR_NULL_ARG; ACX_ERR_INVALID_ARG (cfg->size, comm is MPI_COMM_NULL);
+ * ACX_ERR_INVALID_STATE (MPI not initialised or already finalised); ACX_ERR_NOT_SUPPORTED (thread
+ * level); ACX_ERR_BAD_LAUNCH (MPI sees one process although the launcher started more: the MPI
+ * library and the launcher do not share a PMI/PMIx, e.g. srun without --mpi=pmix; every rank
+ * would believe it is rank 0 of 1); ACX_ERR_MPI; ACX_ERR_TIMEOUT (a rank never arrived; the
+ * world is unusable, end the job); the statuses of acx_topo_create and acx_topo_choose. */
+acx_status_t acx_world_init(MPI_Comm comm, const acx_world_config_t *cfg, acx_world_t **world);
+/* Releases the world: frees its communicators and topology. Collective over the world's ranks,
+ * before MPI_Finalize. After MPI_Finalize it only frees memory (logged). NULL is ignored. */
+acx_status_t acx_world_finalize(acx_world_t *world);
+
+/* Accessors. Any thread; the values never change for the world's lifetime, except the epoch. */
+acx_status_t acx_world_rank(const acx_world_t *world, int *rank);
+acx_status_t acx_world_size(const acx_world_t *world, int *size);
+/* Rank and number of ranks on this node (shared-memory domain). */
+acx_status_t acx_world_local_rank(const acx_world_t *world, int *local_rank);
+acx_status_t acx_world_local_size(const acx_world_t *world, int *local_size);
+/* Node index (0..nodes-1, in order of each node's lowest rank) and the node count. */
+acx_status_t acx_world_node(const acx_world_t *world, int *node, int *nodes);
+/* The GPU and cpuset chosen for this rank (gpu = -1: no GPU, host device kind). */
+acx_status_t acx_world_binding(const acx_world_t *world, acx_topo_binding_t *binding);
+/* The world epoch: 0 after init, bumped by every world rebuild. */
+acx_status_t acx_world_epoch(const acx_world_t *world, uint64_t *epoch);
+/* The world's own communicator (a duplicate of the one given to init). For tools and tests that
+ * need to exchange beside acx; do not free it. */
+acx_status_t acx_world_comm(const acx_world_t *world, MPI_Comm *comm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
