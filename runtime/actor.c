@@ -320,6 +320,7 @@ static acx_status_t spawn(acx_system_t *sys, struct acx_actor *parent, const acx
     snprintf(a->path, plen, "%s/%s", strcmp(parent->path, "/") ? parent->path : "", name);
   a->name = strrchr(a->path, '/') + 1;
   a->sys = sys;
+  a->rq.last_worker = -1;
   a->guardian = guardian;
   a->ctx.self = a;
   atomic_init(&a->refs, parent ? 2 : 1); /* the caller's, and the parent's list */
@@ -737,6 +738,33 @@ static void stash(struct acx_actor *a, acxi_env_t *e) {
   a->stash_tail = c;
 }
 
+/* Sender references released by a turn are summed and dropped with one atomic per run of
+ * messages from the same sender: the sender's worker takes them one by one, and a release per
+ * message would bounce that cache line between the two cores on every message. */
+static __thread struct acx_actor *tl_rel;
+static __thread int tl_rel_n;
+
+static void flush_sender_releases(void) {
+  struct acx_actor *s = tl_rel;
+  if (!s) return;
+  int n = tl_rel_n;
+  tl_rel = NULL;
+  tl_rel_n = 0;
+  /* acq_rel: as in acx_ref_release */
+  if (atomic_fetch_sub_explicit(&s->refs, n, memory_order_acq_rel) == n) actor_free(s);
+}
+
+static void release_sender_later(acxi_env_t *e) {
+  struct acx_actor *s = e->msg.sender;
+  if (!s) return;
+  e->msg.sender = NULL;
+  if (s != tl_rel) {
+    flush_sender_releases();
+    tl_rel = s;
+  }
+  tl_rel_n++;
+}
+
 static void handle(struct acx_actor *a, acxi_env_t *e) {
   int life = atomic_load_explicit(&a->life, memory_order_relaxed); /* relaxed: this turn writes it */
   switch (e->kind) {
@@ -750,6 +778,7 @@ static void handle(struct acx_actor *a, acxi_env_t *e) {
       return;
     }
     deliver(a, e);
+    release_sender_later(e);
     break;
   case ACXI_ENV_INIT:
     if (life == ACXI_LIFE_RUNNING) run_init(a);
@@ -797,6 +826,7 @@ static bool run_turn(acxi_worker_t *w, acxi_runnable_t *r) {
     if (!e) break;
     handle(a, e);
   }
+  flush_sender_releases();
   if (!a->suspended && a->stash_head && atomic_load_explicit(&a->life, memory_order_relaxed) == ACXI_LIFE_RUNNING)
     return true;
   if (!acxi_mbox_markempty(&a->mbox)) return true;

@@ -100,6 +100,8 @@ acx_status_t acx_future_complete(acx_future_t *future, acx_status_t status, cons
   ACX_CHECK_ARG(payload || len == 0, "acx_future_complete: argument 'payload' is NULL with len %zu", len);
   /* relaxed: only decides who writes; the result is published by the release exchange below */
   if (atomic_exchange_explicit(&future->claimed, 1, memory_order_relaxed)) return ACX_ERR_INVALID_STATE;
+  /* a woken waiter may drop its reference at once: keep the future alive until we are done */
+  acx_future_hold(future);
   future->status = status;
   if (len > FUTURE_INLINE) {
     future->payload = malloc(len);
@@ -131,6 +133,7 @@ acx_status_t acx_future_complete(acx_future_t *future, acx_status_t status, cons
     free(rev);
     rev = next;
   }
+  acx_future_release(future);
   return ACX_OK;
 }
 

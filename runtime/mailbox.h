@@ -33,7 +33,7 @@ typedef struct acxi_env {
   alignas(16) unsigned char data[];
 } acxi_env_t;
 
-#define ACXI_ENV_SIZE 160
+#define ACXI_ENV_SIZE 128 /* 48 payload bytes inline: two cache lines per message */
 #define ACXI_ENV_INLINE (ACXI_ENV_SIZE - offsetof(acxi_env_t, data))
 
 /* An envelope able to carry len payload bytes; fields zeroed except data. NULL on no memory. */

@@ -60,14 +60,23 @@ void acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r) {
   acxi_worker_t *w = tl_worker;
   int own = w && w->sched == s;
   if (!own) {
-    /* relaxed: any spread will do */
-    unsigned i = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed);
-    w = &s->workers[i % (unsigned)s->nworkers];
+    int i = r->last_worker;
+    if (i < 0 || i >= s->nworkers) /* relaxed: any spread will do */
+      i = (int)(atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % (unsigned)s->nworkers);
+    w = &s->workers[i];
   }
   int before = 0;
   queue_push(w, r, &before);
-  atomic_thread_fence(memory_order_seq_cst); /* Dekker with the parker's parked++ then look */
-  if (!own || before > 0) wake_one(s);
+  atomic_thread_fence(memory_order_seq_cst); /* Dekker with the parker's state store then look */
+  /* a spinning owner takes it at once; a busy or parked one needs a thief or a wake-up */
+  if (own ? before > 0 : atomic_load_explicit(&w->state, memory_order_relaxed) != ACXI_W_SPINNING) wake_one(s);
+}
+
+/* Worth taking from victim v: more than one item, or one its owner is not about to run (a
+ * spinning owner picks its single item up at once; stealing it would move a warm actor). */
+static int stealable(acxi_worker_t *v) {
+  int n = atomic_load_explicit(&v->rq_len, memory_order_seq_cst);
+  return n >= 2 || (n == 1 && atomic_load_explicit(&v->state, memory_order_relaxed) != ACXI_W_SPINNING);
 }
 
 static acxi_runnable_t *find_work(acxi_worker_t *w) {
@@ -75,25 +84,31 @@ static acxi_runnable_t *find_work(acxi_worker_t *w) {
   if (r) return r;
   acxi_sched_t *s = w->sched;
   for (int k = 1; k < s->nworkers; k++) {
-    r = queue_pop(&s->workers[(w->index + k) % s->nworkers]);
-    if (r) return r;
+    acxi_worker_t *v = &s->workers[(w->index + k) % s->nworkers];
+    if (stealable(v) && (r = queue_pop(v))) return r;
   }
   return NULL;
 }
 
-static int any_work(acxi_sched_t *s) {
-  for (int k = 0; k < s->nworkers; k++)
-    if (atomic_load_explicit(&s->workers[k].rq_len, memory_order_seq_cst) > 0) return 1;
+static int any_work(acxi_worker_t *w) {
+  acxi_sched_t *s = w->sched;
+  if (atomic_load_explicit(&w->rq_len, memory_order_seq_cst) > 0) return 1;
+  for (int k = 1; k < s->nworkers; k++)
+    if (stealable(&s->workers[(w->index + k) % s->nworkers])) return 1;
   return 0;
 }
 
-static void park(acxi_sched_t *s) {
+static void park(acxi_worker_t *w) {
+  acxi_sched_t *s = w->sched;
   /* acquire: pairs with wake_one's release increment */
   uint32_t e = atomic_load_explicit(&s->epoch, memory_order_acquire);
+  /* seq_cst: a pusher that then reads SPINNING is seen by the look below, and vice versa */
+  atomic_store_explicit(&w->state, ACXI_W_PARKED, memory_order_seq_cst);
   atomic_fetch_add_explicit(&s->parked, 1, memory_order_seq_cst);
-  if (!any_work(s) && !atomic_load_explicit(&s->stopping, memory_order_acquire))
+  if (!any_work(w) && !atomic_load_explicit(&s->stopping, memory_order_acquire))
     acxi_futex_wait(&s->epoch, e, PARK_SLICE_NS);
   atomic_fetch_sub_explicit(&s->parked, 1, memory_order_relaxed);
+  atomic_store_explicit(&w->state, ACXI_W_SPINNING, memory_order_relaxed);
 }
 
 static void *worker_main(void *arg) {
@@ -105,6 +120,9 @@ static void *worker_main(void *arg) {
   while (!atomic_load_explicit(&s->stopping, memory_order_acquire)) {
     acxi_runnable_t *r = find_work(w);
     if (r) {
+      /* relaxed: a hint for thieves; a stale value costs one steal or one wake-up */
+      atomic_store_explicit(&w->state, ACXI_W_RUNNING, memory_order_relaxed);
+      r->last_worker = w->index;
       if (s->run(w, r)) {
         int before = 0;
         queue_push(w, r, &before);
@@ -113,14 +131,15 @@ static void *worker_main(void *arg) {
       }
       continue;
     }
+    atomic_store_explicit(&w->state, ACXI_W_SPINNING, memory_order_relaxed);
     int64_t until = acxi_now_ns() + s->spin_ns;
     int found = 0;
     for (unsigned i = 1; !found; i++) {
-      found = any_work(s) || atomic_load_explicit(&s->stopping, memory_order_relaxed);
+      found = any_work(w) || atomic_load_explicit(&s->stopping, memory_order_relaxed);
       if ((i & 15) == 0 && acxi_now_ns() >= until) break;
       acxi_cpu_relax();
     }
-    if (!found) park(s);
+    if (!found) park(w);
   }
   ACX_TRACE(SCHED, "worker %d exits", w->index);
   tl_worker = NULL;

@@ -13,6 +13,7 @@
 /* Embedded in whatever is scheduled (an actor); it sits in at most one run queue at a time. */
 typedef struct acxi_runnable {
   struct acxi_runnable *rq_next;
+  int last_worker; /* where it ran last: pushes from outside go there, to a warm, spinning worker */
 } acxi_runnable_t;
 
 struct acxi_sched;
@@ -26,7 +27,10 @@ typedef struct acxi_worker {
   pthread_t thread;
   int started;
   _Atomic uint64_t delivered; /* messages handed to hooks on this worker (stats) */
+  _Atomic int state;          /* ACXI_W_RUNNING, _SPINNING or _PARKED: thieves and pushers read it */
 } acxi_worker_t;
+
+enum { ACXI_W_RUNNING = 0, ACXI_W_SPINNING = 1, ACXI_W_PARKED = 2 };
 
 /* Runs one turn of r on worker w; returns true when r must be queued again. */
 typedef bool (*acxi_run_fn)(acxi_worker_t *w, acxi_runnable_t *r);

@@ -160,7 +160,11 @@ uint32_t acx_ctx_restarts(acx_ctx_t *ctx);
 
 /* Futures: completed once, with a status and an optional payload. */
 acx_status_t acx_future_create(acx_future_t **future);
-/* Completes the future (first completion wins; later ones return ACX_ERR_INVALID_STATE). */
+/* Completes the future (first completion wins; later ones return ACX_ERR_INVALID_STATE). Any
+ * thread; cheap: no syscall unless a waiter has parked. The future must stay referenced while the
+ * call starts (a woken waiter may release its reference while this returns; that is safe).
+ * Continuations registered with acx_future_then are sent from the completing thread.
+ * ACX_ERR_INVALID_ARG for a NULL payload with len > 0. */
 acx_status_t acx_future_complete(acx_future_t *future, acx_status_t status, const void *payload,
                                  size_t len);
 /* Waits up to timeout_ns (spinning for ACX_SPIN_NS first, then parking). Returns ACX_ERR_TIMEOUT

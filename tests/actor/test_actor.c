@@ -40,8 +40,9 @@ static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 10
 #define WAIT_FOR(cond)                                                     \
   do {                                                                     \
     int64_t dl_ = acxi_now_ns() + 10 * SEC;                                \
-    while (!(cond) && acxi_now_ns() < dl_) sleep_ms(1);                    \
-    CU_ASSERT(cond);                                                       \
+    int ok_ = 0; /* cond is evaluated once per try: it may take a ref */   \
+    while (!(ok_ = (cond)) && acxi_now_ns() < dl_) sleep_ms(1);            \
+    CU_ASSERT(ok_);                                                        \
   } while (0)
 
 /* ---- a counter: M_INC adds, M_GET answers the count, M_FAIL fails, M_SLEEP sleeps */
