@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "log.h"
+#include "param.h"
 #include "topo.h"
 
 /* The NVIDIA driver lists the GPUs this process may open here; in a container sysfs still shows
@@ -417,4 +418,59 @@ const char *acx_topo_binding_str(const acx_topo_binding_t *b, char *buf, size_t 
              b->cpuset, b->launcher_bound ? " [launcher-bound]" : "");
   }
   return buf;
+}
+
+/* The first of the launcher's variables that holds a number >= 0, or -1. */
+static int launcher_int(const char *const *vars) {
+  for (; *vars; vars++) {
+    const char *v = getenv(*vars);
+    char *end;
+    long n = v ? strtol(v, &end, 10) : -1;
+    if (v && end != v && *end == '\0' && n >= 0 && n < (1L << 20)) return (int)n;
+  }
+  return -1;
+}
+
+acx_status_t acx_topo_print(const acx_topo_t *t, int local_size, FILE *out) {
+  static const char *const size_vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS", NULL};
+  static const char *const rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", NULL};
+  ACX_CHECK_NULL(t);
+  ACX_CHECK_NULL(out);
+  fprintf(out, "# topology: %s\n", t->thissystem ? "this machine" : "recorded (HWLOC_XMLFILE or XML), not this machine");
+  fprintf(out, "# NVIDIA GPUs in PCI order: %d\n", t->ngpus);
+  for (int i = 0; i < t->ngpus; i++) {
+    const acx_topo_gpu_t *g = &t->gpus[i].info;
+    fprintf(out, "#   %d  %s  [%04x:%04x]  NUMA %d  cores %s%s%s\n", i, g->pci_bus_id, g->vendor_id, g->device_id,
+            g->numa_node, g->cpuset, g->uuid[0] ? "  " : "", g->uuid);
+  }
+  const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+  int *vis = calloc((size_t)t->ngpus + 1, sizeof *vis), nvis = 0;
+  if (!vis) return ACX_ERR_NO_MEMORY;
+  acx_status_t res = acx_topo_visible(t, NULL, vis, t->ngpus, &nvis);
+  if (res != ACX_OK) goto err_free_vis;
+  fprintf(out, "# CUDA_VISIBLE_DEVICES: %s%s%s -> %d visible:", cvd ? "\"" : "", cvd ? cvd : "unset", cvd ? "\"" : "", nvis);
+  for (int k = 0; k < nvis && k < t->ngpus; k++) fprintf(out, " cuda%d=GPU%d", k, vis[k]);
+  fprintf(out, "\n");
+  char mask[ACX_TOPO_CPUSET_STRLEN];
+  int bound = 0;
+  if ((res = acx_topo_process_cpuset(t, mask, sizeof mask, &bound)) != ACX_OK) goto err_free_vis;
+  fprintf(out, "# process cpuset: %s (%s)\n", mask, bound ? "bound by the launcher" : "unbound");
+  if (local_size <= 0) local_size = launcher_int(size_vars);
+  if (local_size <= 0) local_size = nvis > 0 ? nvis : 1;
+  int me = launcher_int(rank_vars);
+  fprintf(out, "# binding map, %d local rank(s), each bound like this process:\n", local_size);
+  for (int lr = 0; lr < local_size; lr++) {
+    acx_topo_request_t req = ACX_TOPO_REQUEST_INIT;
+    acx_topo_binding_t b;
+    char line[ACX_TOPO_CPUSET_STRLEN + 128];
+    req.local_rank = lr;
+    req.local_size = local_size;
+    req.cpuset = bound ? mask : NULL;
+    req.device = (int)acxi_param_int("ACX_DEVICE");
+    if ((res = acx_topo_choose(t, &req, &b)) != ACX_OK) goto err_free_vis;
+    fprintf(out, "#   %s%s\n", acx_topo_binding_str(&b, line, sizeof line), lr == me ? "   <- this process" : "");
+  }
+err_free_vis:
+  free(vis);
+  return res;
 }

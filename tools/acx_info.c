@@ -3,10 +3,21 @@
 #include <string.h>
 
 #include "acx/config.h"
+#include "acx/topo.h"
 #include "collectives/collectives.h"
 #include "kernels/kernels.h"
 
-static void usage(void) { printf("usage: acx-info [-p|--params] [-m|--markdown] [-h]\n"); }
+static void usage(void) { printf("usage: acx-info [-p|--params] [-m|--markdown] [-t|--topo] [-h]\n"); }
+
+/* GPUs, cores and the binding map of this machine (or of HWLOC_XMLFILE). */
+static int print_topo(void) {
+  acx_topo_t *t = NULL;
+  acx_status_t s = acx_topo_create(NULL, &t);
+  if (s == ACX_OK) s = acx_topo_print(t, 0, stdout);
+  acx_topo_destroy(t);
+  if (s != ACX_OK) fprintf(stderr, "acx-info: topology: %s\n", acx_status_str(s));
+  return s == ACX_OK ? 0 : 1;
+}
 
 /* The registry as a markdown table of defaults (never the values in effect, so the output does
  * not depend on the environment): docs/environment.md is generated from it and checked by a test. */
@@ -44,6 +55,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--markdown")) {
       print_markdown();
       return 0;
+    } else if (!strcmp(argv[i], "-t") || !strcmp(argv[i], "--topo")) {
+      return print_topo();
     } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       usage();
       return 0;

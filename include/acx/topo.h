@@ -5,6 +5,7 @@
 #define ACX_TOPO_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "acx/status.h"
 
@@ -117,6 +118,15 @@ acx_status_t acx_topo_bind_thread(const char *cpuset);
 /* One line for logs and acx-info: "local rank 1: GPU 1 (0000:3b:00.0, NUMA 0) cpuset 0-31
  * [launcher-bound]" or "local rank 0: no GPU (host device kind) cpuset 0-1". Returns buf. */
 const char *acx_topo_binding_str(const acx_topo_binding_t *binding, char *buf, size_t len);
+
+/* Prints the topology's view for acx-info --topo: the GPUs in PCI order with their cores,
+ * CUDA_VISIBLE_DEVICES and the CUDA ordinals it gives, this process's mask, and the binding map
+ * (GPU, bus id, cpuset) of local ranks 0..local_size-1, each computed as if bound like this
+ * process. local_size <= 0 takes the launcher's local size (OMPI_COMM_WORLD_LOCAL_SIZE,
+ * SLURM_NTASKS_PER_NODE, MPI_LOCALNRANKS) or else one rank per visible GPU. The launcher's local
+ * rank of this process (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID), when known,
+ * is marked. ACX_ERR_NULL_ARG; the statuses of acx_topo_choose. Any thread. */
+acx_status_t acx_topo_print(const acx_topo_t *topo, int local_size, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -302,6 +302,25 @@ static void test_this_machine_binding(void) {
   acx_topo_destroy(t);
 }
 
+static void test_print_binding_map(void) {
+  acx_topo_t *t = load(TWO_SOCKET);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  setenv("CUDA_VISIBLE_DEVICES", "3,2", 1);
+  ACX_ASSERT_STATUS(acx_topo_print(t, 2, f), ACX_OK);
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  fclose(f);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "cuda0=GPU3 cuda1=GPU2"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "local rank 0: GPU 0 (0000:af:00.0, NUMA 1) cpuset 16-31,48-63"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "local rank 1: GPU 1 (0000:86:00.0, NUMA 1)"));
+  CU_ASSERT_PTR_NULL(strstr(text, "local rank 2"));
+  free(text);
+  ACX_ASSERT_STATUS(acx_topo_print(t, 1, NULL), ACX_ERR_NULL_ARG);
+  acx_topo_destroy(t);
+}
+
 int main(void) {
   unsetenv("CUDA_VISIBLE_DEVICES");
   unsetenv("HWLOC_XMLFILE");
@@ -309,6 +328,6 @@ int main(void) {
       ACX_TEST(test_gpu_host_recorded),  ACX_TEST(test_two_socket_pci_order_and_locality),
       ACX_TEST(test_two_socket_launcher_masks), ACX_TEST(test_cuda_visible_devices),
       ACX_TEST(test_bad_arguments),      ACX_TEST(test_hwloc_xmlfile_env),
-      ACX_TEST(test_this_machine_binding), ACX_TEST_END};
+      ACX_TEST(test_this_machine_binding), ACX_TEST(test_print_binding_map), ACX_TEST_END};
   return acx_test_run("topo", cases, NULL, NULL);
 }
