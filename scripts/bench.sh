@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds acx and runs the all-reduce benchmark on this machine: one MPI rank per local GPU with
+# raw NCCL (--mode nccl), or, without a GPU, 2 ranks on the host device kind (--mode mpi).
+# Extra arguments go to acx-allreduce-bench (e.g. -b 8 -e 8G -d bfloat16 --json r.json).
+#   scripts/bench.sh [bench args...]        ACX_BUILD_DIR (default build), ACX_BENCH_NP override
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=common.sh
+. "$root/scripts/common.sh"
+acx_install_deps
+acx_env
+build=${ACX_BUILD_DIR:-$root/build}
+
+echo "== configure, build ($build)"
+# shellcheck disable=SC2086 # ACX_CMAKE_ARGS holds several words
+cmake -S "$root" -B "$build" -G Ninja ${ACX_CMAKE_ARGS:-} >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+grep "acx:" "$build.configure.log" || true
+cmake --build "$build" -j "$ACX_JOBS" --target acx-allreduce-bench acx-info >"$build.build.log" 2>&1 ||
+  { tail -80 "$build.build.log"; exit 1; }
+bench=$build/bench/allreduce/acx-allreduce-bench
+[ -x "$bench" ] || { echo "bench: $bench was not built (MPI not found? see $build.configure.log)" >&2; exit 1; }
+
+if acx_have_gpu; then
+  np=${ACX_BENCH_NP:-$(nvidia-smi -L | grep -c '^GPU')}
+  mode=(--mode nccl)
+  echo "== $np GPU(s): $(nvidia-smi -L | head -1 | sed 's/ (UUID.*//')$([ "$np" -gt 1 ] && echo ", ...")"
+  echo "== mpirun -np $np, raw NCCL (the peer acx is measured against); NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
+else
+  np=${ACX_BENCH_NP:-2}
+  mode=(--mode mpi)
+  echo "== no GPU here: host device kind, $np ranks, MPI_Allreduce on host memory (not a GPU measurement)"
+fi
+"$build/tools/acx-info" --topo || true
+# --bind-to none: acx binds by GPU locality itself; -x hands the ACX_*/NCCL_* settings in effect
+# (and the library path) to every rank.
+fwd=()
+for v in $(compgen -e | grep -E '^(ACX_|NCCL_|CUDA_VISIBLE_DEVICES$|LD_LIBRARY_PATH$)' || true); do fwd+=(-x "$v"); done
+set -x
+mpirun -np "$np" --bind-to none "${fwd[@]}" "$bench" "${mode[@]}" "$@"
