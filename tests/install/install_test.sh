@@ -66,7 +66,7 @@ pkg-config --exists --print-errors acx || fail "pkg-config cannot resolve acx"
 for h in "$prefix"/include/acx/*.h; do
   name=acx/$(basename "$h")
   printf '#include <%s>\nint acx_header_check;\n' "$name" >"$tmp/hdr.c"
-  # shellcheck disable=SC2046 # pkg-config output is a word list
+  # shellcheck disable=SC2046,SC2086 # pkg-config output and flags are word lists
   "$cc" -std=c17 -Wall -Wextra -Werror $flags -fsyntax-only $(pkg-config --cflags acx) "$tmp/hdr.c" \
     >"$tmp/hdr.log" 2>&1 || { cat "$tmp/hdr.log" >&2; fail "$name does not compile alone (C17)"; }
   if command -v c++ >/dev/null; then
@@ -78,7 +78,7 @@ for h in "$prefix"/include/acx/*.h; do
       >"$tmp/hdr.log" 2>&1 || { cat "$tmp/hdr.log" >&2; fail "$name does not compile alone (C++17)"; }
   fi
 done
-echo "install_test: $(ls "$prefix"/include/acx/*.h | wc -l) installed headers compile alone"
+echo "install_test: $(find "$prefix/include/acx" -name '*.h' | wc -l) installed headers compile alone"
 defs=""
 [ $actors = ON ] && defs="-DACX_CONSUMER_ACTORS=1"
 # shellcheck disable=SC2046,SC2086 # pkg-config output and flags are word lists

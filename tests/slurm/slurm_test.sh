@@ -56,6 +56,7 @@ cleanup() {
     # Cancel what is still queued or running so slurmd takes its steps down with it.
     local jobs
     jobs=$(timeout 10 squeue -h -o %i 2>/dev/null)
+    # shellcheck disable=SC2086 # a list of job ids
     [ -n "$jobs" ] && timeout 10 scancel $jobs 2>/dev/null
     local deadline=$((SECONDS + 10))
     while [ -n "$(timeout 5 squeue -h -o %i 2>/dev/null)" ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
@@ -139,7 +140,10 @@ node=$(hostname -s)
 # The node as slurmd sees the hardware (real CPU count and layout), memory left at the default
 # so that a small drift between runs never drains the node.
 hw=$(slurmd -C | head -1 | sed -e 's/ RealMemory=[0-9]*//' -e "s/^NodeName=[^ ]*/NodeName=$node/")
-ctld_port=$(free_port) && slurmd_port=$(free_port) || { echo "slurm_test: FAIL: no free port" >&2; exit 1; }
+if ! ctld_port=$(free_port) || ! slurmd_port=$(free_port); then
+  echo "slurm_test: FAIL: no free port" >&2
+  exit 1
+fi
 export SLURM_CONF=$tmp/slurm.conf
 write_conf() { # MpiDefault
   cat >"$SLURM_CONF" <<CONF

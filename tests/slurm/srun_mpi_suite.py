@@ -4,12 +4,14 @@
 A test launched as `mpiexec -n N [launcher options] program args` becomes
 `srun --mpi=<plugin> --overcommit -n N program args` (environment from the test's ENVIRONMENT
 property and mpiexec's `-x NAME=VALUE`); any other command runs as it is inside `salloc`, so an
-mpirun it starts goes through Slurm. Exit 77 counts as skipped, as in ctest. Prints one line per
-test and exits non-zero when any test failed.
+mpirun it starts goes through Slurm. The verdict follows ctest's rules (SKIP_RETURN_CODE,
+PASS/FAIL/SKIP_REGULAR_EXPRESSION, WILL_FAIL). Prints one line per test and exits non-zero when
+any test failed.
 """
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,7 +36,11 @@ def load_tests(build, label, exclude_label):
                       "timeout": float(props.get("TIMEOUT", 120)),
                       "env": props.get("ENVIRONMENT", []),
                       "cwd": props.get("WORKING_DIRECTORY", build),
-                      "skip_code": int(props.get("SKIP_RETURN_CODE", SKIP_CODE))})
+                      "skip_code": int(props.get("SKIP_RETURN_CODE", SKIP_CODE)),
+                      "pass_re": props.get("PASS_REGULAR_EXPRESSION", []),
+                      "fail_re": props.get("FAIL_REGULAR_EXPRESSION", []),
+                      "skip_re": props.get("SKIP_REGULAR_EXPRESSION", []),
+                      "will_fail": bool(props.get("WILL_FAIL", False))})
     return tests
 
 
@@ -58,6 +64,21 @@ def translate(cmd):
         else:
             i += 1  # a launcher option (--oversubscribe, --bind-to none...): Slurm places tasks itself
     raise ValueError("no program found in launcher command: %s" % " ".join(cmd))
+
+
+def verdict(t, rc, out):
+    """ctest's rules: skip code or skip regex, else the pass regex (exit code ignored) or the exit
+    code, then the fail regex, then WILL_FAIL inverts."""
+    if rc == "timeout":
+        return "FAILED (timeout)"
+    if rc == t["skip_code"] or any(re.search(r, out, re.M) for r in t["skip_re"]):
+        return "Skipped"
+    ok = any(re.search(r, out, re.M) for r in t["pass_re"]) if t["pass_re"] else rc == 0
+    if any(re.search(r, out, re.M) for r in t["fail_re"]):
+        ok = False
+    if t["will_fail"]:
+        ok = not ok
+    return "Passed" if ok else "FAILED (%s)" % rc
 
 
 def run_one(t, args):
@@ -110,16 +131,13 @@ def main():
             how, rc, out, secs = run_one(t, args)
         except ValueError as e:
             how, rc, out, secs = "-", "bad command", str(e), 0.0
-        if rc == 0:
-            verdict = "Passed"
-        elif rc == t["skip_code"]:
-            verdict = "Skipped"
+        v = verdict(t, rc, out) if how != "-" else "FAILED (%s)" % rc
+        if v == "Skipped":
             skipped.append(t["name"])
-        else:
-            verdict = "FAILED (%s)" % rc
+        elif v != "Passed":
             failed.append(t["name"])
-        print("  %-40s %-14s %-12s %6.2fs" % (t["name"], how, verdict, secs), flush=True)
-        if verdict.startswith("FAILED"):
+        print("  %-40s %-14s %-12s %6.2fs" % (t["name"], how, v, secs), flush=True)
+        if v.startswith("FAILED"):
             sys.stdout.write(out[-6000:])
     print("srun_mpi_suite: %d passed, %d skipped, %d failed%s" %
           (len(tests) - len(failed) - len(skipped), len(skipped), len(failed),
