@@ -500,7 +500,13 @@ static void write_plot(const bench_t *b, const row_t *rows, int nrows) {
     FAIL("--plot: file name '%s' holds a quote or newline", b->o.plot);
     return;
   }
-  FILE *g = popen("gnuplot", "w");
+  FILE *probe = fopen(b->o.plot, "w"); /* else gnuplot would keep writing the image to stdout */
+  if (!probe) {
+    FAIL("--plot: cannot write '%s'", b->o.plot);
+    return;
+  }
+  fclose(probe);
+  FILE *g = popen("gnuplot >/dev/null", "w");
   if (!g) {
     FAIL("--plot: cannot start gnuplot");
     return;
