@@ -1,0 +1,1268 @@
+/* Devices, rank side: open/close, the DeviceActor that owns the executor's lifecycle, the reply
+ * poller, and the submission path. Users submit straight into the command ring (no mailbox on
+ * the hot path); the poller completes their futures from the reply ring and is also the one who
+ * notices a lost executor (exit, crash, heartbeat, sticky error), fails every outstanding request
+ * and hands the restart to the DeviceActor. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "acx_build_config.h"
+#include "runtime/clock.h"
+#include "runtime/buffer.h"
+#include "runtime/device_internal.h"
+#include "runtime/engine.h"
+#include "runtime/log.h"
+#include "runtime/param.h"
+
+extern char **environ;
+
+/* DeviceActor messages: internal, from acx's own range (see ACX_MSG_DEVICE_BASE). */
+#define DEV_MSG_START (ACX_MSG_DEVICE_BASE + 0x80) /* ask: start generation 1 */
+#define DEV_MSG_LOST (ACX_MSG_DEVICE_BASE + 0x81)  /* tell, payload uint64_t generation lost */
+#define DEV_MSG_FATAL (ACX_MSG_DEVICE_BASE + 0x82) /* tell, payload uint64_t generation */
+#define DEV_MSG_CLOSE (ACX_MSG_DEVICE_BASE + 0x83) /* ask, payload int64_t timeout_ns */
+
+static _Atomic int device_counter;
+
+/* ------------------------------------------------------------------------------------------ */
+/* small helpers                                                                              */
+
+static int load_state(acx_device_t *dev) {
+  /* seq_cst: pairs with the submitters counter (Dekker, see acxi_device_submit). */
+  return atomic_load_explicit(&dev->state, memory_order_seq_cst);
+}
+
+/* The poller holds poll_lock while it polls, spins and sleeps on the reply doorbell (it touches
+ * the control block all that time). Whoever needs the lock (to swap the control block or wake a
+ * parked poller) announces it in poll_yield and rings the doorbell: the poller then parks in its
+ * condition wait, which releases the lock. Only the DeviceActor's thread calls these. */
+static void poll_pause(acx_device_t *dev) {
+  atomic_fetch_add_explicit(&dev->poll_yield, 1, memory_order_seq_cst);
+  if (dev->ctrl) acxi_ring_wake(acxi_ctrl_cpl_ring(dev->ctrl));
+  pthread_mutex_lock(&dev->poll_lock);
+}
+
+static void poll_resume(acx_device_t *dev) {
+  atomic_fetch_sub_explicit(&dev->poll_yield, 1, memory_order_seq_cst);
+  pthread_cond_broadcast(&dev->poll_cond);
+  pthread_mutex_unlock(&dev->poll_lock);
+}
+
+static void set_state(acx_device_t *dev, int s) {
+  poll_pause(dev);
+  atomic_store_explicit(&dev->state, s, memory_order_seq_cst);
+  poll_resume(dev);
+}
+
+/* Moves from `from` to `to`; 1 when this caller made the move. */
+static int cas_state(acx_device_t *dev, int from, int to) {
+  return atomic_compare_exchange_strong_explicit(&dev->state, &from, to, memory_order_seq_cst,
+                                                 memory_order_seq_cst);
+}
+
+static const char *state_name(int s) {
+  static const char *names[] = {"starting", "running", "recovering", "unavailable", "fatal", "closing", "closed"};
+  return s >= 0 && s <= ACXI_DEV_CLOSED ? names[s] : "?";
+}
+
+acx_status_t acxi_device_state_status(acx_device_t *dev) {
+  switch (load_state(dev)) {
+  case ACXI_DEV_RUNNING:
+    return ACX_OK;
+  case ACXI_DEV_STARTING:
+  case ACXI_DEV_RECOVERING:
+    return ACX_ERR_DEVICE_LOST;
+  case ACXI_DEV_UNAVAILABLE:
+    return ACX_ERR_DEVICE_UNAVAILABLE;
+  case ACXI_DEV_FATAL:
+    return ACX_ERR_DEVICE_FATAL;
+  default:
+    return ACX_ERR_INVALID_STATE;
+  }
+}
+
+int64_t acxi_device_timeout(acx_device_t *dev, int64_t timeout_ns) {
+  return timeout_ns < 0 ? dev->exec_timeout_ns : timeout_ns;
+}
+
+static void cond_init_monotonic(pthread_cond_t *c) {
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(c, &a);
+  pthread_condattr_destroy(&a);
+}
+
+static void cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_ns) {
+  struct timespec ts = acxi_ts_from_ns(deadline_ns);
+  pthread_cond_timedwait(c, m, &ts);
+}
+
+static void sleep_ns(int64_t ns) {
+  struct timespec ts = acxi_ts_from_ns(ns);
+  nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the table of outstanding requests                                                          */
+
+static acx_status_t pend_init(acx_device_t *dev) {
+  uint32_t bits = 1;
+  while ((1u << bits) < 4 * dev->slots && bits < 20) bits++;
+  dev->pend_bits = bits;
+  dev->pend_cap = 1u << bits;
+  dev->pend = calloc(dev->pend_cap, sizeof *dev->pend);
+  dev->pend_free = malloc(dev->pend_cap * sizeof *dev->pend_free);
+  if (!dev->pend || !dev->pend_free) return ACX_ERR_NO_MEMORY;
+  for (uint32_t i = 0; i < dev->pend_cap; i++) dev->pend_free[i] = dev->pend_cap - 1 - i;
+  dev->n_pend_free = dev->pend_cap;
+  return ACX_OK;
+}
+
+/* Takes a slot for `future` (the table holds its own reference). Waits for a free slot until
+ * the deadline, giving up early when the device leaves `ok_state` conditions. */
+static acx_status_t pend_add(acx_device_t *dev, acx_future_t *future, unsigned flags, int64_t deadline,
+                             uint64_t *req_id) {
+  pthread_mutex_lock(&dev->pend_lock);
+  while (dev->n_pend_free == 0) {
+    int s = load_state(dev);
+    if (!(s == ACXI_DEV_RUNNING || ((flags & ACXI_SUBMIT_INTERNAL) && (s == ACXI_DEV_STARTING || s == ACXI_DEV_CLOSING)))) {
+      pthread_mutex_unlock(&dev->pend_lock);
+      return acxi_device_state_status(dev);
+    }
+    if (acxi_now_ns() >= deadline) {
+      pthread_mutex_unlock(&dev->pend_lock);
+      ACX_WARN(DEVICE, "%u requests already outstanding on the device: no slot before the deadline", dev->pend_cap);
+      return ACX_ERR_QUEUE_FULL;
+    }
+    int64_t slice = acxi_now_ns() + 10000000;
+    cond_wait_until(&dev->pend_cond, &dev->pend_lock, slice < deadline ? slice : deadline);
+  }
+  uint32_t idx = dev->pend_free[--dev->n_pend_free];
+  uint64_t id = (++dev->req_seq << dev->pend_bits) | idx;
+  dev->pend[idx].req_id = id;
+  dev->pend[idx].future = future;
+  atomic_fetch_add_explicit(&dev->n_outstanding, 1, memory_order_relaxed); /* a statistic */
+  pthread_mutex_unlock(&dev->pend_lock);
+  *req_id = id;
+  return ACX_OK;
+}
+
+/* Removes req_id; returns its future (the table's reference passes to the caller) or NULL. */
+static acx_future_t *pend_take(acx_device_t *dev, uint64_t req_id) {
+  uint32_t idx = (uint32_t)(req_id & (dev->pend_cap - 1));
+  acx_future_t *f = NULL;
+  pthread_mutex_lock(&dev->pend_lock);
+  if (req_id && dev->pend[idx].req_id == req_id) {
+    f = dev->pend[idx].future;
+    dev->pend[idx].req_id = 0;
+    dev->pend[idx].future = NULL;
+    dev->pend_free[dev->n_pend_free++] = idx;
+    atomic_fetch_sub_explicit(&dev->n_outstanding, 1, memory_order_relaxed);
+    pthread_cond_signal(&dev->pend_cond);
+  }
+  pthread_mutex_unlock(&dev->pend_lock);
+  return f;
+}
+
+static uint64_t pend_outstanding(acx_device_t *dev) {
+  /* relaxed: a hint for the poller's busy-poll decision and a statistic. */
+  return atomic_load_explicit(&dev->n_outstanding, memory_order_relaxed);
+}
+
+/* Fails every outstanding request with `status`; returns how many. */
+static uint64_t pend_fail_all(acx_device_t *dev, acx_status_t status) {
+  uint64_t n = 0;
+  for (;;) {
+    acx_future_t *batch[64];
+    int k = 0;
+    pthread_mutex_lock(&dev->pend_lock);
+    for (uint32_t i = 0; i < dev->pend_cap && k < 64; i++) {
+      if (!dev->pend[i].req_id) continue;
+      batch[k++] = dev->pend[i].future;
+      dev->pend[i].req_id = 0;
+      dev->pend[i].future = NULL;
+      dev->pend_free[dev->n_pend_free++] = i;
+      atomic_fetch_sub_explicit(&dev->n_outstanding, 1, memory_order_relaxed);
+    }
+    pthread_cond_broadcast(&dev->pend_cond);
+    pthread_mutex_unlock(&dev->pend_lock);
+    if (k == 0) return n;
+    for (int i = 0; i < k; i++) {
+      acx_future_complete(batch[i], status, NULL, 0);
+      acx_future_release(batch[i]);
+    }
+    n += (uint64_t)k;
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* submission                                                                                 */
+
+static int state_accepts(int s, unsigned flags) {
+  return s == ACXI_DEV_RUNNING ||
+         ((flags & ACXI_SUBMIT_INTERNAL) && (s == ACXI_DEV_STARTING || s == ACXI_DEV_CLOSING));
+}
+
+acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_bufarg_t *bufs, int nbufs,
+                                unsigned flags, int fd, int64_t deadline_ns, acx_future_t **future) {
+  acx_status_t st = ACX_OK;
+  acx_future_t *f = NULL;
+  uint64_t req_id = 0;
+  if (future) {
+    *future = NULL;
+    ACXCHECK(acx_future_create(&f));
+    acx_future_hold(f); /* one reference for the table, one for the caller */
+  }
+  /* seq_cst: our increment must be visible before we read the state, and the recovery path sets
+   * the state before it reads this counter (Dekker): either we see it recovering, or it waits
+   * for us to leave. */
+  atomic_fetch_add_explicit(&dev->submitters, 1, memory_order_seq_cst);
+  int s = load_state(dev);
+  if (!state_accepts(s, flags)) {
+    st = acxi_device_state_status(dev);
+    goto out_leave;
+  }
+  /* relaxed: the generation only moves while no submitter is inside (see above). */
+  uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed);
+  for (int i = 0; i < nbufs; i++) {
+    acx_buffer_t *b = bufs[i].buf;
+    if (atomic_load_explicit(&b->freed, memory_order_acquire)) {
+      ACX_WARN(BUFFER, "argument '%s': buffer %" PRIu64 " was freed", bufs[i].name, b->id);
+      st = ACX_ERR_INVALID_STATE;
+      goto out_leave;
+    }
+    if (b->generation != gen) {
+      ACX_WARN(BUFFER, "argument '%s': buffer %" PRIu64 " is from device generation %" PRIu64 ", the device is at %"
+               PRIu64 " (its executor was restarted)", bufs[i].name, b->id, b->generation, gen);
+      st = ACX_ERR_STALE_BUFFER;
+      goto out_leave;
+    }
+  }
+  cmd->generation = gen;
+  if (f) {
+    st = pend_add(dev, f, flags, deadline_ns, &req_id);
+    if (st != ACX_OK) goto out_leave;
+    cmd->req_id = req_id;
+    cmd->flags &= ~ACXI_CMD_FLAG_NO_REPLY;
+  } else {
+    cmd->req_id = 0;
+    cmd->flags |= ACXI_CMD_FLAG_NO_REPLY;
+  }
+  acxi_ring_t *ring = acxi_ctrl_cmd_ring(dev->ctrl);
+  int locked = 0;
+  if (fd >= 0) {
+    pthread_mutex_lock(&dev->sock_lock);
+    locked = 1;
+    uint64_t msg[2] = {cmd->arg[0], cmd->bytes};
+    st = acxi_fd_send(dev->sock, fd, msg, sizeof msg);
+    if (st != ACX_OK) goto out_unlock;
+  }
+  while (!acxi_ring_try_push(ring, cmd)) {
+    if (!state_accepts(load_state(dev), flags)) {
+      st = acxi_device_state_status(dev);
+      break;
+    }
+    if (acxi_now_ns() >= deadline_ns) {
+      ACX_WARN(DEVICE, "command ring stayed full until the deadline (op %u)", cmd->op);
+      st = ACX_ERR_QUEUE_FULL;
+      break;
+    }
+    acxi_ring_wait_space(ring, deadline_ns);
+  }
+out_unlock:
+  if (locked) pthread_mutex_unlock(&dev->sock_lock);
+  if (st == ACX_OK) atomic_fetch_add_explicit(&dev->commands, 1, memory_order_relaxed);
+out_leave:
+  /* release: our ring push happens before the recovery path sees us gone. */
+  atomic_fetch_sub_explicit(&dev->submitters, 1, memory_order_release);
+  if (st != ACX_OK) {
+    if (req_id) {
+      acx_future_t *mine = pend_take(dev, req_id);
+      if (mine) acx_future_release(mine);
+    }
+    if (f) {
+      acx_future_release(f);
+      acx_future_release(f);
+    }
+    return st;
+  }
+  if (future) *future = f;
+  return ACX_OK;
+}
+
+acx_status_t acxi_device_call(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_bufarg_t *bufs, int nbufs,
+                              unsigned flags, int fd, int64_t timeout_ns, acxi_cpl_t *cpl) {
+  int64_t deadline = acxi_deadline(acxi_device_timeout(dev, timeout_ns));
+  acx_future_t *f;
+  ACXCHECK(acxi_device_submit(dev, cmd, bufs, nbufs, flags, fd, deadline, &f));
+  acxi_cpl_t c = {0};
+  int64_t left = deadline - acxi_now_ns();
+  acx_status_t st = acx_future_wait(f, left > 0 ? left : 0, &c, sizeof c, NULL);
+  acx_future_release(f);
+  if (st == ACX_ERR_TIMEOUT)
+    ACX_WARN(DEVICE, "op %u (request %" PRIu64 ") got no reply within %" PRId64 " ms; it stays queued", cmd->op,
+             cmd->req_id, acxi_device_timeout(dev, timeout_ns) / 1000000);
+  if (cpl) *cpl = c;
+  return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* watchers                                                                                   */
+
+static void notify_watchers(acx_device_t *dev, uint32_t type, const acx_device_event_t *ev) {
+  pthread_mutex_lock(&dev->watch_lock);
+  for (int i = 0; i < dev->n_watchers;) {
+    if (acx_tell(dev->watchers[i], NULL, type, ev, sizeof *ev) == ACX_ERR_ACTOR_STOPPED) {
+      acx_ref_release(dev->watchers[i]);
+      dev->watchers[i] = dev->watchers[--dev->n_watchers];
+    } else {
+      i++;
+    }
+  }
+  pthread_mutex_unlock(&dev->watch_lock);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the reply poller                                                                           */
+
+static void complete_reply(acx_device_t *dev, const acxi_cpl_t *c) {
+  acx_future_t *f = pend_take(dev, c->req_id);
+  if (!f) {
+    /* A fire-and-forget command failed, or a reply to a request already failed by recovery. */
+    if (c->status != ACX_OK)
+      ACX_WARN(DEVICE, "fire-and-forget command failed in the executor: %s (library code %d)",
+               acx_status_str((acx_status_t)c->status), c->lib_code);
+    return;
+  }
+  acx_future_complete(f, (acx_status_t)c->status, c, sizeof *c);
+  acx_future_release(f);
+}
+
+static int drain_replies(acx_device_t *dev, acxi_ring_t *ring) {
+  acxi_cpl_t c;
+  int n = 0;
+  while (acxi_ring_try_pop(ring, &c)) {
+    complete_reply(dev, &c);
+    n++;
+  }
+  return n;
+}
+
+static void describe_wait_status(int ws, char *buf, size_t cap) {
+  if (WIFEXITED(ws))
+    snprintf(buf, cap, "exited with status %d", WEXITSTATUS(ws));
+  else if (WIFSIGNALED(ws))
+    snprintf(buf, cap, "killed by signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+  else
+    snprintf(buf, cap, "wait status 0x%x", ws);
+}
+
+/* Process transport: 1 when the executor is gone or silent; fills the loss fields. Poller only. */
+static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now) {
+  /* acquire: pairs with acxi_ctrl_set_sticky's release; the message is complete. */
+  if (atomic_load_explicit(&ctrl->sticky, memory_order_acquire) == 1) {
+    dev->loss_cause = ACX_ERR_DEVICE_FATAL;
+    snprintf(dev->loss_reason, sizeof dev->loss_reason, "sticky error: %.110s", ctrl->sticky_msg);
+    return 1;
+  }
+  if (dev->inline_mode) return 0;
+  pid_t pid = atomic_load_explicit(&dev->pid, memory_order_relaxed); /* set before RUNNING */
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
+    dev->loss_cause = ACX_ERR_DEVICE_LOST;
+    if (si.si_code == CLD_EXITED)
+      snprintf(dev->loss_reason, sizeof dev->loss_reason, "executor exited with status %d", si.si_status);
+    else
+      snprintf(dev->loss_reason, sizeof dev->loss_reason, "executor killed by signal %d (%s)", si.si_status,
+               strsignal(si.si_status));
+    return 1;
+  }
+  /* relaxed: a lone timestamp. */
+  int64_t beat = atomic_load_explicit(&ctrl->heartbeat_ns, memory_order_relaxed);
+  if (now - beat > dev->heartbeat_ns) {
+    dev->loss_cause = ACX_ERR_DEVICE_LOST;
+    snprintf(dev->loss_reason, sizeof dev->loss_reason, "no heartbeat for %" PRId64 " ms (limit %" PRId64 " ms)",
+             (now - beat) / 1000000, dev->heartbeat_ns / 1000000);
+    return 1;
+  }
+  return 0;
+}
+
+static void wait_submitters_gone(acx_device_t *dev) {
+  /* acquire: pairs with the release decrement; their pushes are visible. Bounded: a submitter
+   * waiting for ring space or a request slot rechecks the state at least every 10 ms. */
+  for (int i = 0; atomic_load_explicit(&dev->submitters, memory_order_acquire) != 0; i++) {
+    if (i < 1000)
+      acxi_cpu_relax();
+    else
+      sleep_ns(100000);
+  }
+}
+
+/* The common path of every loss: stop accepting, fail every outstanding request, hand the
+ * restart to the DeviceActor. Runs on the poller with poll_lock held. */
+static void begin_loss(acx_device_t *dev, acxi_ring_t *replies, int64_t now) {
+  int fatal = dev->inline_mode;
+  if (!cas_state(dev, ACXI_DEV_RUNNING, fatal ? ACXI_DEV_FATAL : ACXI_DEV_RECOVERING)) return;
+  dev->loss_detected_ns = now;
+  uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed);
+  wait_submitters_gone(dev);
+  drain_replies(dev, replies); /* whatever the executor answered before it went */
+  acx_status_t fail_with = fatal ? ACX_ERR_DEVICE_FATAL : ACX_ERR_DEVICE_LOST;
+  uint64_t failed = pend_fail_all(dev, fail_with);
+  if (fatal) {
+    ACX_WARN(DEVICE, "FATAL: %s device (inline transport) generation %" PRIu64 ": %s. This process can no longer use "
+             "the GPU (a sticky fault poisons every context of the process); %" PRIu64 " outstanding requests failed "
+             "with ACX_ERR_DEVICE_FATAL. Use ACX_EXECUTOR=process to survive such faults.", dev->kind, gen,
+             dev->loss_reason, failed);
+  } else {
+    ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " (pid %d) lost: %s; %" PRIu64 " outstanding requests failed "
+             "with ACX_ERR_DEVICE_LOST; restarting", dev->kind, gen, (int)dev->pid, dev->loss_reason, failed);
+  }
+  acx_status_t st = acx_tell(dev->actor, NULL, fatal ? DEV_MSG_FATAL : DEV_MSG_LOST, &gen, sizeof gen);
+  if (st != ACX_OK && !fatal) {
+    ACX_WARN(DEVICE, "the DeviceActor is gone (%s): the device is unavailable", acx_status_name(st));
+    atomic_store_explicit(&dev->state, ACXI_DEV_UNAVAILABLE, memory_order_seq_cst);
+  }
+}
+
+static void *poller_main(void *arg) {
+  acx_device_t *dev = arg;
+  int64_t check_period = dev->heartbeat_ns / 8;
+  if (check_period > 20000000) check_period = 20000000;
+  if (check_period < 1000000) check_period = 1000000;
+  int64_t last_active = 0, last_check = 0;
+  pthread_mutex_lock(&dev->poll_lock);
+  /* relaxed: a stop request; the broadcast that follows it orders the rest. */
+  while (!atomic_load_explicit(&dev->poller_stop, memory_order_relaxed)) {
+    int s = load_state(dev);
+    /* seq_cst: pairs with poll_pause's increment before its doorbell. */
+    if (atomic_load_explicit(&dev->poll_yield, memory_order_seq_cst) || !dev->ctrl ||
+        !(s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING || s == ACXI_DEV_CLOSING)) {
+      cond_wait_until(&dev->poll_cond, &dev->poll_lock, acxi_now_ns() + 50000000);
+      continue;
+    }
+    acxi_ctrl_t *ctrl = dev->ctrl;
+    acxi_ring_t *replies = acxi_ctrl_cpl_ring(ctrl);
+    int n = drain_replies(dev, replies);
+    int64_t now = acxi_now_ns();
+    if (n) last_active = now;
+    if ((s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING) && now - last_check >= check_period) {
+      last_check = now;
+      if (executor_lost(dev, ctrl, now)) {
+        if (s == ACXI_DEV_RUNNING) {
+          begin_loss(dev, replies, now);
+        } else {
+          /* A new incarnation died while the DeviceActor registers host memory with it: fail
+           * those requests so that its start fails now rather than at its deadline. */
+          drain_replies(dev, replies);
+          pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
+          cond_wait_until(&dev->poll_cond, &dev->poll_lock, acxi_now_ns() + check_period);
+        }
+        continue;
+      }
+    }
+    if (n) continue;
+    if (pend_outstanding(dev) > 0 || now - last_active < dev->spin_ns) {
+      acxi_cpu_relax();
+      continue;
+    }
+    int64_t wake = (last_check ? last_check : now) + check_period;
+    acxi_ring_consumer_wait(replies, wake);
+  }
+  pthread_mutex_unlock(&dev->poll_lock);
+  return NULL;
+}
+
+/* Installs the next control block (or none) while the poller is parked. */
+static void ctrl_swap(acx_device_t *dev, acxi_shm_t *next) {
+  poll_pause(dev);
+  acxi_shm_t old = dev->shm;
+  if (next) {
+    dev->shm = *next;
+    dev->ctrl = acxi_ctrl(next);
+  } else {
+    dev->shm = (acxi_shm_t){.fd = -1};
+    dev->ctrl = NULL;
+  }
+  poll_resume(dev);
+  acxi_shm_destroy(&old);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* executor incarnations                                                                      */
+
+static void *inline_main(void *arg) {
+  acx_device_t *dev = arg;
+  acxi_exec_loop_run(&dev->loop);
+  return NULL;
+}
+
+/* Spawns acx-executor with the control block on fd 3 and the socket on fd 4. */
+static acx_status_t spawn_executor(acx_device_t *dev, uint64_t gen, int shm_fd, int sock_fd) {
+  acx_status_t res = ACX_OK;
+  /* Move both fds above the fixed targets first: dup2 onto an fd that is one of the sources
+   * would clobber it, and dup2(fd, fd) would keep its close-on-exec flag. */
+  int hi_shm = fcntl(shm_fd, F_DUPFD_CLOEXEC, 64);
+  int hi_sock = hi_shm >= 0 ? fcntl(sock_fd, F_DUPFD_CLOEXEC, 64) : -1;
+  if (hi_shm < 0 || hi_sock < 0) {
+    ACX_WARN(DEVICE, "fcntl(F_DUPFD_CLOEXEC) failed: %s", strerror(errno));
+    if (hi_shm >= 0) close(hi_shm);
+    return ACX_ERR_SYSTEM;
+  }
+  char a_gen[32], a_ord[32], a_streams[32], a_parent[32], a_hb[32];
+  snprintf(a_gen, sizeof a_gen, "%" PRIu64, gen);
+  snprintf(a_ord, sizeof a_ord, "%d", dev->cuda_ordinal);
+  snprintf(a_streams, sizeof a_streams, "%d", dev->streams);
+  snprintf(a_parent, sizeof a_parent, "%d", (int)getpid());
+  snprintf(a_hb, sizeof a_hb, "%" PRId64, dev->heartbeat_ns / 1000000 > 0 ? dev->heartbeat_ns / 1000000 : 1);
+  char *argv[] = {dev->exe_path, "--kind", dev->kind, "--generation", a_gen, "--shm-fd", "3", "--sock-fd", "4",
+                  "--ordinal", a_ord, "--pci-bus-id", dev->pci_bus_id[0] ? dev->pci_bus_id : "",
+                  "--streams", a_streams, "--parent-pid", a_parent, "--heartbeat-ms", a_hb,
+                  "--completion", dev->completion, "--fault-inject", dev->fault_inject, NULL};
+  /* The child's environment: ours, with NCCL_NVLS_ENABLE forced to 0 (NVLink multicast must stay
+   * off on the test hosts). */
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **envp = calloc(n + 2, sizeof *envp);
+  if (!envp) {
+    res = ACX_ERR_NO_MEMORY;
+    goto err_close_fds;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "NCCL_NVLS_ENABLE=", 17) != 0) envp[k++] = environ[i];
+  envp[k++] = "NCCL_NVLS_ENABLE=0";
+  envp[k] = NULL;
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, hi_shm, 3);
+  posix_spawn_file_actions_adddup2(&fa, hi_sock, 4);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 5); /* MPI's and the user's fds stay with the rank */
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  /* A default signal mask and dispositions: the rank may block or ignore signals we rely on. */
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid;
+  int rc = posix_spawn(&pid, dev->exe_path, &fa, &attr, argv, envp);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&fa);
+  free(envp);
+  if (rc != 0) {
+    ACX_WARN(DEVICE, "posix_spawn of '%s' failed: %s", dev->exe_path, strerror(rc));
+    res = ACX_ERR_SYSTEM;
+    goto err_close_fds;
+  }
+  dev->pid = pid;
+  ACX_INFO(DEVICE, "spawned %s executor generation %" PRIu64 ": pid %d (%s)", dev->kind, gen, (int)pid, dev->exe_path);
+err_close_fds:
+  close(hi_shm);
+  close(hi_sock);
+  return res;
+}
+
+/* Kills (when still running) and reaps the current executor; records its wait status. */
+static void reap_executor(acx_device_t *dev, int64_t grace_ns) {
+  dev->loss_exit_status = -1;
+  if (dev->inline_mode) {
+    if (!dev->exec_thread_live) return;
+    atomic_store_explicit(&dev->exec_stop, 1, memory_order_relaxed);
+    if (dev->ctrl) acxi_ring_wake(acxi_ctrl_cmd_ring(dev->ctrl));
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* pthread_timedjoin_np takes CLOCK_REALTIME */
+    int64_t dl = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + (grace_ns > 0 ? grace_ns : 0) + 5000000000LL;
+    ts = acxi_ts_from_ns(dl);
+    if (pthread_timedjoin_np(dev->exec_thread, NULL, &ts) != 0) {
+      ACX_WARN(DEVICE, "inline executor thread did not leave its loop within its deadline; detached");
+      pthread_detach(dev->exec_thread);
+    }
+    dev->exec_thread_live = 0;
+    return;
+  }
+  if (dev->pid <= 0) return;
+  int ws = 0;
+  int64_t deadline = acxi_now_ns() + grace_ns;
+  pid_t r;
+  while ((r = waitpid(dev->pid, &ws, WNOHANG)) == 0 && acxi_now_ns() < deadline) sleep_ns(1000000);
+  if (r == 0) {
+    kill(dev->pid, SIGKILL);
+    deadline = acxi_now_ns() + 10000000000LL;
+    while ((r = waitpid(dev->pid, &ws, WNOHANG)) == 0 && acxi_now_ns() < deadline) sleep_ns(1000000);
+  }
+  if (r == dev->pid) {
+    dev->loss_exit_status = ws;
+    char how[96];
+    describe_wait_status(ws, how, sizeof how);
+    ACX_INFO(DEVICE, "executor pid %d reaped: %s", (int)dev->pid, how);
+  } else {
+    ACX_WARN(DEVICE, "executor pid %d did not die after SIGKILL within 10 s; left behind", (int)dev->pid);
+  }
+  dev->pid = 0;
+  if (dev->sock >= 0) close(dev->sock);
+  dev->sock = -1;
+}
+
+/* Brings up generation `gen`: control block, executor, READY, host regions, RUNNING. */
+static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
+  acx_status_t res;
+  acxi_shm_t shm;
+  ACXCHECK(acxi_ctrl_create(dev->slots, gen, &shm));
+  ctrl_swap(dev, &shm);
+  /* relaxed: no submitter is inside (state is STARTING or RECOVERING). */
+  atomic_store_explicit(&dev->generation, gen, memory_order_relaxed);
+  acxi_ctrl_t *ctrl = dev->ctrl;
+  if (dev->inline_mode) {
+    atomic_store_explicit(&dev->exec_stop, 0, memory_order_relaxed);
+    dev->loop = (acxi_exec_loop_params_t){
+        .ctrl = ctrl,
+        .ops = acxi_engine_find(dev->kind),
+        .engine = {.cuda_ordinal = dev->cuda_ordinal, .streams = dev->streams, .generation = gen,
+                   .inline_mode = 1, .completion = dev->completion, .fault_inject = dev->fault_inject},
+        .sock_fd = -1,
+        .heartbeat_period_ns = dev->heartbeat_ns / 4,
+        .spin_ns = dev->spin_ns,
+        .stop = &dev->exec_stop,
+    };
+    memcpy(dev->loop.engine.pci_bus_id, dev->pci_bus_id, sizeof dev->pci_bus_id);
+    int rc = pthread_create(&dev->exec_thread, NULL, inline_main, dev);
+    if (rc) {
+      ACX_WARN(DEVICE, "pthread_create of the inline executor failed: %s", strerror(rc));
+      return ACX_ERR_SYSTEM;
+    }
+    dev->exec_thread_live = 1;
+  } else {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+      ACX_WARN(DEVICE, "socketpair failed: %s", strerror(errno));
+      return ACX_ERR_SYSTEM;
+    }
+    res = spawn_executor(dev, gen, dev->shm.fd, sv[1]);
+    close(sv[1]);
+    if (res != ACX_OK) {
+      close(sv[0]);
+      return res;
+    }
+    dev->sock = sv[0];
+  }
+  /* Wait for READY (or FAILED, or an early death) until the command deadline. */
+  int64_t deadline = acxi_deadline(dev->exec_timeout_ns);
+  for (;;) {
+    /* acquire: pairs with the executor's release store of READY. */
+    uint32_t es = atomic_load_explicit(&ctrl->state, memory_order_acquire);
+    if (es == ACXI_EXEC_READY) break;
+    if (es == ACXI_EXEC_FAILED || es == ACXI_EXEC_STOPPED) {
+      res = atomic_load_explicit(&ctrl->sticky, memory_order_acquire) == 1 ? (acx_status_t)ctrl->sticky_status
+                                                                          : ACX_ERR_DEVICE_LOST;
+      if (res == ACX_OK) res = ACX_ERR_DEVICE_LOST;
+      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " failed to start: %s", dev->kind, gen,
+               ctrl->sticky_msg[0] ? ctrl->sticky_msg : "no reason given");
+      return res;
+    }
+    if (!dev->inline_mode) {
+      pid_t pid = dev->pid;
+      siginfo_t si = {0};
+      if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
+        ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " (%s) died before it was ready (code %d, status %d)",
+                 dev->kind, gen, dev->exe_path, si.si_code, si.si_status);
+        return ACX_ERR_DEVICE_LOST;
+      }
+    }
+    if (acxi_now_ns() >= deadline) {
+      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " not ready within %" PRId64 " ms", dev->kind, gen,
+               dev->exec_timeout_ns / 1000000);
+      return ACX_ERR_TIMEOUT;
+    }
+    sleep_ns(200000);
+  }
+  set_state(dev, ACXI_DEV_STARTING); /* the poller polls; internal submissions only */
+  res = acxi_host_mem_register_all(dev);
+  if (res != ACX_OK) {
+    ACX_WARN(DEVICE, "re-registering host memory with executor generation %" PRIu64 " failed: %s", gen,
+             acx_status_name(res));
+    return res;
+  }
+  set_state(dev, ACXI_DEV_RUNNING);
+  return ACX_OK;
+}
+
+/* Tears down a failed or lost incarnation: nothing is accepted, the poller is parked. */
+static void end_incarnation(acx_device_t *dev, int64_t grace_ns) {
+  int s = load_state(dev);
+  if (s == ACXI_DEV_STARTING || s == ACXI_DEV_RUNNING) atomic_store(&dev->state, ACXI_DEV_RECOVERING);
+  wait_submitters_gone(dev);
+  reap_executor(dev, grace_ns);
+  pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
+  ctrl_swap(dev, NULL);
+}
+
+/* Counts a restart; 0 when the limit within the window is reached. */
+static int restart_allowed(acx_device_t *dev, int64_t now) {
+  int in_window = 0;
+  for (int i = 0; i < dev->n_restart_times; i++)
+    if (now - dev->restart_times[i] < dev->restart_window_ns) in_window++;
+  if (in_window >= dev->max_restarts) return 0;
+  /* Overwrite the oldest timestamp. */
+  int slot = 0;
+  if (dev->n_restart_times < dev->max_restarts + 1) {
+    slot = dev->n_restart_times++;
+  } else {
+    for (int i = 1; i < dev->n_restart_times; i++)
+      if (dev->restart_times[i] < dev->restart_times[slot]) slot = i;
+  }
+  dev->restart_times[slot] = now;
+  return 1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the DeviceActor                                                                            */
+
+typedef struct dev_actor {
+  acx_device_t *dev;
+} dev_actor_t;
+
+static void close_device(acx_device_t *dev, int64_t timeout_ns);
+
+static acx_status_t actor_init(acx_ctx_t *ctx, void *state, const void *arg) {
+  dev_actor_t *a = state;
+  a->dev = (acx_device_t *)arg;
+  acxi_device_hold(a->dev);
+  return ACX_OK;
+}
+
+/* Restarted by its supervisor (after it escalated): the device stays as it is (an unavailable
+ * device stays unavailable until it is closed and opened again); init takes the reference again. */
+static void actor_pre_restart(acx_ctx_t *ctx, void *state, acx_status_t cause) {
+  dev_actor_t *a = state;
+  if (a->dev) acxi_device_release(a->dev);
+  a->dev = NULL;
+}
+
+static void recover(acx_ctx_t *ctx, acx_device_t *dev, uint64_t lost_gen) {
+  if (atomic_load_explicit(&dev->generation, memory_order_relaxed) != lost_gen ||
+      load_state(dev) != ACXI_DEV_RECOVERING)
+    return; /* a stale report */
+  acx_device_event_t ev = {.old_generation = lost_gen, .cause = dev->loss_cause};
+  snprintf(ev.reason, sizeof ev.reason, "%s", dev->loss_reason);
+  end_incarnation(dev, 0);
+  ev.exit_status = dev->loss_exit_status;
+  if (dev->loss_exit_status != -1 && dev->loss_cause == ACX_ERR_DEVICE_LOST) {
+    char how[96];
+    describe_wait_status(dev->loss_exit_status, how, sizeof how);
+    ACX_INFO(DEVICE, "lost executor generation %" PRIu64 ": %s", lost_gen, how);
+  }
+  for (;;) {
+    if (!restart_allowed(dev, acxi_now_ns())) {
+      set_state(dev, ACXI_DEV_UNAVAILABLE);
+      pend_fail_all(dev, ACX_ERR_DEVICE_UNAVAILABLE);
+      ACX_WARN(DEVICE, "%s device: %d restarts within %" PRId64 " ms reached: the device is unavailable; telling its "
+               "supervisor", dev->kind, dev->max_restarts, dev->restart_window_ns / 1000000);
+      ev.new_generation = ev.old_generation;
+      notify_watchers(dev, ACX_MSG_DEVICE_UNAVAILABLE, &ev);
+      acx_actor_fail(ctx, ACX_ERR_DEVICE_UNAVAILABLE);
+      return;
+    }
+    uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed) + 1;
+    acx_status_t st = start_incarnation(dev, gen);
+    if (st == ACX_OK) {
+      int64_t took = acxi_now_ns() - dev->loss_detected_ns;
+      atomic_fetch_add_explicit(&dev->restarts, 1, memory_order_relaxed);
+      atomic_store_explicit(&dev->last_recovery_ns, took, memory_order_relaxed);
+      ACX_WARN(DEVICE, "%s device recovered: executor generation %" PRIu64 " serves it, %.1f ms after the loss of "
+               "generation %" PRIu64, dev->kind, gen, took / 1e6, lost_gen);
+      ev.new_generation = gen;
+      notify_watchers(dev, ACX_MSG_DEVICE_RESTARTED, &ev);
+      return;
+    }
+    end_incarnation(dev, 0);
+  }
+}
+
+static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *msg) {
+  acx_device_t *dev = ((dev_actor_t *)state)->dev;
+  switch (msg->type) {
+  case DEV_MSG_START: {
+    acx_status_t st = start_incarnation(dev, 1);
+    if (st != ACX_OK) end_incarnation(dev, 0); /* the opener closes the device */
+    acx_reply(ctx, msg, st, NULL, 0);
+    return ACX_OK;
+  }
+  case DEV_MSG_LOST:
+    if (msg->len == sizeof(uint64_t)) recover(ctx, dev, *(const uint64_t *)msg->data);
+    return ACX_OK;
+  case DEV_MSG_FATAL:
+    if (msg->len == sizeof(uint64_t)) {
+      acx_device_event_t ev = {.old_generation = *(const uint64_t *)msg->data, .cause = ACX_ERR_DEVICE_FATAL,
+                               .exit_status = -1};
+      ev.new_generation = ev.old_generation;
+      snprintf(ev.reason, sizeof ev.reason, "%s", dev->loss_reason);
+      notify_watchers(dev, ACX_MSG_DEVICE_FATAL, &ev);
+    }
+    return ACX_OK;
+  case DEV_MSG_CLOSE: {
+    int64_t t = msg->len == sizeof(int64_t) ? *(const int64_t *)msg->data : dev->exec_timeout_ns;
+    close_device(dev, t);
+    acx_reply(ctx, msg, ACX_OK, NULL, 0);
+    acx_stop_self(ctx);
+    return ACX_OK;
+  }
+  default:
+    ACX_WARN(DEVICE, "DeviceActor: message type 0x%x ignored", msg->type);
+    return ACX_OK;
+  }
+}
+
+static void actor_post_stop(acx_ctx_t *ctx, void *state) {
+  dev_actor_t *a = state;
+  if (!a->dev) return;
+  close_device(a->dev, a->dev->exec_timeout_ns); /* the system is going down before acx_device_close */
+  acxi_device_release(a->dev);
+  a->dev = NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* open / close                                                                               */
+
+void acxi_device_hold(acx_device_t *dev) { atomic_fetch_add_explicit(&dev->refs, 1, memory_order_relaxed); }
+
+static void device_free(acx_device_t *dev) {
+  pthread_mutex_lock(&dev->watch_lock);
+  for (int i = 0; i < dev->n_watchers; i++) acx_ref_release(dev->watchers[i]);
+  pthread_mutex_unlock(&dev->watch_lock);
+  free(dev->watchers);
+  free(dev->pend);
+  free(dev->pend_free);
+  free(dev->restart_times);
+  free(dev->free_events);
+  pthread_mutex_destroy(&dev->pend_lock);
+  pthread_cond_destroy(&dev->pend_cond);
+  pthread_mutex_destroy(&dev->poll_lock);
+  pthread_cond_destroy(&dev->poll_cond);
+  pthread_mutex_destroy(&dev->sock_lock);
+  pthread_mutex_destroy(&dev->host_lock);
+  pthread_mutex_destroy(&dev->staging_lock);
+  pthread_mutex_destroy(&dev->watch_lock);
+  pthread_mutex_destroy(&dev->event_lock);
+  free(dev);
+}
+
+void acxi_device_release(acx_device_t *dev) {
+  /* acq_rel: the last releaser sees every other holder's writes before it frees. */
+  if (dev && atomic_fetch_sub_explicit(&dev->refs, 1, memory_order_acq_rel) == 1) device_free(dev);
+}
+
+/* Shuts the executor down and stops the poller. Idempotent; serialised by the DeviceActor (or
+ * run by the closer when the actor is gone). */
+static void close_device(acx_device_t *dev, int64_t timeout_ns) {
+  int s = load_state(dev);
+  if (s == ACXI_DEV_CLOSED) return;
+  if (!cas_state(dev, s, ACXI_DEV_CLOSING)) s = load_state(dev), atomic_store(&dev->state, ACXI_DEV_CLOSING);
+  wait_submitters_gone(dev);
+  int64_t grace = timeout_ns;
+  if (s == ACXI_DEV_RUNNING && dev->ctrl) {
+    acxi_cmd_t cmd = {.op = ACXI_OP_SHUTDOWN, .stream = ACXI_STREAM_ALL};
+    int64_t t0 = acxi_now_ns();
+    acx_status_t st = acxi_device_call(dev, &cmd, NULL, 0, ACXI_SUBMIT_INTERNAL, -1, timeout_ns, NULL);
+    if (st != ACX_OK) ACX_WARN(DEVICE, "SHUTDOWN of the %s executor: %s; killing it", dev->kind, acx_status_name(st));
+    grace = st == ACX_OK ? timeout_ns - (acxi_now_ns() - t0) : 0;
+    if (grace < 0) grace = 0;
+  }
+  atomic_store(&dev->state, ACXI_DEV_CLOSED);
+  reap_executor(dev, grace);
+  pend_fail_all(dev, ACX_ERR_CANCELLED);
+  atomic_store_explicit(&dev->poller_stop, 1, memory_order_relaxed);
+  ctrl_swap(dev, NULL);
+  if (dev->poller_live) {
+    pthread_join(dev->poller, NULL);
+    dev->poller_live = 0;
+  }
+  acxi_device_staging_destroy(dev);
+}
+
+static acx_status_t find_executor(acx_device_t *dev) {
+  const char *env = acxi_param_str("ACX_EXECUTOR_PATH");
+  if (env && *env) {
+    snprintf(dev->exe_path, sizeof dev->exe_path, "%s", env);
+    if (access(dev->exe_path, X_OK) == 0) return ACX_OK;
+    ACX_WARN(DEVICE, "ACX_EXECUTOR_PATH='%s' is not an executable file", env);
+    return ACX_ERR_BAD_PARAM;
+  }
+  Dl_info info;
+  if (dladdr((void *)acx_device_open, &info) && info.dli_fname) {
+    char lib[4096];
+    snprintf(lib, sizeof lib, "%s", info.dli_fname);
+    const char *dir = dirname(lib);
+    /* Beside libacx, the install layout (lib/ -> bin/) and the build tree (tools/). */
+    const char *rel[] = {"acx-executor", "../bin/acx-executor", "tools/acx-executor", "../tools/acx-executor"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+      snprintf(dev->exe_path, sizeof dev->exe_path, "%s/%s", dir, rel[i]);
+      if (access(dev->exe_path, X_OK) == 0) return ACX_OK;
+    }
+  }
+  snprintf(dev->exe_path, sizeof dev->exe_path, "%s/acx-executor", ACX_INSTALL_BINDIR);
+  if (access(dev->exe_path, X_OK) == 0) return ACX_OK;
+  ACX_WARN(DEVICE, "acx-executor not found (ACX_EXECUTOR_PATH unset; not beside libacx; not in %s)",
+           ACX_INSTALL_BINDIR);
+  return ACX_ERR_NO_DEVICE;
+}
+
+static int gpu_visible(void) {
+  const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+  if (cvd && (!*cvd || !strcmp(cvd, "-1") || !strcasecmp(cvd, "none"))) return 0;
+  return access("/dev/nvidiactl", F_OK) == 0 && access("/dev/nvidia0", F_OK) == 0;
+}
+
+static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t *in) {
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  if (in) {
+    ACX_CHECK_ARG(in->size >= offsetof(acx_device_config_t, transport) && in->size <= sizeof cfg,
+                  "acx_device_open: cfg->size=%zu; initialise the config with ACX_DEVICE_CONFIG_INIT", in->size);
+    memcpy(&cfg, in, in->size);
+  }
+  const char *kind = NULL;
+  switch (cfg.kind) {
+  case ACX_DEVICE_KIND_HOST:
+    kind = "host";
+    break;
+  case ACX_DEVICE_KIND_CUDA:
+    kind = "cuda";
+    break;
+  case ACX_DEVICE_KIND_DEFAULT: {
+    const char *p = acxi_param_str("ACX_DEVICE_KIND");
+    if (!strcmp(p, "auto")) {
+      kind = acxi_engine_find("cuda") && gpu_visible() ? "cuda" : "host";
+    } else if (!strcmp(p, "host") || !strcmp(p, "cuda")) {
+      kind = p;
+    } else {
+      ACX_WARN(DEVICE, "ACX_DEVICE_KIND='%s': expected auto, cuda or host", p);
+      return ACX_ERR_BAD_PARAM;
+    }
+    break;
+  }
+  default:
+    ACX_WARN(DEVICE, "acx_device_open: cfg->kind=%d is not an acx_device_kind_t", (int)cfg.kind);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (!acxi_engine_find(kind)) {
+    ACX_WARN(DEVICE, "device kind '%s' is not in this build of libacx", kind);
+    return ACX_ERR_NO_DEVICE;
+  }
+  snprintf(dev->kind, sizeof dev->kind, "%s", kind);
+  switch (cfg.transport) {
+  case ACX_TRANSPORT_PROCESS:
+    dev->inline_mode = 0;
+    break;
+  case ACX_TRANSPORT_INLINE:
+    dev->inline_mode = 1;
+    break;
+  case ACX_TRANSPORT_DEFAULT: {
+    const char *p = acxi_param_str("ACX_EXECUTOR");
+    if (strcmp(p, "process") && strcmp(p, "inline")) {
+      ACX_WARN(DEVICE, "ACX_EXECUTOR='%s': expected process or inline", p);
+      return ACX_ERR_BAD_PARAM;
+    }
+    dev->inline_mode = !strcmp(p, "inline");
+    break;
+  }
+  default:
+    ACX_WARN(DEVICE, "acx_device_open: cfg->transport=%d is not an acx_transport_t", (int)cfg.transport);
+    return ACX_ERR_INVALID_ARG;
+  }
+  dev->cuda_ordinal = cfg.cuda_ordinal >= 0 ? cfg.cuda_ordinal : (int)acxi_param_int("ACX_DEVICE");
+  if (dev->cuda_ordinal < 0) dev->cuda_ordinal = 0;
+  if (cfg.pci_bus_id) {
+    ACX_CHECK_ARG(strlen(cfg.pci_bus_id) < sizeof dev->pci_bus_id, "acx_device_open: cfg->pci_bus_id '%s' is too long",
+                  cfg.pci_bus_id);
+    snprintf(dev->pci_bus_id, sizeof dev->pci_bus_id, "%s", cfg.pci_bus_id);
+  }
+  dev->streams = cfg.streams > 0 ? cfg.streams : (int)acxi_param_int("ACX_DEVICE_STREAMS");
+  ACX_CHECK_ARG(dev->streams >= 1 && dev->streams <= 1024, "acx_device_open: streams=%d not in [1, 1024]", dev->streams);
+  dev->max_restarts = cfg.max_restarts >= 0 ? cfg.max_restarts : (int)acxi_param_int("ACX_MAX_RESTARTS");
+  if (dev->max_restarts < 0) dev->max_restarts = 0;
+  dev->restart_window_ns = cfg.restart_window_ns > 0 ? cfg.restart_window_ns
+                                                     : acxi_param_int("ACX_RESTART_WINDOW_MS") * 1000000;
+  dev->heartbeat_ns = cfg.heartbeat_ns > 0 ? cfg.heartbeat_ns : acxi_param_int("ACX_HEARTBEAT_MS") * 1000000;
+  dev->exec_timeout_ns = acxi_param_int("ACX_EXEC_TIMEOUT_MS") * 1000000;
+  dev->spin_ns = acxi_param_int("ACX_EXEC_SPIN_NS");
+  int64_t slots = acxi_param_int("ACX_RING_SLOTS");
+  if (slots < 2 || slots > (1 << 20) || (slots & (slots - 1))) {
+    ACX_WARN(DEVICE, "ACX_RING_SLOTS=%" PRId64 " must be a power of two in [2, 2^20]", slots);
+    return ACX_ERR_BAD_PARAM;
+  }
+  dev->slots = (uint32_t)slots;
+  if (dev->heartbeat_ns < 4000000 || dev->restart_window_ns <= 0 || dev->exec_timeout_ns <= 0 || dev->spin_ns < 0) {
+    ACX_WARN(DEVICE, "heartbeat (%" PRId64 " ms, min 4), restart window, ACX_EXEC_TIMEOUT_MS and ACX_EXEC_SPIN_NS must "
+             "be positive", dev->heartbeat_ns / 1000000);
+    return ACX_ERR_BAD_PARAM;
+  }
+  int64_t staging = acxi_param_int("ACX_STAGING_BYTES");
+  if (staging < 8192) {
+    ACX_WARN(DEVICE, "ACX_STAGING_BYTES=%" PRId64 " is below 8192", staging);
+    return ACX_ERR_BAD_PARAM;
+  }
+  dev->staging_bytes = (size_t)staging & ~(size_t)4095;
+  const char *fi = acxi_param_str("ACX_FAULT_INJECT");
+  uint64_t nth;
+  if (strlen(fi) >= sizeof dev->fault_inject) {
+    ACX_WARN(DEVICE, "ACX_FAULT_INJECT='%s' is too long", fi);
+    return ACX_ERR_BAD_PARAM;
+  }
+  ACXCHECK(acxi_fault_schedule(fi, 1, &nth));
+  snprintf(dev->fault_inject, sizeof dev->fault_inject, "%s", fi);
+  const char *comp = acxi_param_str("ACX_COMPLETION");
+  if (strcmp(comp, "auto") && strcmp(comp, "event") && strcmp(comp, "hostfn")) {
+    ACX_WARN(DEVICE, "ACX_COMPLETION='%s': expected auto, event or hostfn", comp);
+    return ACX_ERR_BAD_PARAM;
+  }
+  snprintf(dev->completion, sizeof dev->completion, "%s", comp);
+  if (!dev->inline_mode) ACXCHECK(find_executor(dev));
+  return ACX_OK;
+}
+
+acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, acx_device_t **out) {
+  ACX_CHECK_NULL(sys);
+  ACX_CHECK_NULL(out);
+  *out = NULL;
+  acx_status_t res;
+  acx_device_t *dev = calloc(1, sizeof *dev);
+  if (!dev) return ACX_ERR_NO_MEMORY;
+  atomic_init(&dev->refs, 1);
+  dev->sys = sys;
+  dev->sock = -1;
+  dev->shm.fd = -1;
+  atomic_init(&dev->state, ACXI_DEV_STARTING);
+  atomic_init(&dev->next_buffer_id, 1);
+  atomic_init(&dev->next_region_id, 1);
+  dev->next_event_id = 1;
+  pthread_mutex_init(&dev->pend_lock, NULL);
+  cond_init_monotonic(&dev->pend_cond);
+  pthread_mutex_init(&dev->poll_lock, NULL);
+  cond_init_monotonic(&dev->poll_cond);
+  pthread_mutex_init(&dev->sock_lock, NULL);
+  pthread_mutex_init(&dev->host_lock, NULL);
+  pthread_mutex_init(&dev->staging_lock, NULL);
+  pthread_mutex_init(&dev->watch_lock, NULL);
+  pthread_mutex_init(&dev->event_lock, NULL);
+  ACXCHECKGOTO(resolve_config(dev, cfg), res, err_free_dev);
+  dev->restart_times = calloc((size_t)dev->max_restarts + 1, sizeof *dev->restart_times);
+  if (!dev->restart_times) {
+    res = ACX_ERR_NO_MEMORY;
+    goto err_free_dev;
+  }
+  ACXCHECKGOTO(pend_init(dev), res, err_free_dev);
+  int rc = pthread_create(&dev->poller, NULL, poller_main, dev);
+  if (rc) {
+    ACX_WARN(DEVICE, "pthread_create of the reply poller failed: %s", strerror(rc));
+    res = ACX_ERR_SYSTEM;
+    goto err_free_dev;
+  }
+  dev->poller_live = 1;
+
+  acx_props_t props = ACX_PROPS_INIT;
+  props.state_size = sizeof(dev_actor_t);
+  props.init = actor_init;
+  props.receive = actor_receive;
+  props.post_stop = actor_post_stop;
+  props.pre_restart = actor_pre_restart;
+  props.arg = dev;
+  char name[64];
+  const char *nm = cfg && cfg->size > offsetof(acx_device_config_t, name) && cfg->name ? cfg->name : NULL;
+  if (!nm) {
+    snprintf(name, sizeof name, "device%d", atomic_fetch_add(&device_counter, 1));
+    nm = name;
+  }
+  acx_ref_t parent = cfg && cfg->size > offsetof(acx_device_config_t, supervisor) ? cfg->supervisor : NULL;
+  ACXCHECKGOTO(acx_spawn(sys, parent, &props, nm, &dev->actor), res, err_stop_poller);
+  acx_future_t *f;
+  ACXCHECKGOTO(acx_ask(dev->actor, DEV_MSG_START, NULL, 0, &f), res, err_stop_actor);
+  res = acx_future_wait(f, dev->exec_timeout_ns + 10000000000LL, NULL, 0, NULL);
+  acx_future_release(f);
+  if (res != ACX_OK) goto err_stop_actor;
+  ACX_INFO(DEVICE, "%s device open: %s transport, %d streams, generation 1", dev->kind,
+           dev->inline_mode ? "inline" : "process", dev->streams);
+  *out = dev;
+  return ACX_OK;
+
+err_stop_actor:
+  /* The actor's post_stop closes whatever was started and drops its device reference. */
+  acx_stop(dev->actor);
+  acx_ref_release(dev->actor);
+  for (int64_t dl = acxi_deadline(dev->exec_timeout_ns); load_state(dev) != ACXI_DEV_CLOSED && acxi_now_ns() < dl;)
+    sleep_ns(1000000);
+  close_device(dev, 0);
+  acxi_device_release(dev);
+  return res;
+err_stop_poller:
+  atomic_store_explicit(&dev->poller_stop, 1, memory_order_relaxed);
+  set_state(dev, ACXI_DEV_CLOSED);
+  pthread_join(dev->poller, NULL);
+err_free_dev:
+  device_free(dev);
+  return res;
+}
+
+acx_status_t acx_device_close(acx_device_t *dev, int64_t timeout_ns) {
+  ACX_CHECK_NULL(dev);
+  int64_t t = acxi_device_timeout(dev, timeout_ns);
+  acx_future_t *f = NULL;
+  acx_status_t st = acx_ask(dev->actor, DEV_MSG_CLOSE, &t, sizeof t, &f);
+  if (st == ACX_OK) {
+    /* The DeviceActor may be busy restarting the executor: give it that long too. */
+    st = acx_future_wait(f, t + dev->exec_timeout_ns + 10000000000LL, NULL, 0, NULL);
+    acx_future_release(f);
+  }
+  if (st != ACX_OK) {
+    ACX_INFO(DEVICE, "DeviceActor did not close the device (%s); closing here", acx_status_name(st));
+    acx_stop(dev->actor);
+  }
+  /* Runs once the actor is done with it; idempotent after a close by the actor. */
+  for (int64_t dl = acxi_deadline(t + 10000000000LL); load_state(dev) != ACXI_DEV_CLOSED && acxi_now_ns() < dl;)
+    sleep_ns(1000000);
+  if (load_state(dev) != ACXI_DEV_CLOSED) close_device(dev, 0);
+  acx_ref_release(dev->actor);
+  acxi_device_release(dev);
+  return ACX_OK;
+}
+
+acx_status_t acx_device_generation(acx_device_t *dev, uint64_t *generation) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(generation);
+  *generation = atomic_load_explicit(&dev->generation, memory_order_relaxed);
+  return ACX_OK;
+}
+
+acx_status_t acx_device_actor(acx_device_t *dev, acx_ref_t *actor) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(actor);
+  *actor = dev->actor;
+  return ACX_OK;
+}
+
+acx_status_t acx_device_watch(acx_device_t *dev, acx_ref_t watcher) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(watcher);
+  ACXCHECK(acx_ref_hold(watcher));
+  pthread_mutex_lock(&dev->watch_lock);
+  if (dev->n_watchers == dev->cap_watchers) {
+    int cap = dev->cap_watchers ? 2 * dev->cap_watchers : 4;
+    acx_ref_t *w = realloc(dev->watchers, (size_t)cap * sizeof *w);
+    if (!w) {
+      pthread_mutex_unlock(&dev->watch_lock);
+      acx_ref_release(watcher);
+      return ACX_ERR_NO_MEMORY;
+    }
+    dev->watchers = w;
+    dev->cap_watchers = cap;
+  }
+  dev->watchers[dev->n_watchers++] = watcher;
+  pthread_mutex_unlock(&dev->watch_lock);
+  return ACX_OK;
+}
+
+acx_status_t acx_device_stats(acx_device_t *dev, acx_device_stats_t *stats) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(stats);
+  ACX_CHECK_ARG(stats->size == sizeof *stats, "acx_device_stats: stats->size=%zu, expected %zu", stats->size,
+                sizeof *stats);
+  /* relaxed: statistics, each counter on its own. */
+  stats->generation = atomic_load_explicit(&dev->generation, memory_order_relaxed);
+  stats->restarts = atomic_load_explicit(&dev->restarts, memory_order_relaxed);
+  stats->last_recovery_ns = atomic_load_explicit(&dev->last_recovery_ns, memory_order_relaxed);
+  stats->commands = atomic_load_explicit(&dev->commands, memory_order_relaxed);
+  stats->outstanding = pend_outstanding(dev);
+  stats->buffers_live = atomic_load_explicit(&dev->buffers_live, memory_order_relaxed);
+  stats->device_bytes = atomic_load_explicit(&dev->device_bytes, memory_order_relaxed);
+  stats->managed_bytes = atomic_load_explicit(&dev->managed_bytes, memory_order_relaxed);
+  stats->host_bytes = atomic_load_explicit(&dev->host_bytes, memory_order_relaxed);
+  int s = load_state(dev);
+  stats->available = s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING || s == ACXI_DEV_RECOVERING;
+  ACX_TRACE(DEVICE, "stats: state %s", state_name(s));
+  return ACX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* device-wide commands                                                                       */
+
+static acx_status_t check_stream(acx_device_t *dev, const char *fn, uint32_t stream, int allow_all) {
+  if (stream < (uint32_t)dev->streams || (allow_all && stream == ACX_STREAM_ALL)) return ACX_OK;
+  ACX_WARN(DEVICE, "%s: argument 'stream'=%u is not in [0, %d)%s", fn, stream, dev->streams,
+           allow_all ? " or ACX_STREAM_ALL" : "");
+  return ACX_ERR_INVALID_ARG;
+}
+
+acx_status_t acx_device_synchronize(acx_device_t *dev, uint32_t stream, int64_t timeout_ns) {
+  ACX_CHECK_NULL(dev);
+  ACXCHECK(check_stream(dev, __func__, stream, 1));
+  acxi_cmd_t cmd = {.op = ACXI_OP_SYNC, .stream = stream};
+  return acxi_device_call(dev, &cmd, NULL, 0, 0, -1, timeout_ns, NULL);
+}
+
+acx_status_t acx_device_synchronize_async(acx_device_t *dev, uint32_t stream, acx_future_t **done) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(done);
+  ACXCHECK(check_stream(dev, __func__, stream, 1));
+  acxi_cmd_t cmd = {.op = ACXI_OP_SYNC, .stream = stream};
+  return acxi_device_submit(dev, &cmd, NULL, 0, 0, -1, acxi_deadline(dev->exec_timeout_ns), done);
+}
+
+acx_status_t acx_device_mem_info(acx_device_t *dev, uint64_t *free_bytes, uint64_t *total_bytes,
+                                 int64_t timeout_ns) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(free_bytes);
+  ACX_CHECK_NULL(total_bytes);
+  acxi_cmd_t cmd = {.op = ACXI_OP_MEM_INFO};
+  acxi_cpl_t c;
+  ACXCHECK(acxi_device_call(dev, &cmd, NULL, 0, 0, -1, timeout_ns, &c));
+  *free_bytes = c.value[0];
+  *total_bytes = c.value[1];
+  return ACX_OK;
+}
+
+acx_status_t acx_device_ping(acx_device_t *dev, int64_t timeout_ns) {
+  ACX_CHECK_NULL(dev);
+  acxi_cmd_t cmd = {.op = ACXI_OP_NOP};
+  return acxi_device_call(dev, &cmd, NULL, 0, 0, -1, timeout_ns, NULL);
+}
+
+acx_status_t acx_device_launch_empty(acx_device_t *dev, uint32_t stream, int64_t timeout_ns) {
+  ACX_CHECK_NULL(dev);
+  ACXCHECK(check_stream(dev, __func__, stream, 0));
+  acxi_cmd_t cmd = {.op = ACXI_OP_KERNEL_EMPTY, .stream = stream};
+  return acxi_device_call(dev, &cmd, NULL, 0, 0, -1, timeout_ns, NULL);
+}
+
+acx_status_t acx_device_launch_empty_async(acx_device_t *dev, uint32_t stream, acx_future_t **done) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(done);
+  ACXCHECK(check_stream(dev, __func__, stream, 0));
+  acxi_cmd_t cmd = {.op = ACXI_OP_KERNEL_EMPTY, .stream = stream};
+  return acxi_device_submit(dev, &cmd, NULL, 0, 0, -1, acxi_deadline(dev->exec_timeout_ns), done);
+}
+
+acx_status_t acx_device_inject_fault(acx_device_t *dev, int sticky, int64_t timeout_ns) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_ARG(sticky == 0 || sticky == 1, "acx_device_inject_fault: argument 'sticky'=%d must be 0 or 1", sticky);
+  ACX_WARN(DEVICE, "injecting a %s fault into the %s executor (generation %" PRIu64 ")", sticky ? "sticky" : "crash",
+           dev->kind, atomic_load_explicit(&dev->generation, memory_order_relaxed));
+  acxi_cmd_t cmd = {.op = ACXI_OP_FAULT, .arg = {sticky ? ACXI_FAULT_STICKY : ACXI_FAULT_CRASH}};
+  return acxi_device_call(dev, &cmd, NULL, 0, 0, -1, timeout_ns, NULL);
+}

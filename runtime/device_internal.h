@@ -1,0 +1,166 @@
+/* Rank-side device state shared by device.c (lifecycle, supervision, submission, reply poller)
+ * and buffer.c (buffers, host memory, events). One acx_device per open device. */
+#ifndef ACXI_DEVICE_INTERNAL_H
+#define ACXI_DEVICE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include "acx/device.h"
+#include "runtime/cmd.h"
+#include "runtime/exec_loop.h"
+#include "runtime/shm.h"
+
+/* Device states. Submissions from users are accepted in RUNNING only; internal ones (host
+ * region re-registration, SHUTDOWN) also in STARTING and CLOSING. */
+typedef enum acxi_dev_state {
+  ACXI_DEV_STARTING = 0,    /* an executor incarnation is coming up */
+  ACXI_DEV_RUNNING = 1,
+  ACXI_DEV_RECOVERING = 2,  /* the executor was lost; the DeviceActor restarts it */
+  ACXI_DEV_UNAVAILABLE = 3, /* restart limit reached */
+  ACXI_DEV_FATAL = 4,       /* inline transport after a sticky fault */
+  ACXI_DEV_CLOSING = 5,
+  ACXI_DEV_CLOSED = 6
+} acxi_dev_state_t;
+
+typedef struct acxi_pend {
+  uint64_t req_id; /* 0: free */
+  acx_future_t *future;
+} acxi_pend_t;
+
+struct acx_host_mem {
+  acx_device_t *dev; /* a reference, except for the device's own staging region */
+  uint64_t id;
+  acxi_shm_t shm;
+  size_t bytes;
+  int internal;        /* the staging region: holds no device reference */
+  _Atomic int freed;
+  struct acx_host_mem *next, *prev; /* dev->host_list, under host_lock */
+};
+
+struct acx_buffer {
+  _Atomic int refs;
+  acx_device_t *dev; /* a reference */
+  uint64_t id;
+  size_t bytes;
+  acx_dtype_t dtype;
+  acx_mem_kind_t kind;
+  uint64_t generation;
+  _Atomic int freed;
+};
+
+struct acx_event {
+  acx_device_t *dev; /* a reference */
+  uint64_t id;
+  uint64_t generation;
+};
+
+struct acx_device {
+  _Atomic int refs; /* the opener, the DeviceActor, buffers, host memory, events */
+  acx_system_t *sys;
+  acx_ref_t actor;
+
+  /* Resolved configuration. */
+  char kind[16];
+  int inline_mode;
+  int cuda_ordinal;
+  char pci_bus_id[32];
+  int streams;
+  int max_restarts;
+  int64_t restart_window_ns, heartbeat_ns, exec_timeout_ns, spin_ns;
+  uint32_t slots;
+  char fault_inject[64];
+  char completion[16];
+  char exe_path[4096];
+  size_t staging_bytes;
+
+  /* Lifecycle. */
+  _Atomic int state;          /* acxi_dev_state_t */
+  _Atomic uint64_t generation;
+  _Atomic int submitters;     /* threads between the state check and the ring push */
+  acxi_shm_t shm;             /* the current incarnation's control block */
+  acxi_ctrl_t *ctrl;          /* NULL between incarnations; swapped under poll_lock */
+  _Atomic pid_t pid;          /* process transport: the executor (read by the poller) */
+  int sock;                   /* process transport: our end of the fd socket */
+  pthread_mutex_t sock_lock;  /* fd send + ring push of HOST_REGISTER stay in one order */
+  pthread_t exec_thread;      /* inline transport */
+  int exec_thread_live;
+  _Atomic int exec_stop;
+  acxi_exec_loop_params_t loop; /* inline transport: the thread's parameters */
+  int64_t loss_detected_ns;
+  acx_status_t loss_cause;
+  char loss_reason[128];
+  int loss_exit_status;
+  int64_t *restart_times;     /* max_restarts + 1 timestamps, a ring */
+  int n_restart_times;
+
+  /* Requests waiting for their reply: req_id = (sequence << pend_bits) | slot. */
+  pthread_mutex_t pend_lock;
+  pthread_cond_t pend_cond;   /* a slot was freed */
+  acxi_pend_t *pend;
+  uint32_t pend_cap, pend_bits;
+  uint32_t *pend_free;
+  uint32_t n_pend_free;
+  uint64_t req_seq;
+  _Atomic uint64_t n_outstanding;
+
+  /* The reply poller. */
+  pthread_t poller;
+  int poller_live;
+  pthread_mutex_t poll_lock;  /* held by the poller while it uses ctrl */
+  pthread_cond_t poll_cond;   /* state changed */
+  _Atomic int poller_stop;
+  _Atomic int poll_yield;     /* someone waits for poll_lock: the poller parks */
+
+  /* Host memory shared with the executor. */
+  pthread_mutex_t host_lock;
+  acx_host_mem_t *host_list;
+  _Atomic uint64_t next_region_id;
+  pthread_mutex_t staging_lock; /* one staged write/read at a time */
+  acx_host_mem_t *staging;
+
+  /* Watchers of restarts. */
+  pthread_mutex_t watch_lock;
+  acx_ref_t *watchers;
+  int n_watchers, cap_watchers;
+
+  /* Id spaces (never 0). */
+  _Atomic uint64_t next_buffer_id;
+  pthread_mutex_t event_lock;
+  uint64_t *free_events;
+  int n_free_events, cap_free_events;
+  uint64_t next_event_id;
+
+  /* Statistics. */
+  _Atomic uint64_t restarts, commands, buffers_live, device_bytes, managed_bytes, host_bytes;
+  _Atomic int64_t last_recovery_ns;
+};
+
+/* A buffer argument to validate inside the submission's critical section, where the generation
+ * cannot move: name is the API argument's name for the log line. */
+typedef struct acxi_bufarg {
+  acx_buffer_t *buf;
+  const char *name;
+} acxi_bufarg_t;
+
+#define ACXI_SUBMIT_INTERNAL 0x1u /* allowed while STARTING/CLOSING (the DeviceActor's own) */
+
+/* Sends cmd (req_id and generation are filled in). With `future`, the request gets a reply and
+ * *future (held for the caller) completes with its status and the acxi_cpl_t as payload; without,
+ * it is fire-and-forget (ACXI_CMD_FLAG_NO_REPLY; a failure is logged). fd >= 0 (process
+ * transport) travels on the socket right before the push. The buffers are checked for their
+ * generation (ACX_ERR_STALE_BUFFER) and for being freed (ACX_ERR_INVALID_STATE). */
+acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_bufarg_t *bufs, int nbufs,
+                                unsigned flags, int fd, int64_t deadline_ns, acx_future_t **future);
+/* Submits and waits for the reply; *cpl (may be NULL) receives it. */
+acx_status_t acxi_device_call(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_bufarg_t *bufs, int nbufs,
+                              unsigned flags, int fd, int64_t timeout_ns, acxi_cpl_t *cpl);
+/* timeout_ns < 0 -> ACX_EXEC_TIMEOUT_MS. */
+int64_t acxi_device_timeout(acx_device_t *dev, int64_t timeout_ns);
+/* Status for a call on a device in `state` (ACX_OK when RUNNING). */
+acx_status_t acxi_device_state_status(acx_device_t *dev);
+void acxi_device_hold(acx_device_t *dev);
+void acxi_device_release(acx_device_t *dev);
+
+#endif

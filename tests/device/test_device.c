@@ -1,0 +1,474 @@
+/* Devices of the host kind (runtime/device.c): open/close, round trips, both transports, and the
+ * supervision path with real signals: kill -9 of the executor mid-stream, SIGSTOP (missed
+ * heartbeats), the restart limit, injected faults, the ACX_FAULT_INJECT schedule, watchers.
+ * Usage: test_device process|inline|schedule */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "acx/device.h"
+#include "acx_test.h"
+#include "runtime/clock.h"
+#include "runtime/device_internal.h"
+
+static acx_system_t *sys;
+static int inline_mode;
+#define T_LONG 20000000000LL /* 20 s: only reached when something hangs */
+
+/* ---- a watcher actor that records device events ---- */
+
+static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
+static int ev_restarted, ev_unavailable, ev_fatal;
+static acx_device_event_t ev_last;
+
+static acx_status_t watcher_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *msg) {
+  if (msg->len != sizeof(acx_device_event_t)) return ACX_OK;
+  pthread_mutex_lock(&ev_lock);
+  if (msg->type == ACX_MSG_DEVICE_RESTARTED) ev_restarted++;
+  if (msg->type == ACX_MSG_DEVICE_UNAVAILABLE) ev_unavailable++;
+  if (msg->type == ACX_MSG_DEVICE_FATAL) ev_fatal++;
+  memcpy(&ev_last, msg->data, sizeof ev_last);
+  pthread_mutex_unlock(&ev_lock);
+  return ACX_OK;
+}
+
+static acx_ref_t watcher_new(void) {
+  pthread_mutex_lock(&ev_lock);
+  ev_restarted = ev_unavailable = ev_fatal = 0;
+  memset(&ev_last, 0, sizeof ev_last);
+  pthread_mutex_unlock(&ev_lock);
+  acx_props_t p = ACX_PROPS_INIT;
+  p.receive = watcher_receive;
+  acx_ref_t w = NULL;
+  ACX_ASSERT_STATUS(acx_spawn(sys, NULL, &p, NULL, &w), ACX_OK);
+  return w;
+}
+
+static int ev_count(int *which) {
+  pthread_mutex_lock(&ev_lock);
+  int n = *which;
+  pthread_mutex_unlock(&ev_lock);
+  return n;
+}
+
+static int wait_events(int *which, int n) {
+  for (int64_t dl = acxi_deadline(T_LONG); acxi_now_ns() < dl;) {
+    if (ev_count(which) >= n) return 1;
+    usleep(1000);
+  }
+  return 0;
+}
+
+/* ---- helpers ---- */
+
+static acx_device_t *open_dev(int max_restarts, int64_t heartbeat_ns) {
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.kind = ACX_DEVICE_KIND_HOST;
+  cfg.transport = inline_mode ? ACX_TRANSPORT_INLINE : ACX_TRANSPORT_PROCESS;
+  cfg.streams = 2;
+  cfg.max_restarts = max_restarts;
+  cfg.heartbeat_ns = heartbeat_ns;
+  acx_device_t *dev = NULL;
+  ACX_ASSERT_STATUS(acx_device_open(sys, &cfg, &dev), ACX_OK);
+  return dev;
+}
+
+static uint64_t generation(acx_device_t *dev) {
+  uint64_t g = 0;
+  acx_device_generation(dev, &g);
+  return g;
+}
+
+/* Waits until the device serves generation `gen` (a ping succeeds there). */
+static int wait_generation(acx_device_t *dev, uint64_t gen) {
+  for (int64_t dl = acxi_deadline(T_LONG); acxi_now_ns() < dl;) {
+    if (generation(dev) >= gen && acx_device_ping(dev, 1000000000) == ACX_OK) return generation(dev) == gen;
+    usleep(1000);
+  }
+  return 0;
+}
+
+static pid_t executor_pid(acx_device_t *dev) { return atomic_load(&dev->pid); }
+
+static void check_roundtrip(acx_device_t *dev, size_t bytes, uint64_t seed) {
+  unsigned char *in = malloc(bytes), *out = malloc(bytes);
+  acx_test_fill_random(in, bytes, seed);
+  memset(out, 0, bytes);
+  acx_buffer_t *b = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev, bytes, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, T_LONG, &b), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_write(b, 0, in, bytes, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_read(b, 0, out, bytes, 1, T_LONG), ACX_OK);
+  CU_ASSERT(memcmp(in, out, bytes) == 0);
+  acx_buffer_release(b);
+  free(in);
+  free(out);
+}
+
+/* ---- tests ---- */
+
+static void test_open_close(void) {
+  acx_device_t *dev = open_dev(-1, 0);
+  CU_ASSERT_EQUAL(generation(dev), 1);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_launch_empty(dev, 1, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACX_STREAM_ALL, T_LONG), ACX_OK);
+  uint64_t fr = 0, tot = 0;
+  ACX_ASSERT_STATUS(acx_device_mem_info(dev, &fr, &tot, T_LONG), ACX_OK);
+  CU_ASSERT(tot > 0 && fr <= tot);
+  acx_device_stats_t st = {.size = sizeof st};
+  ACX_ASSERT_STATUS(acx_device_stats(dev, &st), ACX_OK);
+  CU_ASSERT(st.commands >= 4);
+  CU_ASSERT_EQUAL(st.generation, 1);
+  CU_ASSERT_EQUAL(st.outstanding, 0);
+  CU_ASSERT(st.available);
+  if (!inline_mode) {
+    pid_t pid = executor_pid(dev);
+    CU_ASSERT(pid > 0 && kill(pid, 0) == 0);
+  }
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
+static void test_open_rejects_bad_config(void) {
+  acx_device_t *dev = NULL;
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  ACX_ASSERT_STATUS(acx_device_open(NULL, &cfg, &dev), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_device_open(sys, &cfg, NULL), ACX_ERR_NULL_ARG);
+  cfg.kind = (acx_device_kind_t)7;
+  ACX_ASSERT_STATUS(acx_device_open(sys, &cfg, &dev), ACX_ERR_INVALID_ARG);
+  cfg.kind = ACX_DEVICE_KIND_HOST;
+  cfg.transport = (acx_transport_t)9;
+  ACX_ASSERT_STATUS(acx_device_open(sys, &cfg, &dev), ACX_ERR_INVALID_ARG);
+  cfg.transport = ACX_TRANSPORT_PROCESS;
+  cfg.streams = 5000;
+  ACX_ASSERT_STATUS(acx_device_open(sys, &cfg, &dev), ACX_ERR_INVALID_ARG);
+  cfg.streams = 1;
+  cfg.size = 3;
+  ACX_ASSERT_STATUS(acx_device_open(sys, &cfg, &dev), ACX_ERR_INVALID_ARG);
+  CU_ASSERT_PTR_NULL(dev);
+  ACX_ASSERT_STATUS(acx_device_ping(NULL, 0), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_device_close(NULL, 0), ACX_ERR_NULL_ARG);
+}
+
+typedef struct stream_arg {
+  acx_device_t *dev;
+  acx_buffer_t *buf;
+  int ok, lost, other, timeouts, stale;
+  _Atomic int *stop;
+} stream_arg_t;
+
+/* Keeps 16 fills in flight until told to stop or until it saw the loss. */
+static void *streamer(void *p) {
+  stream_arg_t *a = p;
+  for (int round = 0; round < 100000 && !atomic_load(a->stop); round++) {
+    acx_future_t *f[16];
+    int n = 0;
+    for (int i = 0; i < 16; i++) {
+      acx_status_t st = acx_buffer_fill_async(a->buf, 0, ACX_WHOLE, (uint64_t)i, 1, (uint32_t)(i & 1), &f[n]);
+      if (st == ACX_OK) n++;
+      else if (st == ACX_ERR_DEVICE_LOST) a->lost++;
+      else if (st == ACX_ERR_STALE_BUFFER) a->stale++;
+      else a->other++;
+    }
+    for (int i = 0; i < n; i++) {
+      acx_status_t st = acx_future_wait(f[i], T_LONG, NULL, 0, NULL);
+      if (st == ACX_OK) a->ok++;
+      else if (st == ACX_ERR_DEVICE_LOST) a->lost++;
+      else if (st == ACX_ERR_TIMEOUT) a->timeouts++;
+      else a->other++;
+      acx_future_release(f[i]);
+    }
+    if (a->stale) break; /* the generation moved on: this buffer is done */
+  }
+  return NULL;
+}
+
+static void test_kill9_mid_stream(void) {
+  if (inline_mode) return; /* no process to kill */
+  acx_ref_t w = watcher_new();
+  acx_device_t *dev = open_dev(3, 0);
+  ACX_ASSERT_STATUS(acx_device_watch(dev, w), ACX_OK);
+  enum { NT = 4 };
+  acx_buffer_t *bufs[NT];
+  pthread_t th[NT];
+  stream_arg_t args[NT];
+  _Atomic int stop = 0;
+  for (int i = 0; i < NT; i++) {
+    ACX_ASSERT_STATUS(acx_buffer_alloc(dev, 4 << 20, ACX_DTYPE_U8, ACX_MEM_DEVICE, T_LONG, &bufs[i]), ACX_OK);
+    args[i] = (stream_arg_t){.dev = dev, .buf = bufs[i], .stop = &stop};
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, streamer, &args[i]), 0);
+  }
+  usleep(100000);
+  pid_t victim = executor_pid(dev);
+  CU_ASSERT_EQUAL_FATAL(kill(victim, SIGKILL), 0);
+  CU_ASSERT(wait_generation(dev, 2));
+  atomic_store(&stop, 1);
+  int ok = 0, lost = 0, other = 0, timeouts = 0;
+  for (int i = 0; i < NT; i++) {
+    pthread_join(th[i], NULL);
+    ok += args[i].ok;
+    lost += args[i].lost;
+    other += args[i].other;
+    timeouts += args[i].timeouts;
+  }
+  printf("\n    kill -9 mid-stream: %d completed, %d failed with ACX_ERR_DEVICE_LOST, %d other, %d timed out\n", ok,
+         lost, other, timeouts);
+  CU_ASSERT(ok > 0);
+  CU_ASSERT(lost > 0);
+  CU_ASSERT_EQUAL(timeouts, 0);
+  CU_ASSERT_EQUAL(other, 0);
+  CU_ASSERT_NOT_EQUAL(executor_pid(dev), victim);
+  /* Old buffers are stale, new ones work. */
+  ACX_ASSERT_STATUS(acx_buffer_fill(bufs[0], 0, 16, 1, 1, 0, T_LONG), ACX_ERR_STALE_BUFFER);
+  ACX_ASSERT_STATUS(acx_buffer_check(bufs[1]), ACX_ERR_STALE_BUFFER);
+  unsigned char tmp[16];
+  ACX_ASSERT_STATUS(acx_buffer_read(bufs[2], 0, tmp, 16, 0, T_LONG), ACX_ERR_STALE_BUFFER);
+  for (int i = 0; i < NT; i++) acx_buffer_release(bufs[i]);
+  check_roundtrip(dev, 100000, 7);
+  CU_ASSERT(wait_events(&ev_restarted, 1));
+  pthread_mutex_lock(&ev_lock);
+  CU_ASSERT_EQUAL(ev_last.old_generation, 1);
+  CU_ASSERT_EQUAL(ev_last.new_generation, 2);
+  CU_ASSERT_EQUAL(ev_last.cause, ACX_ERR_DEVICE_LOST);
+  CU_ASSERT(WIFSIGNALED(ev_last.exit_status) && WTERMSIG(ev_last.exit_status) == SIGKILL);
+  printf("    watcher: generation %llu -> %llu, reason '%s'\n", (unsigned long long)ev_last.old_generation,
+         (unsigned long long)ev_last.new_generation, ev_last.reason);
+  pthread_mutex_unlock(&ev_lock);
+  acx_device_stats_t st = {.size = sizeof st};
+  ACX_ASSERT_STATUS(acx_device_stats(dev, &st), ACX_OK);
+  CU_ASSERT_EQUAL(st.restarts, 1);
+  CU_ASSERT(st.last_recovery_ns > 0);
+  CU_ASSERT_EQUAL(st.outstanding, 0);
+  printf("    recovery (loss detected -> new executor ready): %.2f ms\n", st.last_recovery_ns / 1e6);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  CU_ASSERT(kill(victim, 0) != 0); /* reaped */
+  acx_stop(w);
+  acx_ref_release(w);
+}
+
+static void test_missed_heartbeat(void) {
+  if (inline_mode) return;
+  acx_device_t *dev = open_dev(3, 200000000); /* 200 ms */
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  pid_t victim = executor_pid(dev);
+  CU_ASSERT_EQUAL_FATAL(kill(victim, SIGSTOP), 0);
+  /* A request sent to the stopped executor fails with DEVICE_LOST once the heartbeat is missed. */
+  int64_t t0 = acxi_now_ns();
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_ERR_DEVICE_LOST);
+  int64_t took = acxi_now_ns() - t0;
+  CU_ASSERT(took < 5000000000LL);
+  printf("\n    SIGSTOP: request failed after %.0f ms\n", took / 1e6);
+  CU_ASSERT(wait_generation(dev, 2));
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  CU_ASSERT(kill(victim, 0) != 0); /* the stopped one was killed and reaped */
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
+static void test_restart_limit(void) {
+  if (inline_mode) return;
+  acx_ref_t w = watcher_new();
+  acx_device_t *dev = open_dev(2, 0);
+  ACX_ASSERT_STATUS(acx_device_watch(dev, w), ACX_OK);
+  for (uint64_t g = 1; g <= 2; g++) {
+    CU_ASSERT_EQUAL_FATAL(kill(executor_pid(dev), SIGKILL), 0);
+    CU_ASSERT_FATAL(wait_generation(dev, g + 1));
+  }
+  CU_ASSERT_EQUAL_FATAL(kill(executor_pid(dev), SIGKILL), 0);
+  CU_ASSERT(wait_events(&ev_unavailable, 1));
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_ERR_DEVICE_UNAVAILABLE);
+  acx_buffer_t *b = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev, 64, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, T_LONG, &b), ACX_ERR_DEVICE_UNAVAILABLE);
+  acx_device_stats_t st = {.size = sizeof st};
+  ACX_ASSERT_STATUS(acx_device_stats(dev, &st), ACX_OK);
+  CU_ASSERT_EQUAL(st.restarts, 2);
+  CU_ASSERT_EQUAL(st.available, 0);
+  CU_ASSERT_EQUAL(ev_count(&ev_restarted), 2);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  acx_stop(w);
+  acx_ref_release(w);
+}
+
+static void test_injected_faults(void) {
+  acx_ref_t w = watcher_new();
+  acx_device_t *dev = open_dev(5, 0);
+  ACX_ASSERT_STATUS(acx_device_watch(dev, w), ACX_OK);
+  acx_buffer_t *b = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev, 256, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, T_LONG, &b), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_inject_fault(dev, 2, T_LONG), ACX_ERR_INVALID_ARG);
+  if (inline_mode) {
+    /* Inline: a sticky fault is the end of this process's GPU use, said clearly. */
+    ACX_ASSERT_STATUS(acx_device_inject_fault(dev, 0, T_LONG), ACX_ERR_DEVICE_FATAL);
+    CU_ASSERT(wait_events(&ev_fatal, 1));
+    ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_ERR_DEVICE_FATAL);
+    ACX_ASSERT_STATUS(acx_buffer_fill(b, 0, 16, 0, 1, 0, T_LONG), ACX_ERR_DEVICE_FATAL);
+    CU_ASSERT_EQUAL(generation(dev), 1);
+  } else {
+    /* A crash, then a sticky error reported by the executor: both restart it. */
+    ACX_ASSERT_STATUS(acx_device_inject_fault(dev, 0, T_LONG), ACX_ERR_DEVICE_LOST);
+    CU_ASSERT(wait_generation(dev, 2));
+    ACX_ASSERT_STATUS(acx_device_inject_fault(dev, 1, T_LONG), ACX_ERR_DEVICE_LOST);
+    CU_ASSERT(wait_generation(dev, 3));
+    CU_ASSERT(wait_events(&ev_restarted, 2));
+    pthread_mutex_lock(&ev_lock);
+    CU_ASSERT_EQUAL(ev_last.cause, ACX_ERR_DEVICE_FATAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ev_last.reason, "sticky"));
+    pthread_mutex_unlock(&ev_lock);
+    ACX_ASSERT_STATUS(acx_buffer_check(b), ACX_ERR_STALE_BUFFER);
+    check_roundtrip(dev, 5000, 11);
+  }
+  acx_buffer_release(b);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  acx_stop(w);
+  acx_ref_release(w);
+}
+
+static void test_host_mem_zero_copy(void) {
+  acx_device_t *dev = open_dev(3, 0);
+  enum { N = 3 << 20 };
+  acx_host_mem_t *src = NULL, *dst = NULL;
+  ACX_ASSERT_STATUS(acx_host_alloc(dev, N, &src), ACX_OK);
+  ACX_ASSERT_STATUS(acx_host_alloc(dev, N, &dst), ACX_OK);
+  void *ps, *pd;
+  size_t n;
+  ACX_ASSERT_STATUS(acx_host_mem_ptr(src, &ps, &n), ACX_OK);
+  CU_ASSERT_EQUAL(n, N);
+  ACX_ASSERT_STATUS(acx_host_mem_ptr(dst, &pd, NULL), ACX_OK);
+  acx_test_fill_random(ps, N, 99);
+  memset(pd, 0, N);
+  acx_buffer_t *b = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev, N, ACX_DTYPE_U32, ACX_MEM_DEVICE, T_LONG, &b), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_copy_from_host(b, 0, src, 0, ACX_WHOLE, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_copy_to_host(dst, 0, b, 0, ACX_WHOLE, 1, T_LONG), ACX_OK);
+  CU_ASSERT(memcmp(ps, pd, N) == 0);
+  /* Ranges: the middle of src to the start of the buffer, back to the end of dst. */
+  memset(pd, 0, N);
+  ACX_ASSERT_STATUS(acx_buffer_copy_from_host(b, 0, src, 4096, 8192, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_copy_to_host(dst, N - 8192, b, 0, 8192, 0, T_LONG), ACX_OK);
+  CU_ASSERT(memcmp((char *)ps + 4096, (char *)pd + N - 8192, 8192) == 0);
+  ACX_ASSERT_STATUS(acx_buffer_copy_to_host(dst, N - 100, b, 0, 8192, 0, T_LONG), ACX_ERR_OUT_OF_RANGE);
+  ACX_ASSERT_STATUS(acx_buffer_copy_from_host(b, 0, NULL, 0, 4, 0, T_LONG), ACX_ERR_NULL_ARG);
+  acx_device_stats_t st = {.size = sizeof st};
+  ACX_ASSERT_STATUS(acx_device_stats(dev, &st), ACX_OK);
+  CU_ASSERT(st.host_bytes >= 2 * (uint64_t)N);
+  if (!inline_mode) {
+    /* Host memory outlives the executor: the new one gets it registered again. */
+    CU_ASSERT_EQUAL_FATAL(kill(executor_pid(dev), SIGKILL), 0);
+    CU_ASSERT(wait_generation(dev, 2));
+    acx_buffer_release(b);
+    b = NULL;
+    ACX_ASSERT_STATUS(acx_buffer_alloc(dev, N, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, T_LONG, &b), ACX_OK);
+    memset(pd, 0, N);
+    ACX_ASSERT_STATUS(acx_buffer_copy_from_host(b, 0, src, 0, N, 0, T_LONG), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_copy_to_host(dst, 0, b, 0, N, 0, T_LONG), ACX_OK);
+    CU_ASSERT(memcmp(ps, pd, N) == 0);
+  }
+  acx_buffer_release(b);
+  ACX_ASSERT_STATUS(acx_host_free(src), ACX_OK);
+  ACX_ASSERT_STATUS(acx_host_free(dst), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
+typedef struct pinger {
+  acx_device_t *dev;
+  int fails;
+} pinger_t;
+
+static void *ping_many(void *p) {
+  pinger_t *a = p;
+  for (int i = 0; i < 2000; i++)
+    if (acx_device_ping(a->dev, T_LONG) != ACX_OK) a->fails++;
+  return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  return *(const int64_t *)a < *(const int64_t *)b ? -1 : *(const int64_t *)a > *(const int64_t *)b;
+}
+
+static void test_round_trips(void) {
+  acx_device_t *dev = open_dev(3, 0);
+  enum { N = 20000 };
+  for (int i = 0; i < 100; i++) acx_device_ping(dev, T_LONG); /* warm up */
+  int64_t *lat = malloc(N * sizeof *lat);
+  for (int i = 0; i < N; i++) {
+    int64_t t0 = acxi_now_ns();
+    ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+    lat[i] = acxi_now_ns() - t0;
+  }
+  qsort(lat, N, sizeof *lat, cmp_i64);
+  printf("\n    %s round trip (ping), host kind: median %.2f us, p99 %.2f us\n", inline_mode ? "inline" : "process",
+         lat[N / 2] / 1e3, lat[N * 99 / 100] / 1e3);
+  free(lat);
+  /* Pipelined: many async launches, then one wait each. */
+  enum { P = 20000 };
+  acx_future_t **fs = malloc(P * sizeof *fs);
+  int64_t t0 = acxi_now_ns();
+  for (int i = 0; i < P; i++) ACX_ASSERT_STATUS(acx_device_launch_empty_async(dev, 0, &fs[i]), ACX_OK);
+  for (int i = 0; i < P; i++) {
+    ACX_ASSERT_STATUS(acx_future_wait(fs[i], T_LONG, NULL, 0, NULL), ACX_OK);
+    acx_future_release(fs[i]);
+  }
+  printf("    pipelined: %.0f commands/s\n", P / ((acxi_now_ns() - t0) / 1e9));
+  free(fs);
+  /* Several threads at once: every request answered, none lost. */
+  pthread_t th[4];
+  pinger_t a[4];
+  for (int i = 0; i < 4; i++) {
+    a[i] = (pinger_t){.dev = dev};
+    pthread_create(&th[i], NULL, ping_many, &a[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    CU_ASSERT_EQUAL(a[i].fails, 0);
+  }
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
+static void test_use_after_close(void) {
+  acx_device_t *dev = open_dev(3, 0);
+  acx_buffer_t *b = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev, 64, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, T_LONG, &b), ACX_OK);
+  acx_ref_t actor = NULL;
+  ACX_ASSERT_STATUS(acx_device_actor(dev, &actor), ACX_OK);
+  CU_ASSERT_PTR_NOT_NULL(actor);
+  ACX_ASSERT_STATUS(acx_buffer_hold(b), ACX_OK);
+  acx_buffer_release(b);
+  /* close while a buffer is alive: the handle stays, inert. */
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_fill(b, 0, 8, 0, 1, 0, T_LONG), ACX_ERR_INVALID_STATE);
+  ACX_ASSERT_STATUS(acx_buffer_check(b), ACX_ERR_INVALID_STATE);
+  acx_buffer_release(b);
+}
+
+/* ACX_FAULT_INJECT=once:3 (set by ctest): the 3rd command of generation 1 faults, then no more. */
+static void test_fault_schedule(void) {
+  acx_device_t *dev = open_dev(3, 0);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_ERR_DEVICE_LOST);
+  CU_ASSERT(wait_generation(dev, 2));
+  for (int i = 0; i < 10; i++) ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  CU_ASSERT_EQUAL(generation(dev), 2);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
+static int setup(void) { return acx_system_create(NULL, &sys) == ACX_OK ? 0 : 1; }
+static int teardown(void) { return acx_system_destroy(sys, T_LONG) == ACX_OK ? 0 : 1; }
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "process";
+  if (!strcmp(mode, "schedule")) {
+    static const acx_test_case_t cases[] = {ACX_TEST(test_fault_schedule), ACX_TEST_END};
+    return acx_test_run("device-schedule", cases, setup, teardown);
+  }
+  inline_mode = !strcmp(mode, "inline");
+  static const acx_test_case_t cases[] = {
+      ACX_TEST(test_open_close),      ACX_TEST(test_open_rejects_bad_config), ACX_TEST(test_round_trips),
+      ACX_TEST(test_host_mem_zero_copy), ACX_TEST(test_injected_faults),   ACX_TEST(test_kill9_mid_stream),
+      ACX_TEST(test_missed_heartbeat), ACX_TEST(test_restart_limit),        ACX_TEST(test_use_after_close),
+      ACX_TEST_END};
+  return acx_test_run(inline_mode ? "device-inline" : "device-process", cases, setup, teardown);
+}
