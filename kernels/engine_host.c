@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/sysinfo.h>
 
 #include "runtime/engine.h"
@@ -282,6 +283,8 @@ static acx_status_t do_fault(acxi_engine_t *e, const acxi_cmd_t *c) {
   if (!e->params.inline_mode && c->arg[0] == ACXI_FAULT_CRASH) {
     ACX_WARN(EXEC, "FAULT request %" PRIu64 ": host executor generation %" PRIu64 " aborts (injected crash)",
              c->req_id, e->params.generation);
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core); /* a wanted crash: no core file */
     abort();
   }
   ACX_WARN(EXEC, "FAULT request %" PRIu64 ": host engine generation %" PRIu64 " is now poisoned (simulated sticky "

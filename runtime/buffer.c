@@ -212,11 +212,15 @@ static acx_status_t alloc_common(acx_device_t *dev, size_t bytes, acx_dtype_t dt
 
 acx_status_t acx_buffer_alloc(acx_device_t *dev, size_t bytes, acx_dtype_t dtype, acx_mem_kind_t kind,
                               int64_t timeout_ns, acx_buffer_t **buf) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(buf);
   return alloc_common(dev, bytes, dtype, kind, timeout_ns, buf, NULL);
 }
 
 acx_status_t acx_buffer_alloc_async(acx_device_t *dev, size_t bytes, acx_dtype_t dtype, acx_mem_kind_t kind,
                                     acx_buffer_t **buf, acx_future_t **done) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(buf);
   ACX_CHECK_NULL(done);
   return alloc_common(dev, bytes, dtype, kind, -1, buf, done);
 }
