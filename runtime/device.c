@@ -36,6 +36,14 @@ extern char **environ;
 
 static _Atomic int device_counter;
 
+/* What the poller saw when it declared the executor lost; travels to the DeviceActor by value. */
+typedef struct dev_loss {
+  uint64_t generation;
+  int64_t detected_ns;
+  acx_status_t cause;
+  char reason[128];
+} dev_loss_t;
+
 /* ------------------------------------------------------------------------------------------ */
 /* small helpers                                                                              */
 
@@ -370,12 +378,12 @@ static void describe_wait_status(int ws, char *buf, size_t cap) {
     snprintf(buf, cap, "wait status 0x%x", ws);
 }
 
-/* Process transport: 1 when the executor is gone or silent; fills the loss fields. Poller only. */
-static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now) {
+/* 1 when the executor is gone, silent, or reported a sticky error; fills *loss. Poller only. */
+static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, dev_loss_t *loss) {
   /* acquire: pairs with acxi_ctrl_set_sticky's release; the message is complete. */
   if (atomic_load_explicit(&ctrl->sticky, memory_order_acquire) == 1) {
-    dev->loss_cause = ACX_ERR_DEVICE_FATAL;
-    snprintf(dev->loss_reason, sizeof dev->loss_reason, "sticky error: %.110s", ctrl->sticky_msg);
+    loss->cause = ACX_ERR_DEVICE_FATAL;
+    snprintf(loss->reason, sizeof loss->reason, "sticky error: %.110s", ctrl->sticky_msg);
     return 1;
   }
   if (dev->inline_mode) return 0;
@@ -383,19 +391,19 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now) {
   siginfo_t si;
   memset(&si, 0, sizeof si);
   if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
-    dev->loss_cause = ACX_ERR_DEVICE_LOST;
+    loss->cause = ACX_ERR_DEVICE_LOST;
     if (si.si_code == CLD_EXITED)
-      snprintf(dev->loss_reason, sizeof dev->loss_reason, "executor exited with status %d", si.si_status);
+      snprintf(loss->reason, sizeof loss->reason, "executor exited with status %d", si.si_status);
     else
-      snprintf(dev->loss_reason, sizeof dev->loss_reason, "executor killed by signal %d (%s)", si.si_status,
+      snprintf(loss->reason, sizeof loss->reason, "executor killed by signal %d (%s)", si.si_status,
                strsignal(si.si_status));
     return 1;
   }
   /* relaxed: a lone timestamp. */
   int64_t beat = atomic_load_explicit(&ctrl->heartbeat_ns, memory_order_relaxed);
   if (now - beat > dev->heartbeat_ns) {
-    dev->loss_cause = ACX_ERR_DEVICE_LOST;
-    snprintf(dev->loss_reason, sizeof dev->loss_reason, "no heartbeat for %" PRId64 " ms (limit %" PRId64 " ms)",
+    loss->cause = ACX_ERR_DEVICE_LOST;
+    snprintf(loss->reason, sizeof loss->reason, "no heartbeat for %" PRId64 " ms (limit %" PRId64 " ms)",
              (now - beat) / 1000000, dev->heartbeat_ns / 1000000);
     return 1;
   }
@@ -415,11 +423,11 @@ static void wait_submitters_gone(acx_device_t *dev) {
 
 /* The common path of every loss: stop accepting, fail every outstanding request, hand the
  * restart to the DeviceActor. Runs on the poller with poll_lock held. */
-static void begin_loss(acx_device_t *dev, acxi_ring_t *replies, int64_t now) {
+static void begin_loss(acx_device_t *dev, acxi_ring_t *replies, dev_loss_t *loss) {
   int fatal = dev->inline_mode;
   if (!cas_state(dev, ACXI_DEV_RUNNING, fatal ? ACXI_DEV_FATAL : ACXI_DEV_RECOVERING)) return;
-  dev->loss_detected_ns = now;
   uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed);
+  loss->generation = gen;
   wait_submitters_gone(dev);
   drain_replies(dev, replies); /* whatever the executor answered before it went */
   acx_status_t fail_with = fatal ? ACX_ERR_DEVICE_FATAL : ACX_ERR_DEVICE_LOST;
@@ -428,12 +436,12 @@ static void begin_loss(acx_device_t *dev, acxi_ring_t *replies, int64_t now) {
     ACX_WARN(DEVICE, "FATAL: %s device (inline transport) generation %" PRIu64 ": %s. This process can no longer use "
              "the GPU (a sticky fault poisons every context of the process); %" PRIu64 " outstanding requests failed "
              "with ACX_ERR_DEVICE_FATAL. Use ACX_EXECUTOR=process to survive such faults.", dev->kind, gen,
-             dev->loss_reason, failed);
+             loss->reason, failed);
   } else {
     ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " (pid %d) lost: %s; %" PRIu64 " outstanding requests failed "
-             "with ACX_ERR_DEVICE_LOST; restarting", dev->kind, gen, (int)dev->pid, dev->loss_reason, failed);
+             "with ACX_ERR_DEVICE_LOST; restarting", dev->kind, gen, (int)dev->pid, loss->reason, failed);
   }
-  acx_status_t st = acx_tell(dev->actor, NULL, fatal ? DEV_MSG_FATAL : DEV_MSG_LOST, &gen, sizeof gen);
+  acx_status_t st = acx_tell(dev->actor, NULL, fatal ? DEV_MSG_FATAL : DEV_MSG_LOST, loss, sizeof *loss);
   if (st != ACX_OK && !fatal) {
     ACX_WARN(DEVICE, "the DeviceActor is gone (%s): the device is unavailable", acx_status_name(st));
     atomic_store_explicit(&dev->state, ACXI_DEV_UNAVAILABLE, memory_order_seq_cst);
@@ -463,9 +471,10 @@ static void *poller_main(void *arg) {
     if (n) last_active = now;
     if ((s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING) && now - last_check >= check_period) {
       last_check = now;
-      if (executor_lost(dev, ctrl, now)) {
+      dev_loss_t loss = {.detected_ns = now, .cause = ACX_ERR_DEVICE_LOST};
+      if (executor_lost(dev, ctrl, now, &loss)) {
         if (s == ACXI_DEV_RUNNING) {
-          begin_loss(dev, replies, now);
+          begin_loss(dev, replies, &loss);
         } else {
           /* A new incarnation died while the DeviceActor registers host memory with it: fail
            * those requests so that its start fails now rather than at its deadline. */
@@ -757,15 +766,16 @@ static void actor_pre_restart(acx_ctx_t *ctx, void *state, acx_status_t cause) {
   a->dev = NULL;
 }
 
-static void recover(acx_ctx_t *ctx, acx_device_t *dev, uint64_t lost_gen) {
+static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
+  uint64_t lost_gen = loss->generation;
   if (atomic_load_explicit(&dev->generation, memory_order_relaxed) != lost_gen ||
       load_state(dev) != ACXI_DEV_RECOVERING)
     return; /* a stale report */
-  acx_device_event_t ev = {.old_generation = lost_gen, .cause = dev->loss_cause};
-  snprintf(ev.reason, sizeof ev.reason, "%s", dev->loss_reason);
+  acx_device_event_t ev = {.old_generation = lost_gen, .cause = loss->cause};
+  memcpy(ev.reason, loss->reason, sizeof ev.reason);
   end_incarnation(dev, 0);
   ev.exit_status = dev->loss_exit_status;
-  if (dev->loss_exit_status != -1 && dev->loss_cause == ACX_ERR_DEVICE_LOST) {
+  if (dev->loss_exit_status != -1 && loss->cause == ACX_ERR_DEVICE_LOST) {
     char how[96];
     describe_wait_status(dev->loss_exit_status, how, sizeof how);
     ACX_INFO(DEVICE, "lost executor generation %" PRIu64 ": %s", lost_gen, how);
@@ -784,7 +794,7 @@ static void recover(acx_ctx_t *ctx, acx_device_t *dev, uint64_t lost_gen) {
     uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed) + 1;
     acx_status_t st = start_incarnation(dev, gen);
     if (st == ACX_OK) {
-      int64_t took = acxi_now_ns() - dev->loss_detected_ns;
+      int64_t took = acxi_now_ns() - loss->detected_ns;
       atomic_fetch_add_explicit(&dev->restarts, 1, memory_order_relaxed);
       atomic_store_explicit(&dev->last_recovery_ns, took, memory_order_relaxed);
       ACX_WARN(DEVICE, "%s device recovered: executor generation %" PRIu64 " serves it, %.1f ms after the loss of "
@@ -807,14 +817,15 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
     return ACX_OK;
   }
   case DEV_MSG_LOST:
-    if (msg->len == sizeof(uint64_t)) recover(ctx, dev, *(const uint64_t *)msg->data);
+    if (msg->len == sizeof(dev_loss_t)) recover(ctx, dev, (const dev_loss_t *)msg->data);
     return ACX_OK;
   case DEV_MSG_FATAL:
-    if (msg->len == sizeof(uint64_t)) {
-      acx_device_event_t ev = {.old_generation = *(const uint64_t *)msg->data, .cause = ACX_ERR_DEVICE_FATAL,
+    if (msg->len == sizeof(dev_loss_t)) {
+      const dev_loss_t *loss = msg->data;
+      acx_device_event_t ev = {.old_generation = loss->generation, .cause = ACX_ERR_DEVICE_FATAL,
                                .exit_status = -1};
       ev.new_generation = ev.old_generation;
-      snprintf(ev.reason, sizeof ev.reason, "%s", dev->loss_reason);
+      memcpy(ev.reason, loss->reason, sizeof ev.reason);
       notify_watchers(dev, ACX_MSG_DEVICE_FATAL, &ev);
     }
     return ACX_OK;

@@ -88,10 +88,7 @@ struct acx_device {
   int exec_thread_live;
   _Atomic int exec_stop;
   acxi_exec_loop_params_t loop; /* inline transport: the thread's parameters */
-  int64_t loss_detected_ns;
-  acx_status_t loss_cause;
-  char loss_reason[128];
-  int loss_exit_status;
+  int loss_exit_status;       /* wait status of the last reaped executor (DeviceActor) */
   int64_t *restart_times;     /* max_restarts + 1 timestamps, a ring */
   int n_restart_times;
 
