@@ -1,0 +1,172 @@
+/* The executor loop (runtime/exec_loop.c) with the host engine, driven directly through a
+ * control block: command/reply flow, generation check, host regions, fault schedules, shutdown,
+ * stop, an engine that cannot start, heartbeats. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acx_test.h"
+#include "runtime/clock.h"
+#include "runtime/exec_loop.h"
+
+typedef struct rig {
+  acxi_shm_t shm;
+  acxi_ctrl_t *ctrl;
+  acxi_exec_loop_params_t p;
+  pthread_t th;
+  acxi_loop_exit_t why;
+  _Atomic int stop;
+  uint64_t next_req;
+} rig_t;
+
+static void *run_loop(void *arg) {
+  rig_t *r = arg;
+  r->why = acxi_exec_loop_run(&r->p);
+  return NULL;
+}
+
+static void rig_start(rig_t *r, int streams, const char *fault) {
+  memset(r, 0, sizeof *r);
+  ACX_ASSERT_STATUS(acxi_ctrl_create(64, 1, &r->shm), ACX_OK);
+  r->ctrl = acxi_ctrl(&r->shm);
+  r->p = (acxi_exec_loop_params_t){
+      .ctrl = r->ctrl,
+      .ops = acxi_engine_find("host"),
+      .engine = {.streams = streams, .generation = 1, .inline_mode = 1, .completion = "auto", .fault_inject = fault},
+      .sock_fd = -1,
+      .heartbeat_period_ns = 5000000,
+      .spin_ns = 10000,
+      .stop = &r->stop,
+  };
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r->p.ops);
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&r->th, NULL, run_loop, r), 0);
+}
+
+/* Sends one command and waits for its completion. */
+static acxi_cpl_t call(rig_t *r, acxi_cmd_t cmd) {
+  cmd.req_id = ++r->next_req;
+  if (!cmd.generation) cmd.generation = 1;
+  acxi_cpl_t c = {.status = -1};
+  CU_ASSERT_EQUAL(acxi_ring_push(acxi_ctrl_cmd_ring(r->ctrl), &cmd, acxi_deadline(5000000000LL)), ACX_OK);
+  int64_t dl = acxi_deadline(10000000000LL);
+  while (!acxi_ring_try_pop(acxi_ctrl_cpl_ring(r->ctrl), &c) && acxi_now_ns() < dl)
+    acxi_ring_consumer_wait(acxi_ctrl_cpl_ring(r->ctrl), acxi_now_ns() + 100000000);
+  CU_ASSERT_EQUAL(c.req_id, cmd.req_id);
+  return c;
+}
+
+static void rig_join(rig_t *r) { pthread_join(r->th, NULL); }
+static void rig_free(rig_t *r) { acxi_shm_destroy(&r->shm); }
+
+static void test_commands_and_shutdown(void) {
+  rig_t r;
+  rig_start(&r, 2, "");
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_READY);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_ALLOC, .buf = {5}, .bytes = 4096}).status, ACX_OK);
+  /* A host region by address (inline), filled by the executor, read back here. */
+  static unsigned char region[4096] __attribute__((aligned(64)));
+  memset(region, 0, sizeof region);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_HOST_REGISTER, .bytes = sizeof region,
+                                         .arg = {9, (uint64_t)(uintptr_t)region}}).status, ACX_OK);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_HOST_REGISTER, .bytes = sizeof region,
+                                         .arg = {9, (uint64_t)(uintptr_t)region}}).status, ACX_ERR_INVALID_ARG);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_FILL, .buf = {5}, .bytes = 4096, .arg = {0xc3, 1}}).status, ACX_OK);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_COPY_D2H, .buf = {0, 5}, .bytes = 4096, .arg = {9}}).status, ACX_OK);
+  unsigned char want[4096];
+  memset(want, 0xc3, sizeof want);
+  CU_ASSERT(memcmp(region, want, sizeof want) == 0);
+  acxi_cpl_t info = call(&r, (acxi_cmd_t){.op = ACXI_OP_BUFFER_INFO, .buf = {5}});
+  CU_ASSERT_EQUAL(info.value[0], 4096);
+  CU_ASSERT(info.value[1] != 0);
+  /* Another generation's command is refused as stale. */
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP, .generation = 7}).status, ACX_ERR_STALE_BUFFER);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_HOST_UNREGISTER, .arg = {9}}).status, ACX_OK);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_HOST_UNREGISTER, .arg = {9}}).status, ACX_ERR_INVALID_ARG);
+  /* A fire-and-forget command that succeeds posts nothing; one that fails does. */
+  acxi_cmd_t quiet = {.op = ACXI_OP_NOP, .flags = ACXI_CMD_FLAG_NO_REPLY, .generation = 1, .req_id = 1000};
+  CU_ASSERT(acxi_ring_try_push(acxi_ctrl_cmd_ring(r.ctrl), &quiet));
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_FREE, .buf = {5}}).status, ACX_OK); /* next reply is ours */
+  /* The heartbeat moves while idle. */
+  int64_t b0 = atomic_load(&r.ctrl->heartbeat_ns);
+  struct timespec ts = {0, 30000000};
+  nanosleep(&ts, NULL);
+  CU_ASSERT(atomic_load(&r.ctrl->heartbeat_ns) > b0);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_SHUTDOWN}).status, ACX_OK);
+  rig_join(&r);
+  CU_ASSERT_EQUAL(r.why, ACXI_LOOP_SHUTDOWN);
+  CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_STOPPED);
+  rig_free(&r);
+}
+
+static void test_stop_flag(void) {
+  rig_t r;
+  rig_start(&r, 1, "");
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  atomic_store(&r.stop, 1);
+  acxi_ring_wake(acxi_ctrl_cmd_ring(r.ctrl));
+  rig_join(&r);
+  CU_ASSERT_EQUAL(r.why, ACXI_LOOP_STOPPED);
+  rig_free(&r);
+}
+
+static void test_engine_cannot_start(void) {
+  rig_t r;
+  rig_start(&r, 0, ""); /* the host engine needs >= 1 stream */
+  rig_join(&r);
+  CU_ASSERT_EQUAL(r.why, ACXI_LOOP_START_FAILED);
+  CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_FAILED);
+  CU_ASSERT_EQUAL(atomic_load(&r.ctrl->sticky), 1);
+  CU_ASSERT_EQUAL(r.ctrl->sticky_status, ACX_ERR_INVALID_ARG);
+  rig_free(&r);
+}
+
+static void test_fault_schedule_poisons(void) {
+  rig_t r;
+  rig_start(&r, 1, "cmd:2"); /* inline host engine: the fault poisons instead of aborting */
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_ERR_DEVICE_FATAL);
+  rig_join(&r);
+  CU_ASSERT_EQUAL(r.why, ACXI_LOOP_POISONED);
+  CU_ASSERT_EQUAL(atomic_load(&r.ctrl->sticky), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r.ctrl->sticky_msg, "poisoned"));
+  rig_free(&r);
+}
+
+static void test_fault_schedule_parse(void) {
+  uint64_t n = 99;
+  ACX_ASSERT_STATUS(acxi_fault_schedule("", 1, &n), ACX_OK);
+  CU_ASSERT_EQUAL(n, 0);
+  ACX_ASSERT_STATUS(acxi_fault_schedule("cmd:12", 3, &n), ACX_OK);
+  CU_ASSERT_EQUAL(n, 12);
+  ACX_ASSERT_STATUS(acxi_fault_schedule("once:4", 1, &n), ACX_OK);
+  CU_ASSERT_EQUAL(n, 4);
+  ACX_ASSERT_STATUS(acxi_fault_schedule("once:4", 2, &n), ACX_OK);
+  CU_ASSERT_EQUAL(n, 0);
+  ACX_ASSERT_STATUS(acxi_fault_schedule("cmd:0", 1, &n), ACX_ERR_BAD_PARAM);
+  ACX_ASSERT_STATUS(acxi_fault_schedule("cmd:-3", 1, &n), ACX_ERR_BAD_PARAM);
+  ACX_ASSERT_STATUS(acxi_fault_schedule("cmd:4x", 1, &n), ACX_ERR_BAD_PARAM);
+  ACX_ASSERT_STATUS(acxi_fault_schedule("sometimes", 1, &n), ACX_ERR_BAD_PARAM);
+  ACX_ASSERT_STATUS(acxi_fault_schedule("cmd:1", 1, NULL), ACX_ERR_NULL_ARG);
+}
+
+static void test_registry(void) {
+  CU_ASSERT_PTR_NOT_NULL(acxi_engine_find("host"));
+  CU_ASSERT_PTR_NULL(acxi_engine_find("tpu"));
+  CU_ASSERT_PTR_NULL(acxi_engine_find(NULL));
+  CU_ASSERT_PTR_NULL(acxi_ext_find(ACXI_OP_EXT_BASE + 0xfffff));
+  int before = acxi_ext_count();
+  static const acxi_ext_ops_t bad = {.name = "bad", .op_first = 5, .op_last = 6}; /* below EXT_BASE */
+  acxi_ext_register(&bad);
+  CU_ASSERT_EQUAL(acxi_ext_count(), before);
+  CU_ASSERT_PTR_NULL(acxi_ext_at(-1));
+  CU_ASSERT_PTR_NULL(acxi_ext_at(before));
+}
+
+int main(void) {
+  static const acx_test_case_t cases[] = {ACX_TEST(test_commands_and_shutdown), ACX_TEST(test_stop_flag),
+                                          ACX_TEST(test_engine_cannot_start), ACX_TEST(test_fault_schedule_poisons),
+                                          ACX_TEST(test_fault_schedule_parse), ACX_TEST(test_registry), ACX_TEST_END};
+  return acx_test_run("exec_loop", cases, NULL, NULL);
+}
