@@ -1,0 +1,94 @@
+/* The wire format of library requests, shared by the rank-side library contexts (lib_<name>.c)
+ * and their executor-side handlers (lib_<name>_exec.c): op numbers and the descriptor a command
+ * names in a host region. Plain data, no CUDA headers. The rank and the executor are built
+ * together, so the layout only needs to be fixed, not versioned. */
+#ifndef ACXK_LIB_OPS_H
+#define ACXK_LIB_OPS_H
+
+#include <stdint.h>
+
+#include "runtime/cmd.h"
+
+/* Op ranges, one per library, inside the one extension "acx-libs" (0x300-0x3ff). 0x200-0x2ff
+ * belongs to the collectives. */
+#define ACXK_OP_LIB_FIRST 0x300u
+#define ACXK_OP_BLAS_FIRST 0x300u   /* 0x300-0x33f cuBLAS */
+#define ACXK_OP_BLASLT_FIRST 0x340u /* 0x340-0x35f cuBLASLt */
+#define ACXK_OP_FFT_FIRST 0x360u    /* 0x360-0x37f cuFFT */
+#define ACXK_OP_RAND_FIRST 0x380u   /* 0x380-0x39f cuRAND */
+#define ACXK_OP_SOLVER_FIRST 0x3a0u /* 0x3a0-0x3bf cuSOLVER */
+#define ACXK_OP_SPARSE_FIRST 0x3c0u /* 0x3c0-0x3cf cuSPARSE */
+#define ACXK_OP_DNN_FIRST 0x3d0u    /* 0x3d0-0x3df cuDNN */
+#define ACXK_OP_RTC_FIRST 0x3e0u    /* 0x3e0-0x3ef NVRTC and modules */
+#define ACXK_OP_TENSOR_FIRST 0x3f0u /* 0x3f0-0x3ff cuTENSOR */
+#define ACXK_OP_LIB_LAST 0x3ffu
+
+/* The ext_state slot of the library extension (collectives use others). */
+#define ACXK_LIB_EXT_SLOT 8
+
+enum {
+  ACXK_OP_BLAS_GEMM = ACXK_OP_BLAS_FIRST, /* gemm and strided batched gemm */
+  ACXK_OP_BLAS_GEMV,
+  ACXK_OP_BLAS_AXPY,
+  ACXK_OP_BLAS_DOT,
+  ACXK_OP_BLAS_NRM2,
+  ACXK_OP_BLAS_SCAL,
+  ACXK_OP_BLAS_LAST_ = ACXK_OP_BLAS_SCAL,
+};
+
+/* One buffer operand: the executor resolves id to a device pointer, checks [off, off + extent)
+ * against the buffer's size again (the rank checked it first), and orders the access on the
+ * command's stream (readers wait for the last writer, writers for everyone). id 0: absent. */
+typedef struct acxk_operand {
+  uint64_t id;
+  uint64_t off;    /* bytes */
+  uint64_t extent; /* bytes touched from off */
+  uint32_t writes;
+  uint32_t dtype;  /* acx_dtype_t */
+} acxk_operand_t;
+
+#define ACXK_MAX_OPERANDS 8
+
+/* BLAS: column-major, as cuBLAS. Operands: gemm A B C; gemv A x y; axpy x y; dot x y [result];
+ * nrm2 x - [result]; scal x. */
+typedef struct acxk_blas_desc {
+  uint32_t dtype;   /* acx_dtype_t of the operands */
+  uint32_t compute; /* acx_blas_compute_t (gemm) */
+  uint32_t transa, transb; /* acx_blas_op_t */
+  int64_t m, n, k;
+  int64_t lda, ldb, ldc;
+  int64_t stride_a, stride_b, stride_c;
+  int64_t batch; /* 1: plain gemm */
+  int64_t incx, incy;
+  double alpha, beta;
+} acxk_blas_desc_t;
+
+#define ACXK_DESC_MAGIC 0x4c584341u /* "ACXL" */
+#define ACXK_DESC_BODY 512
+
+typedef struct acxk_desc {
+  uint32_t magic;
+  uint32_t op;
+  uint32_t nops;
+  uint32_t reserved;
+  acxk_operand_t opnd[ACXK_MAX_OPERANDS];
+  union {
+    acxk_blas_desc_t blas;
+    uint8_t raw[ACXK_DESC_BODY];
+  } u;
+} acxk_desc_t;
+
+/* A library command: op, stream, and the descriptor's place: arg[0] host region id, arg[1] byte
+ * offset of the acxk_desc_t in it. */
+#define ACXK_CMD_REGION 0
+#define ACXK_CMD_OFFSET 1
+
+/* The completion of a library command: cpl.lib_code is the library's own code on a library
+ * error; value[0] a scalar result's bits; value[1] = library id | (result dtype << 8). */
+#define ACXK_CPL_LIB(v1) ((uint32_t)((v1)&0xffu))
+#define ACXK_CPL_DTYPE(v1) ((uint32_t)(((v1) >> 8) & 0xffu))
+#define ACXK_CPL_V1(lib, dtype) ((uint64_t)(lib) | ((uint64_t)(dtype) << 8))
+
+_Static_assert(sizeof(acxk_operand_t) == 32, "operand records are 32 bytes");
+_Static_assert(sizeof(acxk_blas_desc_t) <= ACXK_DESC_BODY, "the BLAS body fits the descriptor");
+#endif
