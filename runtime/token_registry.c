@@ -209,6 +209,11 @@ acx_status_t acx_buffer_unexport(acx_buffer_t *buf) {
 
 /* ---- the owner's check ---- */
 
+static const char *rights_str(unsigned r) {
+  static const char *const names[4] = {"nothing", "read", "write", "read+write"};
+  return names[r & ACX_TOKEN_RIGHTS_ALL];
+}
+
 /* Which field of t differs from the export its key names; NULL when none does. */
 static const char *forged_field(const acx_token_t *t, const acx_token_t *x) {
   if (t->buffer_id != x->buffer_id) return "buffer id";
@@ -287,9 +292,8 @@ acx_status_t acxi_token_resolve(const acx_token_t *t, unsigned access, uint64_t 
     goto err_release_buf;
   }
   if ((access & ~t->rights) != 0) {
-    ACX_WARN(TOKEN, "token of buffer %" PRIu64 " grants %s%s, the request needs %s%s: denied", t->buffer_id,
-             (t->rights & ACX_TOKEN_READ) ? "read" : "", (t->rights & ACX_TOKEN_WRITE) ? " write" : "",
-             (access & ACX_TOKEN_READ) ? "read" : "", (access & ACX_TOKEN_WRITE) ? " write" : "");
+    ACX_WARN(TOKEN, "token of buffer %" PRIu64 " grants %s, the request needs %s: denied", t->buffer_id,
+             rights_str(t->rights), rights_str(access));
     st = ACX_ERR_DENIED;
     goto err_release_buf;
   }

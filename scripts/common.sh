@@ -2,6 +2,7 @@
 # shellcheck shell=bash
 
 ACX_DEBS="cmake ninja-build pkg-config gcc g++ make libopenmpi-dev openmpi-bin libhwloc-dev libcunit1-dev gnuplot-nox
+  clang libclang-rt-14-dev
   munge slurmctld slurmd slurm-client python3" # the last line: the single-host Slurm test
 
 acx_install_deps() {
