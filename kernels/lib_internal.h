@@ -115,5 +115,7 @@ acx_status_t acxk_lib_bad(acxk_lib_call_t *c, acx_status_t st, const char *what)
 /* Library handlers: validate what only the executor can see, enqueue on c->stream. */
 acx_status_t acxk_blas_exec(acxk_lib_call_t *c);
 void acxk_blas_exec_destroy(void *state);
+acx_status_t acxk_rand_exec(acxk_lib_call_t *c);
+void acxk_rand_exec_destroy(void *state);
 
 #endif

@@ -36,6 +36,10 @@ enum {
   ACXK_OP_BLAS_LAST_ = ACXK_OP_BLAS_SCAL,
 };
 
+enum {
+  ACXK_OP_RAND_GENERATE = ACXK_OP_RAND_FIRST, /* every distribution: acxk_rand_desc_t.dist */
+};
+
 /* One buffer operand: the executor resolves id to a device pointer, checks [off, off + extent)
  * against the buffer's size again (the rank checked it first), and orders the access on the
  * command's stream (readers wait for the last writer, writers for everyone). id 0: absent. */
@@ -63,6 +67,17 @@ typedef struct acxk_blas_desc {
   double alpha, beta;
 } acxk_blas_desc_t;
 
+/* cuRAND: operand 0 is the output. The rank fixes seed and offset per request, so the numbers
+ * depend on (rng, seed, offset, n, distribution) only, never on the executor's history. */
+typedef struct acxk_rand_desc {
+  uint32_t rng;   /* acx_rand_rng_t */
+  uint32_t dist;  /* acx_rand_dist_t */
+  uint32_t dtype; /* f32/f64 (uniform, normal, log-normal), u32 (bits, poisson) */
+  uint32_t reserved;
+  uint64_t seed, offset, n;
+  double p0, p1; /* mean and stddev, or lambda */
+} acxk_rand_desc_t;
+
 #define ACXK_DESC_MAGIC 0x4c584341u /* "ACXL" */
 #define ACXK_DESC_BODY 512
 
@@ -74,6 +89,7 @@ typedef struct acxk_desc {
   acxk_operand_t opnd[ACXK_MAX_OPERANDS];
   union {
     acxk_blas_desc_t blas;
+    acxk_rand_desc_t rand;
     uint8_t raw[ACXK_DESC_BODY];
   } u;
 } acxk_desc_t;
