@@ -1,0 +1,906 @@
+/* The collectives API: validation of every argument before anything is enqueued, one submission
+ * order per communicator, the NCCL path (commands to the executor's NCCL extension, no actor hop
+ * per operation), groups, and the watchdog that fails and aborts what passes its deadline. The
+ * host device kind hands validated operations to mpi_coll.c. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "acx_build_config.h"
+#include "collectives/coll_internal.h"
+#include "collectives/world_internal.h"
+#include "runtime/clock.h"
+#include "runtime/device_internal.h"
+#include "runtime/future.h"
+#include "runtime/log.h"
+#include "runtime/param.h"
+
+static _Atomic uint64_t next_comm_id = 1;
+static _Atomic int coll_counter;
+
+static const char *const redop_names[ACX_REDOP_COUNT] = {"sum", "prod", "max", "min", "avg"};
+
+const char *acx_redop_name(acx_redop_t op) {
+  return (unsigned)op < ACX_REDOP_COUNT ? redop_names[op] : "unknown";
+}
+
+static const char *op_fn(uint32_t op) {
+  switch (op) {
+  case ACXC_OP_ALLREDUCE: return "acx_allreduce";
+  case ACXC_OP_BROADCAST: return "acx_broadcast";
+  case ACXC_OP_REDUCE: return "acx_reduce";
+  case ACXC_OP_ALLGATHER: return "acx_allgather";
+  case ACXC_OP_REDUCE_SCATTER: return "acx_reduce_scatter";
+  case ACXC_OP_SEND: return "acx_send";
+  case ACXC_OP_RECV: return "acx_recv";
+  case ACXC_OP_ALLTOALL: return "acx_alltoall";
+  default: return "acx_coll";
+  }
+}
+
+static acx_status_t broken(const acx_coll_t *c) {
+  return (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* validation                                                                                 */
+
+/* One buffer argument: present where needed, on the coll's device, not freed, current
+ * generation, the operation's dtype, and at least `elems` elements. */
+static acx_status_t check_buf(const acx_coll_t *c, const char *fn, const char *name, acx_buffer_t *b,
+                              acx_dtype_t dtype, size_t elems) {
+  if (!b) {
+    ACX_WARN(COLL, "%s: argument '%s' is NULL", fn, name);
+    return ACX_ERR_NULL_ARG;
+  }
+  if (b->dev != c->dev) {
+    ACX_WARN(COLL, "%s: argument '%s' (buffer %" PRIu64 ") belongs to another device than the coll's", fn, name, b->id);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (atomic_load_explicit(&b->freed, memory_order_acquire)) {
+    ACX_WARN(COLL, "%s: argument '%s' (buffer %" PRIu64 ") was freed", fn, name, b->id);
+    return ACX_ERR_INVALID_STATE;
+  }
+  uint64_t gen = atomic_load_explicit(&c->dev->generation, memory_order_acquire);
+  if (b->generation != gen) {
+    ACX_WARN(COLL, "%s: argument '%s' (buffer %" PRIu64 ") is from device generation %" PRIu64
+             ", the device is at %" PRIu64 " (its executor was restarted)", fn, name, b->id, b->generation, gen);
+    return ACX_ERR_STALE_BUFFER;
+  }
+  if (b->dtype != ACX_DTYPE_BYTE && b->dtype != dtype) {
+    ACX_WARN(COLL, "%s: argument '%s' holds %s, argument 'dtype' is %s", fn, name, acx_dtype_name(b->dtype),
+             acx_dtype_name(dtype));
+    return ACX_ERR_BAD_DTYPE;
+  }
+  size_t es = acx_dtype_size(dtype);
+  if (b->bytes / es < elems) {
+    ACX_WARN(COLL, "%s: argument '%s' holds %zu bytes; the operation needs %zu elements of %zu bytes", fn, name,
+             b->bytes, elems, es);
+    return ACX_ERR_OUT_OF_RANGE;
+  }
+  return ACX_OK;
+}
+
+static acx_status_t validate(const acx_coll_t *c, const acxc_opdesc_t *d) {
+  const char *fn = op_fn(d->op);
+  if ((unsigned)d->dtype >= ACX_DTYPE_COUNT) {
+    ACX_WARN(COLL, "%s: argument 'dtype'=%d is unknown", fn, (int)d->dtype);
+    return ACX_ERR_BAD_DTYPE;
+  }
+  int reduces = d->op == ACXC_OP_ALLREDUCE || d->op == ACXC_OP_REDUCE || d->op == ACXC_OP_REDUCE_SCATTER;
+  if (reduces && d->dtype == ACX_DTYPE_BYTE) {
+    ACX_WARN(COLL, "%s: argument 'dtype' is byte: a reduction needs a typed element", fn);
+    return ACX_ERR_BAD_DTYPE;
+  }
+  if (reduces && (unsigned)d->redop >= ACX_REDOP_COUNT) {
+    ACX_WARN(COLL, "%s: argument 'op'=%d is not a reduction (sum, prod, max, min, avg)", fn, (int)d->redop);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (d->count == 0) {
+    ACX_WARN(COLL, "%s: argument 'count' is 0", fn);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (d->stream >= (uint32_t)c->dev->streams) {
+    ACX_WARN(COLL, "%s: argument 'stream'=%u is not in [0, %d)", fn, d->stream, c->dev->streams);
+    return ACX_ERR_INVALID_ARG;
+  }
+  int rooted = d->op == ACXC_OP_BROADCAST || d->op == ACXC_OP_REDUCE;
+  int p2p = d->op == ACXC_OP_SEND || d->op == ACXC_OP_RECV;
+  if ((rooted || p2p) && (d->peer < 0 || d->peer >= c->size)) {
+    ACX_WARN(COLL, "%s: argument '%s'=%d is not a rank of [0, %d)", fn, rooted ? "root" : "peer", d->peer, c->size);
+    return ACX_ERR_INVALID_ARG;
+  }
+  size_t es = acx_dtype_size(d->dtype), n = (size_t)c->size, all;
+  if (__builtin_mul_overflow(d->count, es, &all) || __builtin_mul_overflow(all, n, &all)) {
+    ACX_WARN(COLL, "%s: argument 'count'=%zu x %zu bytes x %d ranks overflows", fn, d->count, es, c->size);
+    return ACX_ERR_OVERFLOW;
+  }
+  if (c->host && d->count > (size_t)INT32_MAX) {
+    ACX_WARN(COLL, "%s: argument 'count'=%zu: the host kind's MPI path takes at most %d elements", fn, d->count,
+             INT32_MAX);
+    return ACX_ERR_OUT_OF_RANGE;
+  }
+  size_t nc = d->count * n;
+  int root = d->peer == c->rank;
+  switch (d->op) {
+  case ACXC_OP_ALLREDUCE:
+    ACXCHECK(check_buf(c, fn, "send", d->send, d->dtype, d->count));
+    return check_buf(c, fn, "recv", d->recv, d->dtype, d->count);
+  case ACXC_OP_BROADCAST:
+    if (root) ACXCHECK(check_buf(c, fn, "send", d->send, d->dtype, d->count));
+    return check_buf(c, fn, "recv", d->recv, d->dtype, d->count);
+  case ACXC_OP_REDUCE:
+    ACXCHECK(check_buf(c, fn, "send", d->send, d->dtype, d->count));
+    return root ? check_buf(c, fn, "recv", d->recv, d->dtype, d->count) : ACX_OK;
+  case ACXC_OP_ALLGATHER:
+    ACXCHECK(check_buf(c, fn, "send", d->send, d->dtype, d->send == d->recv ? nc : d->count));
+    return check_buf(c, fn, "recv", d->recv, d->dtype, nc);
+  case ACXC_OP_REDUCE_SCATTER:
+    ACXCHECK(check_buf(c, fn, "send", d->send, d->dtype, nc));
+    return check_buf(c, fn, "recv", d->recv, d->dtype, d->send == d->recv ? nc : d->count);
+  case ACXC_OP_SEND:
+    return check_buf(c, fn, "buf", d->send, d->dtype, d->count);
+  case ACXC_OP_RECV:
+    return check_buf(c, fn, "buf", d->recv, d->dtype, d->count);
+  case ACXC_OP_ALLTOALL:
+    if (d->send && d->send == d->recv) {
+      ACX_WARN(COLL, "%s: arguments 'send' and 'recv' are the same buffer: all-to-all cannot run in place", fn);
+      return ACX_ERR_INVALID_ARG;
+    }
+    ACXCHECK(check_buf(c, fn, "send", d->send, d->dtype, nc));
+    return check_buf(c, fn, "recv", d->recv, d->dtype, nc);
+  default:
+    return ACX_ERR_INVALID_ARG;
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* submission order                                                                           */
+
+static acx_status_t lock_submit(acx_coll_t *c, const char *fn) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t t = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + c->timeout_ns;
+  ts = acxi_ts_from_ns(t);
+  int r = pthread_mutex_timedlock(&c->submit_lock, &ts);
+  if (r == 0) return ACX_OK;
+  ACX_WARN(COLL, "%s: another thread held the coll's submission order (a group?) for the whole timeout: %s", fn,
+           strerror(r));
+  return ACX_ERR_TIMEOUT;
+}
+
+static int group_mine(const acx_coll_t *c) { return c->in_group && pthread_equal(c->group_owner, pthread_self()); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* the watchdog                                                                               */
+
+static acx_status_t track(acx_coll_t *c, acx_future_t *f) {
+  pthread_mutex_lock(&c->track_lock);
+  if (c->tcount == c->tcap) {
+    size_t cap = c->tcap ? 2 * c->tcap : 256;
+    acxc_tracked_t *n = malloc(cap * sizeof *n);
+    if (!n) {
+      pthread_mutex_unlock(&c->track_lock);
+      ACX_WARN(COLL, "out of host memory tracking an operation for the watchdog");
+      return ACX_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < c->tcount; i++) n[i] = c->tv[(c->thead + i) % c->tcap];
+    free(c->tv);
+    c->tv = n;
+    c->tcap = cap;
+    c->thead = 0;
+  }
+  acx_future_hold(f);
+  c->tv[(c->thead + c->tcount) % c->tcap] = (acxc_tracked_t){f, acxi_deadline(c->timeout_ns)};
+  c->tcount++;
+  pthread_mutex_unlock(&c->track_lock);
+  return ACX_OK;
+}
+
+/* Fails every tracked operation with cause (those already complete keep their status). */
+static void fail_tracked(acx_coll_t *c, acx_status_t cause) {
+  pthread_mutex_lock(&c->track_lock);
+  while (c->tcount) {
+    acxc_tracked_t t = c->tv[c->thead];
+    c->thead = (c->thead + 1) % c->tcap;
+    c->tcount--;
+    (void)acx_future_complete(t.future, cause, NULL, 0); /* first completion wins */
+    acx_future_release(t.future);
+  }
+  pthread_mutex_unlock(&c->track_lock);
+}
+
+static void send_abort(acx_coll_t *c, acx_status_t cause) {
+  if (c->host || !c->comm_id) return;
+  acxi_cmd_t cmd = {.op = ACXC_OP_ABORT, .arg = {c->comm_id, (uint64_t)cause}};
+  acx_status_t st = acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(100000000), NULL);
+  if (st != ACX_OK)
+    ACX_WARN(COLL, "could not send ABORT to the executor (%s): the communicator is gone with it or aborts itself "
+             "after ACX_COLL_TIMEOUT", acx_status_name(st));
+}
+
+void acxc_coll_break(acx_coll_t *c, acx_status_t cause, int abort, const char *why) {
+  int expect = ACX_OK;
+  if (!atomic_compare_exchange_strong_explicit(&c->broken, &expect, (int)cause, memory_order_acq_rel,
+                                               memory_order_acquire))
+    return;
+  ACX_WARN(COLL, "coll (rank %d of %d, %s) broken: %s: %s; waiting operations fail with it%s", c->rank, c->size,
+           c->host ? "host kind, MPI" : "NCCL", why, acx_status_name(cause),
+           abort && !c->host ? ", the communicator is aborted" : "");
+  fail_tracked(c, cause);
+  if (c->host) acxc_mpi_break(c, cause);
+  else if (abort) send_abort(c, cause);
+}
+
+/* Statuses that mean the communicator is unusable when an operation completes with them. */
+static int fatal_status(acx_status_t s) {
+  return ACX_IS_WORLD_ERROR(s) || ACX_IS_DEVICE_LOST(s) || s == ACX_ERR_NO_MEMORY;
+}
+
+void acxc_coll_watchdog(acx_coll_t *c) {
+  if (c->host || broken(c) != ACX_OK) return;
+  int64_t now = acxi_now_ns();
+  acx_status_t failed = ACX_OK;
+  int expired = 0;
+  size_t left;
+  pthread_mutex_lock(&c->track_lock);
+  while (c->tcount) {
+    acxc_tracked_t *t = &c->tv[c->thead];
+    if (acxi_future_is_done(t->future)) {
+      acx_status_t s = acx_future_result(t->future, NULL, 0, NULL);
+      if (fatal_status(s) && failed == ACX_OK) failed = s;
+      acx_future_release(t->future);
+      c->thead = (c->thead + 1) % c->tcap;
+      c->tcount--;
+      continue;
+    }
+    expired = now >= t->deadline_ns;
+    break;
+  }
+  left = c->tcount;
+  pthread_mutex_unlock(&c->track_lock);
+  if (failed != ACX_OK) {
+    acxc_coll_break(c, failed, !ACX_IS_DEVICE_LOST(failed), "an operation failed");
+    return;
+  }
+  if (expired) {
+    acxc_coll_break(c, ACX_ERR_COLL_TIMEOUT, 1, "an operation passed its deadline (ACX_COLL_TIMEOUT)");
+    return;
+  }
+  /* Asynchronous NCCL errors live in the executor: ask while anything waits. */
+  if (left == 0 || atomic_exchange_explicit(&c->check_outstanding, 1, memory_order_acq_rel)) return;
+  acxi_cmd_t cmd = {.op = ACXC_OP_CHECK, .arg = {c->comm_id}};
+  acx_future_t *f = NULL;
+  acx_status_t st = acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(10000000), &f);
+  if (st == ACX_OK) st = acx_future_then(f, c->actor, ACXC_COOKIE_CHECK);
+  if (st != ACX_OK) {
+    if (f) acx_future_release(f);
+    atomic_store_explicit(&c->check_outstanding, 0, memory_order_release);
+    if (ACX_IS_DEVICE_LOST(st)) acxc_coll_break(c, st, 0, "the device was lost");
+  }
+  /* On success the actor's FUTURE_DONE hands f to acxc_coll_check_done, which releases it. */
+}
+
+void acxc_coll_check_done(acx_coll_t *c, acx_future_t *f) {
+  acxi_cpl_t cpl = {0};
+  acx_status_t st = acx_future_result(f, &cpl, sizeof cpl, NULL);
+  acx_future_release(f);
+  atomic_store_explicit(&c->check_outstanding, 0, memory_order_release);
+  if (st == ACX_OK && cpl.value[0] != ACX_OK) {
+    ACX_WARN(COLL, "the executor reports the communicator failed: %s (NCCL code %d)",
+             acx_status_name((acx_status_t)cpl.value[0]), (int)(int64_t)cpl.value[1]);
+    acxc_coll_break(c, (acx_status_t)cpl.value[0], 1, "asynchronous NCCL error");
+  } else if (st != ACX_OK && fatal_status(st)) {
+    acxc_coll_break(c, st, !ACX_IS_DEVICE_LOST(st), "the watchdog's probe failed");
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the NCCL path                                                                              */
+
+static void fill_cmd(const acx_coll_t *c, const acxc_opdesc_t *d, acxi_cmd_t *cmd, acxi_bufarg_t *ba, int *nb) {
+  *cmd = (acxi_cmd_t){.op = d->op, .stream = d->stream, .dtype = (uint32_t)d->dtype, .bytes = d->count,
+                      .arg = {c->comm_id, (uint64_t)d->redop, (uint64_t)(int64_t)d->peer}};
+  *nb = 0;
+  int root = d->peer == c->rank;
+  acx_buffer_t *s = d->send, *r = d->recv;
+  if (d->op == ACXC_OP_BROADCAST && !root) s = NULL;
+  if (d->op == ACXC_OP_REDUCE && !root) r = NULL;
+  if (s) {
+    cmd->buf[0] = s->id;
+    ba[(*nb)++] = (acxi_bufarg_t){s, "send"};
+  }
+  if (r) {
+    cmd->buf[1] = r->id;
+    if (r != s) ba[(*nb)++] = (acxi_bufarg_t){r, "recv"};
+  }
+}
+
+static acx_status_t nccl_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done) {
+  acxi_cmd_t cmd;
+  acxi_bufarg_t ba[2];
+  int nb;
+  fill_cmd(c, d, &cmd, ba, &nb);
+  cmd.arg[3] = ++c->seq;
+  acx_future_t *f = NULL;
+  acx_status_t st = acxi_device_submit(c->dev, &cmd, ba, nb, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)),
+                                       done ? &f : NULL);
+  if (st != ACX_OK) return st;
+  atomic_fetch_or_explicit(&c->streams_used, 1ull << (d->stream & 63), memory_order_relaxed);
+  if (f) {
+    st = track(c, f);
+    if (st != ACX_OK) {
+      acx_future_release(f);
+      return st;
+    }
+    *done = f;
+  }
+  return ACX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* entry point of every operation                                                             */
+
+static acx_status_t hold_desc(acxc_opdesc_t *d) {
+  if (d->send) acx_buffer_hold(d->send);
+  if (d->recv && d->recv != d->send) acx_buffer_hold(d->recv);
+  return ACX_OK;
+}
+
+static acx_status_t group_add(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done) {
+  if (c->gcount == ACXC_GROUP_MAX) {
+    ACX_WARN(COLL, "%s: the group already holds %d operations", op_fn(d->op), ACXC_GROUP_MAX);
+    if (c->gerr == ACX_OK) c->gerr = ACX_ERR_QUEUE_FULL;
+    return ACX_ERR_QUEUE_FULL;
+  }
+  if (c->gcount > 0 && d->stream != c->gstream) {
+    ACX_WARN(COLL, "%s: argument 'stream'=%u differs from the group's stream %u", op_fn(d->op), d->stream, c->gstream);
+    if (c->gerr == ACX_OK) c->gerr = ACX_ERR_INVALID_ARG;
+    return ACX_ERR_INVALID_ARG;
+  }
+  acx_future_t *f = NULL;
+  if (done) ACXCHECK(acx_future_create(&f));
+  int i = c->gcount++;
+  c->gstream = d->stream;
+  acxc_opdesc_t m = *d;
+  acxi_cmd_t cmd;
+  acxi_bufarg_t ba[2];
+  int nb;
+  fill_cmd(c, d, &cmd, ba, &nb);
+  m.send = cmd.buf[0] ? d->send : NULL;
+  m.recv = cmd.buf[1] ? d->recv : NULL;
+  hold_desc(&m);
+  c->gdesc[i] = m;
+  c->gents[i] = (acxc_group_entry_t){.op = d->op, .dtype = (uint32_t)d->dtype, .redop = (uint32_t)d->redop,
+                                     .peer = d->peer, .send = cmd.buf[0], .recv = cmd.buf[1], .count = d->count};
+  c->gfuts[i] = f;
+  if (f) {
+    acx_future_hold(f);
+    *done = f;
+  }
+  return ACX_OK;
+}
+
+static acx_status_t submit_op(acx_coll_t *c, acxc_opdesc_t *d, acx_future_t **done) {
+  const char *fn = op_fn(d->op);
+  if (!c) {
+    ACX_WARN(COLL, "%s: argument 'coll' is NULL", fn);
+    return ACX_ERR_NULL_ARG;
+  }
+  if (done) *done = NULL;
+  if (atomic_load_explicit(&c->closing, memory_order_acquire)) {
+    ACX_WARN(COLL, "%s: the coll is being destroyed", fn);
+    return ACX_ERR_INVALID_STATE;
+  }
+  acx_status_t st = validate(c, d);
+  if (st == ACX_OK) st = broken(c);
+  if (group_mine(c)) {
+    if (st != ACX_OK) {
+      if (c->gerr == ACX_OK) c->gerr = st;
+      return st;
+    }
+    return group_add(c, d, done);
+  }
+  if (st != ACX_OK) return st;
+  ACXCHECK(lock_submit(c, fn));
+  if (c->host) {
+    acxc_opdesc_t m = *d;
+    hold_desc(&m);
+    st = acxc_mpi_submit(c, &m, 1, NULL, done);
+  } else {
+    st = nccl_submit(c, d, done);
+  }
+  pthread_mutex_unlock(&c->submit_lock);
+  return st;
+}
+
+#define DESC(...) (&(acxc_opdesc_t){__VA_ARGS__})
+
+acx_status_t acx_allreduce(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                           acx_redop_t op, uint32_t stream, acx_future_t **done) {
+  return submit_op(coll, DESC(.op = ACXC_OP_ALLREDUCE, .dtype = dtype, .redop = op, .peer = -1, .send = send,
+                              .recv = recv, .count = count, .stream = stream), done);
+}
+
+acx_status_t acx_broadcast(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                           int root, uint32_t stream, acx_future_t **done) {
+  return submit_op(coll, DESC(.op = ACXC_OP_BROADCAST, .dtype = dtype, .peer = root, .send = send, .recv = recv,
+                              .count = count, .stream = stream), done);
+}
+
+acx_status_t acx_reduce(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                        acx_redop_t op, int root, uint32_t stream, acx_future_t **done) {
+  return submit_op(coll, DESC(.op = ACXC_OP_REDUCE, .dtype = dtype, .redop = op, .peer = root, .send = send,
+                              .recv = recv, .count = count, .stream = stream), done);
+}
+
+acx_status_t acx_allgather(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                           uint32_t stream, acx_future_t **done) {
+  return submit_op(coll, DESC(.op = ACXC_OP_ALLGATHER, .dtype = dtype, .peer = -1, .send = send, .recv = recv,
+                              .count = count, .stream = stream), done);
+}
+
+acx_status_t acx_reduce_scatter(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                                acx_dtype_t dtype, acx_redop_t op, uint32_t stream, acx_future_t **done) {
+  return submit_op(coll, DESC(.op = ACXC_OP_REDUCE_SCATTER, .dtype = dtype, .redop = op, .peer = -1, .send = send,
+                              .recv = recv, .count = count, .stream = stream), done);
+}
+
+acx_status_t acx_send(acx_coll_t *coll, acx_buffer_t *buf, size_t count, acx_dtype_t dtype, int peer, uint32_t stream,
+                      acx_future_t **done) {
+  return submit_op(coll, DESC(.op = ACXC_OP_SEND, .dtype = dtype, .peer = peer, .send = buf, .count = count,
+                              .stream = stream), done);
+}
+
+acx_status_t acx_recv(acx_coll_t *coll, acx_buffer_t *buf, size_t count, acx_dtype_t dtype, int peer, uint32_t stream,
+                      acx_future_t **done) {
+  return submit_op(coll, DESC(.op = ACXC_OP_RECV, .dtype = dtype, .peer = peer, .recv = buf, .count = count,
+                              .stream = stream), done);
+}
+
+acx_status_t acx_alltoall(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                          uint32_t stream, acx_future_t **done) {
+  return submit_op(coll, DESC(.op = ACXC_OP_ALLTOALL, .dtype = dtype, .peer = -1, .send = send, .recv = recv,
+                              .count = count, .stream = stream), done);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* waiting                                                                                    */
+
+/* The watchdog completes a late operation at its deadline; give it a few ticks beyond. */
+static int64_t wait_budget(const acx_coll_t *c, int64_t timeout_ns) {
+  return timeout_ns >= 0 ? timeout_ns : c->timeout_ns + c->timeout_ns / 4 + 1000000000LL;
+}
+
+acx_status_t acx_coll_wait(acx_coll_t *coll, acx_future_t *done, int64_t timeout_ns) {
+  ACX_CHECK_NULL(coll);
+  ACX_CHECK_NULL(done);
+  acx_status_t st = acx_future_wait(done, wait_budget(coll, timeout_ns), NULL, 0, NULL);
+  acx_future_release(done);
+  if (st == ACX_ERR_TIMEOUT)
+    ACX_WARN(COLL, "acx_coll_wait: the operation did not finish within %" PRId64 " ms (it stays in flight)",
+             wait_budget(coll, timeout_ns) / 1000000);
+  return st;
+}
+
+#define SYNC(call)                                                                                 \
+  do {                                                                                             \
+    acx_future_t *f_ = NULL;                                                                       \
+    acx_status_t s_ = (call);                                                                      \
+    if (s_ != ACX_OK) return s_;                                                                   \
+    if (!f_) {                                                                                     \
+      ACX_WARN(COLL, "%s: a synchronous call inside a group cannot wait for the group", __func__); \
+      return ACX_ERR_INVALID_STATE;                                                                \
+    }                                                                                              \
+    return acx_coll_wait(coll, f_, timeout_ns);                                                    \
+  } while (0)
+
+static acx_status_t no_sync_in_group(acx_coll_t *c, const char *fn) {
+  if (c && group_mine(c)) {
+    ACX_WARN(COLL, "%s: a synchronous call inside a group would wait for itself", fn);
+    return ACX_ERR_INVALID_STATE;
+  }
+  return ACX_OK;
+}
+
+acx_status_t acx_allreduce_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                                acx_dtype_t dtype, acx_redop_t op, uint32_t stream, int64_t timeout_ns) {
+  ACXCHECK(no_sync_in_group(coll, __func__));
+  SYNC(acx_allreduce(coll, send, recv, count, dtype, op, stream, &f_));
+}
+acx_status_t acx_broadcast_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                                acx_dtype_t dtype, int root, uint32_t stream, int64_t timeout_ns) {
+  ACXCHECK(no_sync_in_group(coll, __func__));
+  SYNC(acx_broadcast(coll, send, recv, count, dtype, root, stream, &f_));
+}
+acx_status_t acx_reduce_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                             acx_redop_t op, int root, uint32_t stream, int64_t timeout_ns) {
+  ACXCHECK(no_sync_in_group(coll, __func__));
+  SYNC(acx_reduce(coll, send, recv, count, dtype, op, root, stream, &f_));
+}
+acx_status_t acx_allgather_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                                acx_dtype_t dtype, uint32_t stream, int64_t timeout_ns) {
+  ACXCHECK(no_sync_in_group(coll, __func__));
+  SYNC(acx_allgather(coll, send, recv, count, dtype, stream, &f_));
+}
+acx_status_t acx_reduce_scatter_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                                     acx_dtype_t dtype, acx_redop_t op, uint32_t stream, int64_t timeout_ns) {
+  ACXCHECK(no_sync_in_group(coll, __func__));
+  SYNC(acx_reduce_scatter(coll, send, recv, count, dtype, op, stream, &f_));
+}
+acx_status_t acx_alltoall_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                               acx_dtype_t dtype, uint32_t stream, int64_t timeout_ns) {
+  ACXCHECK(no_sync_in_group(coll, __func__));
+  SYNC(acx_alltoall(coll, send, recv, count, dtype, stream, &f_));
+}
+
+acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
+  ACX_CHECK_NULL(c);
+  ACXCHECK(no_sync_in_group(c, __func__));
+  if (c->host) return acxc_mpi_synchronize(c, wait_budget(c, timeout_ns));
+  ACXCHECK(broken(c));
+  uint64_t used = atomic_load_explicit(&c->streams_used, memory_order_relaxed);
+  acx_future_t *fs[64];
+  int n = 0;
+  acx_status_t st = lock_submit(c, __func__);
+  for (int s = 0; st == ACX_OK && s < 64; s++) {
+    if (!(used & (1ull << s))) continue;
+    acxi_cmd_t cmd = {.op = ACXC_OP_FENCE, .stream = (uint32_t)s, .arg = {c->comm_id}};
+    st = acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)), &fs[n]);
+    if (st == ACX_OK && (st = track(c, fs[n])) != ACX_OK) acx_future_release(fs[n]);
+    else if (st == ACX_OK) n++;
+  }
+  if (st != ACX_ERR_TIMEOUT) pthread_mutex_unlock(&c->submit_lock);
+  for (int i = 0; i < n; i++) {
+    acx_status_t w = acx_coll_wait(c, fs[i], timeout_ns);
+    if (st == ACX_OK) st = w;
+  }
+  return st == ACX_OK ? broken(c) : st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* groups                                                                                     */
+
+acx_status_t acx_coll_group_start(acx_coll_t *c) {
+  ACX_CHECK_NULL(c);
+  if (group_mine(c)) {
+    ACX_WARN(COLL, "acx_coll_group_start: this thread already has a group open (groups do not nest)");
+    return ACX_ERR_INVALID_STATE;
+  }
+  ACXCHECK(lock_submit(c, __func__));
+  c->in_group = 1;
+  c->group_owner = pthread_self();
+  c->gcount = 0;
+  c->gerr = ACX_OK;
+  return ACX_OK;
+}
+
+typedef struct group_then {
+  int n;
+  acx_future_t *f[];
+} group_then_t;
+
+static void group_done(void *arg, acx_future_t *future, uint64_t cookie) {
+  group_then_t *g = arg;
+  acx_status_t st = acx_future_result(future, NULL, 0, NULL);
+  for (int i = 0; i < g->n; i++) {
+    acx_future_complete(g->f[i], st, NULL, 0);
+    acx_future_release(g->f[i]);
+  }
+  free(g);
+}
+
+static void group_drop(void *arg) {
+  group_then_t *g = arg;
+  for (int i = 0; i < g->n; i++) {
+    acx_future_complete(g->f[i], ACX_ERR_CANCELLED, NULL, 0);
+    acx_future_release(g->f[i]);
+  }
+  free(g);
+}
+
+/* Waits until the executor has read the group that used slot `seq % SLOTS` before. */
+static acx_status_t slot_wait(acx_coll_t *c, uint64_t seq) {
+  if (seq <= ACXC_GROUP_SLOTS) return ACX_OK;
+  int64_t deadline = acxi_deadline(acxi_device_timeout(c->dev, -1));
+  for (unsigned i = 0;; i++) {
+    /* acquire: pairs with the executor's release store after it copied the entries. */
+    if (atomic_load_explicit(&c->reg->consumed, memory_order_acquire) >= seq - ACXC_GROUP_SLOTS) return ACX_OK;
+    if (acxi_now_ns() >= deadline) {
+      ACX_WARN(COLL, "acx_coll_group_end: the executor has not read group %" PRIu64 " by the deadline",
+               seq - ACXC_GROUP_SLOTS);
+      return ACX_ERR_QUEUE_FULL;
+    }
+    if (i < 1000) acxi_cpu_relax();
+    else nanosleep(&(struct timespec){0, 50000}, NULL);
+  }
+}
+
+static void group_clear(acx_coll_t *c, acx_status_t fail_members) {
+  for (int i = 0; i < c->gcount; i++) {
+    if (c->gfuts[i]) {
+      if (fail_members != ACX_OK) acx_future_complete(c->gfuts[i], fail_members, NULL, 0);
+      acx_future_release(c->gfuts[i]);
+      c->gfuts[i] = NULL;
+    }
+    acxc_opdesc_t *d = &c->gdesc[i];
+    acx_buffer_release(d->send);
+    if (d->recv != d->send) acx_buffer_release(d->recv);
+  }
+  c->gcount = 0;
+}
+
+acx_status_t acx_coll_group_end(acx_coll_t *c, acx_future_t **done) {
+  ACX_CHECK_NULL(c);
+  if (done) *done = NULL;
+  if (!group_mine(c)) {
+    ACX_WARN(COLL, "acx_coll_group_end: this thread has no group open");
+    return ACX_ERR_INVALID_STATE;
+  }
+  c->in_group = 0;
+  acx_status_t st = c->gerr != ACX_OK ? c->gerr : broken(c);
+  if (st == ACX_OK && c->gcount == 0) {
+    ACX_WARN(COLL, "acx_coll_group_end: the group is empty");
+    st = ACX_ERR_INVALID_ARG;
+  }
+  if (st != ACX_OK) {
+    group_clear(c, st);
+    pthread_mutex_unlock(&c->submit_lock);
+    return st;
+  }
+  if (c->host) {
+    /* The MPI path takes the members (their buffer references and futures). */
+    acx_future_t **mf = malloc((size_t)c->gcount * sizeof *mf);
+    if (!mf) {
+      group_clear(c, ACX_ERR_NO_MEMORY);
+      pthread_mutex_unlock(&c->submit_lock);
+      return ACX_ERR_NO_MEMORY;
+    }
+    memcpy(mf, c->gfuts, (size_t)c->gcount * sizeof *mf);
+    st = acxc_mpi_submit(c, c->gdesc, c->gcount, mf, done);
+    for (int i = 0; i < c->gcount; i++) c->gfuts[i] = NULL;
+    c->gcount = 0;
+    pthread_mutex_unlock(&c->submit_lock);
+    return st;
+  }
+  int n = c->gcount, nb = 0;
+  uint64_t seq = ++c->group_seq;
+  acxi_bufarg_t *ba = malloc((size_t)n * 2 * sizeof *ba);
+  group_then_t *g = malloc(sizeof *g + (size_t)n * sizeof(acx_future_t *));
+  if (!ba || !g) st = ACX_ERR_NO_MEMORY;
+  if (st == ACX_OK) st = slot_wait(c, seq);
+  acx_future_t *f = NULL;
+  if (st == ACX_OK) {
+    g->n = 0;
+    for (int i = 0; i < n; i++) {
+      if (c->gdesc[i].send) ba[nb++] = (acxi_bufarg_t){c->gdesc[i].send, "send"};
+      if (c->gdesc[i].recv && c->gdesc[i].recv != c->gdesc[i].send) ba[nb++] = (acxi_bufarg_t){c->gdesc[i].recv, "recv"};
+      if (c->gfuts[i]) g->f[g->n++] = c->gfuts[i];
+    }
+    uint64_t slot = seq % ACXC_GROUP_SLOTS;
+    memcpy(c->reg->slots[slot], c->gents, (size_t)n * sizeof(acxc_group_entry_t));
+    acxi_cmd_t cmd = {.op = ACXC_OP_GROUP, .stream = c->gstream, .bytes = (uint64_t)n,
+                      .off = {offsetof(acxc_region_t, slots) + slot * sizeof c->reg->slots[0]},
+                      .arg = {c->comm_id, 0, 0, c->region->id, seq}};
+    int want = done || g->n > 0;
+    st = acxi_device_submit(c->dev, &cmd, ba, nb, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)),
+                            want ? &f : NULL);
+    if (st == ACX_OK) atomic_fetch_or_explicit(&c->streams_used, 1ull << (c->gstream & 63), memory_order_relaxed);
+    if (st == ACX_OK && f) st = track(c, f);
+  }
+  if (st != ACX_OK) {
+    /* A slot whose group never reached the executor stays unread: step back over it. */
+    if (!f) c->group_seq--;
+    free(g);
+    group_clear(c, st);
+    if (f) acx_future_release(f);
+  } else {
+    for (int i = 0; i < n; i++) c->gfuts[i] = NULL; /* now owned by g */
+    group_clear(c, ACX_OK);
+    if (f && g->n > 0) {
+      acxi_future_on_complete(f, group_done, group_drop, g, 0);
+    } else {
+      free(g);
+    }
+    if (done) *done = f;
+    else if (f) acx_future_release(f);
+  }
+  free(ba);
+  pthread_mutex_unlock(&c->submit_lock);
+  return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* create / destroy                                                                           */
+
+acx_status_t acx_coll_rank(const acx_coll_t *c, int *rank) {
+  ACX_CHECK_NULL(c);
+  ACX_CHECK_NULL(rank);
+  *rank = c->rank;
+  return ACX_OK;
+}
+
+acx_status_t acx_coll_size(const acx_coll_t *c, int *size) {
+  ACX_CHECK_NULL(c);
+  ACX_CHECK_NULL(size);
+  *size = c->size;
+  return ACX_OK;
+}
+
+acx_status_t acx_coll_state(const acx_coll_t *c) {
+  ACX_CHECK_NULL(c);
+  return broken(c);
+}
+
+acx_status_t acx_coll_abort(acx_coll_t *c, acx_status_t cause) {
+  ACX_CHECK_NULL(c);
+  acxc_coll_break(c, cause == ACX_OK ? ACX_ERR_CANCELLED : cause, 1, "acx_coll_abort");
+  return ACX_OK;
+}
+
+/* Every rank's `mine` combined with MPI_MIN over the world, within the world's deadline. */
+static acx_status_t agree_min(acx_coll_t *c, int mine, int *all) {
+  MPI_Request req;
+  if (MPI_Iallreduce(&mine, all, 1, MPI_INT, MPI_MIN, c->world->comm, &req) != MPI_SUCCESS) return ACX_ERR_MPI;
+  int64_t deadline = acxi_deadline(c->world->timeout_ns);
+  for (;;) {
+    int flag = 0;
+    if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return ACX_ERR_MPI;
+    if (flag) return ACX_OK;
+    if (acxi_now_ns() >= deadline) {
+      ACX_WARN(COLL, "acx_coll_create: a rank did not arrive within ACX_WORLD_TIMEOUT");
+      return ACX_ERR_TIMEOUT;
+    }
+    nanosleep(&(struct timespec){0, 20000}, NULL);
+  }
+}
+
+static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
+#if !ACX_HAVE_NCCL
+  (void)init_timeout_ns;
+  ACX_WARN(COLL, "acx_coll_create: a cuda device needs NCCL, and this libacx was built without it");
+  return ACX_ERR_NOT_SUPPORTED;
+#else
+  ACXCHECK(acx_host_alloc(c->dev, sizeof(acxc_region_t), &c->region));
+  void *p;
+  size_t bytes;
+  ACXCHECK(acx_host_mem_ptr(c->region, &p, &bytes));
+  c->reg = p;
+  memset(c->reg, 0, offsetof(acxc_region_t, slots));
+  c->reg->magic = ACXC_REGION_MAGIC;
+  ACXCHECK(acxc_world_nccl_unique_id(c->world, 0, c->reg->nccl_id));
+  c->comm_id = atomic_fetch_add_explicit(&next_comm_id, 1, memory_order_relaxed);
+  acxi_cmd_t cmd = {.op = ACXC_OP_INIT,
+                    .arg = {c->comm_id, (uint64_t)c->size, (uint64_t)c->rank, c->region->id,
+                            (uint64_t)(init_timeout_ns / 1000000)}};
+  acxi_cpl_t cpl;
+  /* The executor enforces the init deadline and aborts; the wait allows a margin beyond it. */
+  acx_status_t st = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, init_timeout_ns + 5000000000LL, &cpl);
+  if (st != ACX_OK)
+    ACX_WARN(COLL, "acx_coll_create: NCCL communicator creation (rank %d of %d) failed: %s (NCCL code %d)", c->rank,
+             c->size, acx_status_str(st), cpl.lib_code);
+  return st;
+#endif
+}
+
+static void coll_free(acx_coll_t *c) {
+  if (c->region) acx_host_free(c->region);
+  pthread_mutex_destroy(&c->submit_lock);
+  pthread_mutex_destroy(&c->track_lock);
+  free(c->tv);
+  free(c->gents);
+  free(c->gdesc);
+  free(c->gfuts);
+  acxi_device_release(c->dev);
+  free(c);
+}
+
+acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t *sys, const acx_coll_config_t *cfg,
+                             acx_coll_t **out) {
+  ACX_CHECK_NULL(world);
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(sys);
+  ACX_CHECK_NULL(out);
+  *out = NULL;
+  acx_coll_config_t conf = ACX_COLL_CONFIG_INIT;
+  if (cfg) {
+    ACX_CHECK_ARG(cfg->size == sizeof(acx_coll_config_t),
+                  "acx_coll_create: cfg->size is %zu, expected %zu (use ACX_COLL_CONFIG_INIT)", cfg->size,
+                  sizeof(acx_coll_config_t));
+    conf = *cfg;
+  }
+  ACX_CHECK_ARG(dev->sys == sys, "acx_coll_create: argument 'dev' was opened in another actor system than 'sys'");
+  ACXCHECK(acxi_device_state_status(dev));
+  acx_coll_t *c = calloc(1, sizeof *c);
+  if (!c) return ACX_ERR_NO_MEMORY;
+  c->world = world;
+  c->dev = dev;
+  acxi_device_hold(dev);
+  c->sys = sys;
+  c->rank = world->rank;
+  c->size = world->size;
+  c->host = strcmp(dev->kind, "host") == 0;
+  c->timeout_ns = conf.timeout_ns > 0 ? conf.timeout_ns : acxi_param_int("ACX_COLL_TIMEOUT") * 1000000;
+  if (c->timeout_ns <= 0) c->timeout_ns = 60000000000LL;
+  int64_t init_ns = conf.init_timeout_ns > 0 ? conf.init_timeout_ns : acxi_param_int("ACX_NCCL_INIT_TIMEOUT") * 1000000;
+  c->generation = atomic_load_explicit(&dev->generation, memory_order_acquire);
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&c->submit_lock, &ma);
+  pthread_mutexattr_destroy(&ma);
+  pthread_mutex_init(&c->track_lock, NULL);
+  atomic_init(&c->broken, ACX_OK);
+  c->gents = malloc(ACXC_GROUP_MAX * sizeof *c->gents);
+  c->gdesc = malloc(ACXC_GROUP_MAX * sizeof *c->gdesc);
+  c->gfuts = calloc(ACXC_GROUP_MAX, sizeof *c->gfuts);
+  acx_status_t st = c->gents && c->gdesc && c->gfuts ? ACX_OK : ACX_ERR_NO_MEMORY;
+
+  /* Every rank must take the same path: a kind mismatch would leave one side in NCCL init and
+   * the other in MPI. */
+  int all = 0;
+  acx_status_t ag = agree_min(c, st == ACX_OK ? c->host : -1, &all);
+  int any = 0;
+  if (ag == ACX_OK) ag = agree_min(c, st == ACX_OK ? -c->host : 1, &any); /* any = -max */
+  if (st == ACX_OK) st = ag;
+  if (st == ACX_OK && (all < 0 || any > 0)) st = ACX_ERR_NO_MEMORY;
+  if (st == ACX_OK && all != -any) {
+    ACX_WARN(COLL, "acx_coll_create: ranks disagree on the device kind (this rank: %s); every rank needs the same",
+             dev->kind);
+    st = ACX_ERR_INVALID_ARG;
+  }
+  if (st == ACX_OK) st = c->host ? acxc_mpi_create(c) : nccl_init(c, init_ns);
+  /* A rank that failed must not leave the others believing in a communicator. */
+  int ok = 0;
+  ag = agree_min(c, st == ACX_OK, &ok);
+  if (st == ACX_OK && ag != ACX_OK) st = ag;
+  if (st == ACX_OK && !ok) {
+    ACX_WARN(COLL, "acx_coll_create: another rank failed to create its side of the communicator");
+    st = ACX_ERR_PEER_LOST;
+  }
+  if (st == ACX_OK) {
+    char name[32];
+    if (!conf.name) snprintf(name, sizeof name, "coll%d", atomic_fetch_add(&coll_counter, 1));
+    st = acxc_coll_actor_start(c, conf.name ? conf.name : name);
+  }
+  if (st != ACX_OK) {
+    if (c->host && c->mpi) acxc_mpi_destroy(c, 0);
+    if (!c->host && c->comm_id) {
+      acxi_cmd_t cmd = {.op = ACXC_OP_DESTROY, .arg = {c->comm_id, 0, 0, 0, 1000}};
+      (void)acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, 5000000000LL, NULL);
+    }
+    coll_free(c);
+    return st;
+  }
+  ACX_INFO(COLL, "coll ready: rank %d of %d on a %s device (%s), timeout %" PRId64 " ms", c->rank, c->size, dev->kind,
+           c->host ? "MPI on host-staged copies" : "NCCL in the executor", c->timeout_ns / 1000000);
+  *out = c;
+  return ACX_OK;
+}
+
+acx_status_t acx_coll_destroy(acx_coll_t *c, int64_t timeout_ns) {
+  if (!c) return ACX_OK;
+  if (group_mine(c)) {
+    ACX_WARN(COLL, "acx_coll_destroy: a group is open on this thread; it is dropped");
+    c->in_group = 0;
+    group_clear(c, ACX_ERR_CANCELLED);
+    pthread_mutex_unlock(&c->submit_lock);
+  }
+  int64_t budget = timeout_ns >= 0 ? timeout_ns : c->timeout_ns;
+  acx_status_t st = broken(c) == ACX_OK ? acx_coll_synchronize(c, budget) : broken(c);
+  atomic_store_explicit(&c->closing, 1, memory_order_release);
+  acxc_coll_actor_stop(c);
+  if (c->host) {
+    acxc_mpi_destroy(c, budget);
+  } else if (atomic_load_explicit(&c->dev->generation, memory_order_acquire) == c->generation) {
+    acxi_cmd_t cmd = {.op = ACXC_OP_DESTROY, .arg = {c->comm_id, 0, 0, 0, (uint64_t)(budget / 1000000)}};
+    acx_status_t d = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, budget + 1000000000LL, NULL);
+    if (d != ACX_OK) ACX_WARN(COLL, "acx_coll_destroy: DESTROY of the communicator: %s", acx_status_name(d));
+  }
+  fail_tracked(c, ACX_ERR_CANCELLED);
+  coll_free(c);
+  return st;
+}

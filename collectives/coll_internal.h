@@ -1,0 +1,104 @@
+/* Rank-side internals of the collectives, shared by coll.c (API, validation, NCCL submission,
+ * watchdog), mpi_coll.c (host device kind: MPI on host-staged copies) and coll_actor.c (the
+ * CollectiveActor: device watch and watchdog timer). */
+#ifndef ACXC_COLL_INTERNAL_H
+#define ACXC_COLL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "acx/coll.h"
+#include "collectives/coll_ops.h"
+
+/* One operation as validated by the API, before it goes to the NCCL or the MPI path. */
+typedef struct acxc_opdesc {
+  uint32_t op; /* ACXC_OP_ALLREDUCE .. ACXC_OP_ALLTOALL */
+  acx_dtype_t dtype;
+  acx_redop_t redop;
+  int peer; /* root or peer; -1 when none */
+  acx_buffer_t *send, *recv; /* borrowed from the caller (NULL where unused) */
+  size_t count;
+  uint32_t stream;
+} acxc_opdesc_t;
+
+/* An operation with a future, watched for its deadline (NCCL path). */
+typedef struct acxc_tracked {
+  acx_future_t *future; /* held */
+  int64_t deadline_ns;
+} acxc_tracked_t;
+
+typedef struct acxc_mpi acxc_mpi_t;
+
+struct acx_coll {
+  acx_world_t *world;
+  acx_device_t *dev;
+  acx_system_t *sys;
+  int rank, size;
+  int host;         /* 1: host device kind, MPI path */
+  uint64_t comm_id; /* NCCL path: the executor's communicator */
+  int64_t timeout_ns;
+  uint64_t generation; /* device generation the communicator was made in */
+
+  _Atomic int broken; /* acx_status_t: ACX_OK while usable */
+  _Atomic int closing;
+
+  /* Submission order: one submitter at a time per communicator (group owners hold it across
+   * their group). Recursive so the group owner's own calls pass. */
+  pthread_mutex_t submit_lock;
+  uint64_t seq;
+  _Atomic uint64_t streams_used; /* bit s: stream s carried a collective (synchronize fences them) */
+
+  /* Group being built by the thread holding submit_lock. */
+  int in_group;
+  pthread_t group_owner;
+  acxc_group_entry_t *gents;
+  acxc_opdesc_t *gdesc;  /* MPI path: the members as descriptors (buffers held) */
+  acx_future_t **gfuts;  /* members' futures (held; NULL where the caller passed none) */
+  int gcount;
+  uint32_t gstream;
+  acx_status_t gerr;     /* first invalid member: the group is dropped at its end */
+  uint64_t group_seq;
+
+  /* NCCL path: the host region shared with the executor. */
+  acx_host_mem_t *region;
+  acxc_region_t *reg;
+
+  /* Watchdog list (NCCL path), a FIFO in submission order. */
+  pthread_mutex_t track_lock;
+  acxc_tracked_t *tv;
+  size_t thead, tcount, tcap;
+  _Atomic int check_outstanding;
+  _Atomic int unreported; /* first failure of a fire-and-forget operation, for synchronize */
+
+  acx_ref_t actor;
+  acx_timer_id_t timer;
+  acxc_mpi_t *mpi; /* host path */
+};
+
+/* The coll is broken with `cause` (first cause wins): waiting operations fail with it, the NCCL
+ * communicator is aborted (abort != 0). Any thread. */
+void acxc_coll_break(acx_coll_t *c, acx_status_t cause, int abort, const char *why);
+/* The watchdog's turn (the actor's timer): deadlines and the NCCL async-error probe. */
+void acxc_coll_watchdog(acx_coll_t *c);
+/* The probe's answer (cpl of the CHECK command). */
+void acxc_coll_check_done(acx_coll_t *c, acx_future_t *f);
+
+/* The CollectiveActor. */
+acx_status_t acxc_coll_actor_start(acx_coll_t *c, const char *name);
+void acxc_coll_actor_stop(acx_coll_t *c);
+#define ACXC_MSG_TICK 0xfffd0001u
+#define ACXC_MSG_STOP 0xfffd0002u
+#define ACXC_COOKIE_CHECK 1u
+
+/* MPI path (mpi_coll.c). */
+acx_status_t acxc_mpi_create(acx_coll_t *c);
+/* Queues op for the MPI worker. *done (may be NULL) completes with its status. */
+acx_status_t acxc_mpi_submit(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, acx_future_t **member_futs,
+                             acx_future_t **done);
+/* Waits for the queue to drain (up to timeout_ns); the first failure not reported to a future. */
+acx_status_t acxc_mpi_synchronize(acx_coll_t *c, int64_t timeout_ns);
+/* Fails every queued request with cause and wakes the worker. */
+void acxc_mpi_break(acx_coll_t *c, acx_status_t cause);
+void acxc_mpi_destroy(acx_coll_t *c, int64_t timeout_ns);
+
+#endif

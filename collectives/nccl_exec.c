@@ -1,0 +1,703 @@
+/* The NCCL executor extension (ops 0x200-0x2ff, collectives/coll_ops.h): runs on the executor
+ * thread, which therefore issues every NCCL call of its device, in the order of the command ring.
+ * Communicators are non-blocking; every state that NCCL finishes in the background (init, an
+ * enqueue that returned ncclInProgress, finalize) is a state of the communicator polled from the
+ * extension's progress hook, so the executor loop keeps serving other commands meanwhile. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acx/device.h"
+#include "collectives/coll_ops.h"
+#include "runtime/clock.h"
+#include "runtime/engine.h"
+#include "runtime/log.h"
+#include "runtime/param.h"
+
+#define NCCL_EXT_SLOT 2
+/* While a communicator is healthy and idle-ish, how often progress asks NCCL for async errors. */
+#define ASYNC_POLL_NS 200000
+
+typedef enum cstate {
+  C_INIT = 0,       /* ncclCommInitRankConfig in progress; init_cmd waits */
+  C_READY = 1,      /* NCCL calls may be issued */
+  C_ISSUING = 2,    /* the last NCCL call returned ncclInProgress; `issuing` waits for success */
+  C_FINALIZING = 3, /* ncclCommFinalize in progress; init_cmd holds the DESTROY */
+  C_FAILED = 4      /* every later command fails with fail_status */
+} cstate_t;
+
+typedef struct ncomm {
+  uint64_t id;
+  ncclComm_t comm; /* NULL once aborted or destroyed */
+  cstate_t state;
+  int nranks, rank;
+  acxi_cmd_t init_cmd; /* INIT (C_INIT) or DESTROY (C_FINALIZING) */
+  int64_t deadline_ns; /* of init, of the enqueue in progress, of finalize */
+  acxi_cmd_t issuing;
+  acx_status_t fail_status;
+  int fail_code;
+  int64_t failed_at_ns;
+  int64_t next_poll_ns;
+  /* Commands that arrived while NCCL may not be called (C_INIT, C_ISSUING): a FIFO. */
+  acxi_cmd_t *q;
+  size_t qhead, qcount, qcap;
+} ncomm_t;
+
+typedef struct ext {
+  ncomm_t **v;
+  int n, cap;
+} ext_t;
+
+static const ncclDataType_t nccl_types[ACX_DTYPE_COUNT] = {
+    [ACX_DTYPE_BYTE] = ncclUint8,     [ACX_DTYPE_I8] = ncclInt8,     [ACX_DTYPE_U8] = ncclUint8,
+    [ACX_DTYPE_I32] = ncclInt32,      [ACX_DTYPE_U32] = ncclUint32,  [ACX_DTYPE_I64] = ncclInt64,
+    [ACX_DTYPE_U64] = ncclUint64,     [ACX_DTYPE_F16] = ncclFloat16, [ACX_DTYPE_BF16] = ncclBfloat16,
+    [ACX_DTYPE_F32] = ncclFloat32,    [ACX_DTYPE_F64] = ncclFloat64};
+static const ncclRedOp_t nccl_ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
+#define N_REDOPS (sizeof nccl_ops / sizeof nccl_ops[0])
+
+/* A failed NCCL call: logged once with the call's text and NCCL's last message. */
+#define NCCL_WARN(c, what, r)                                                                      \
+  ACX_WARN(COLL, "communicator %" PRIu64 ": %s: %s (%d)%s%s", (c)->id, (what), ncclGetErrorString(r), (int)(r), \
+           (c)->comm ? ": " : "", (c)->comm ? ncclGetLastError((c)->comm) : "")
+
+/* ------------------------------------------------------------------------------------------ */
+
+/* Posts cmd's completion unless it is a successful fire-and-forget command. */
+static void finish(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *cmd, acx_status_t st,
+                   int code, uint64_t v0, uint64_t v1) {
+  if (st == ACX_OK && (cmd->flags & ACXI_CMD_FLAG_NO_REPLY)) return;
+  acxi_cpl_t cpl = {.req_id = cmd->req_id, .status = st, .lib_code = code, .value = {v0, v1}};
+  api->complete(e, &cpl);
+}
+
+static ext_t *ext_get(acxi_engine_t *e, const acxi_engine_api_t *api, int create) {
+  void **slot = api->ext_state(e, NCCL_EXT_SLOT);
+  if (!slot) return NULL;
+  if (!*slot && create) *slot = calloc(1, sizeof(ext_t));
+  return *slot;
+}
+
+static ncomm_t *comm_find(ext_t *x, uint64_t id) {
+  for (int i = 0; x && i < x->n; i++)
+    if (x->v[i]->id == id) return x->v[i];
+  return NULL;
+}
+
+static void comm_remove(ext_t *x, ncomm_t *c) {
+  for (int i = 0; i < x->n; i++)
+    if (x->v[i] == c) {
+      x->v[i] = x->v[--x->n];
+      break;
+    }
+  free(c->q);
+  free(c);
+}
+
+static int q_push(ncomm_t *c, const acxi_cmd_t *cmd) {
+  if (c->qcount == c->qcap) {
+    size_t cap = c->qcap ? 2 * c->qcap : 64;
+    acxi_cmd_t *n = malloc(cap * sizeof *n);
+    if (!n) return -1;
+    for (size_t i = 0; i < c->qcount; i++) n[i] = c->q[(c->qhead + i) % c->qcap];
+    free(c->q);
+    c->q = n;
+    c->qcap = cap;
+    c->qhead = 0;
+  }
+  c->q[(c->qhead + c->qcount) % c->qcap] = *cmd;
+  c->qcount++;
+  return 0;
+}
+
+static acxi_cmd_t q_pop(ncomm_t *c) {
+  acxi_cmd_t cmd = c->q[c->qhead];
+  c->qhead = (c->qhead + 1) % c->qcap;
+  c->qcount--;
+  return cmd;
+}
+
+static void do_abort(ncomm_t *c, const char *why) {
+  if (!c->comm) return;
+  /* ncclCommAbort frees the communicator whatever it returns: never touch it again. */
+  ncclResult_t r = ncclCommAbort(c->comm);
+  c->comm = NULL;
+  if (r != ncclSuccess && r != ncclInProgress)
+    ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommAbort (%s) returned %s (%d)", c->id, why, ncclGetErrorString(r),
+             (int)r);
+  else
+    ACX_INFO(COLL, "communicator %" PRIu64 " aborted (%s)", c->id, why);
+}
+
+/* The communicator cannot go on: everything waiting on it fails with st. abort_now 0 keeps the
+ * NCCL communicator until the rank's ABORT (or the grace period): an asynchronous error leaves the
+ * kernels in flight hanging, and aborting them here would let their completions report success
+ * before the rank has heard of the error. */
+static void comm_fail(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, acx_status_t st, int code,
+                      int abort_now, const char *why) {
+  if (c->state != C_FAILED) {
+    ACX_WARN(COLL, "communicator %" PRIu64 " (rank %d of %d) fails: %s: %s; %zu queued commands fail with it",
+             c->id, c->rank, c->nranks, why, acx_status_name(st), c->qcount);
+    cstate_t was = c->state;
+    c->state = C_FAILED;
+    c->fail_status = st;
+    c->fail_code = code;
+    c->failed_at_ns = acxi_now_ns();
+    if (was == C_INIT || was == C_FINALIZING) finish(e, api, &c->init_cmd, st, code, 0, 0);
+    if (was == C_ISSUING) finish(e, api, &c->issuing, st, code, 0, 0);
+    while (c->qcount) {
+      acxi_cmd_t q = q_pop(c);
+      finish(e, api, &q, st, code, 0, 0);
+    }
+  }
+  if (abort_now) do_abort(c, why);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* launching                                                                                  */
+
+typedef struct desc {
+  uint32_t op, dtype, redop;
+  int peer;
+  uint64_t send, recv, count;
+} desc_t;
+
+/* Resolves buffer `id` and checks it holds `elems` elements; *p = its address. */
+static acx_status_t resolve(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, uint64_t id,
+                            uint64_t elems, size_t es, const char *what, char **p) {
+  void *ptr;
+  uint64_t bytes;
+  if (id == 0) {
+    ACX_WARN(COLL, "communicator %" PRIu64 ": %s buffer missing", c->id, what);
+    return ACX_ERR_INVALID_ARG;
+  }
+  ACXCHECK(api->buffer(e, id, &ptr, &bytes));
+  if (elems > bytes / es) {
+    ACX_WARN(COLL, "communicator %" PRIu64 ": %s buffer %" PRIu64 " holds %" PRIu64 " bytes, the operation needs %"
+             PRIu64 " elements of %zu bytes", c->id, what, id, bytes, elems, es);
+    return ACX_ERR_OUT_OF_RANGE;
+  }
+  *p = ptr;
+  return ACX_OK;
+}
+
+/* Orders `stream` after earlier writers of the buffers and records this operation's accesses
+ * (the engine records their events after the NCCL call is in the stream). */
+static void order(acxi_engine_t *e, const acxi_engine_api_t *api, const desc_t *d, uint32_t stream) {
+  if (d->send && d->send != d->recv) api->order_access(e, d->send, stream, 0);
+  if (d->recv) api->order_access(e, d->recv, stream, 1);
+}
+
+/* Issues one operation (inside or outside a group). *r is NCCL's result; the return value is a
+ * validation failure (nothing issued). */
+static acx_status_t launch(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const desc_t *d,
+                           uint32_t stream, cudaStream_t s, ncclResult_t *r) {
+  *r = ncclSuccess;
+  if (d->dtype >= ACX_DTYPE_COUNT) {
+    ACX_WARN(COLL, "communicator %" PRIu64 ": dtype %u is unknown", c->id, d->dtype);
+    return ACX_ERR_BAD_DTYPE;
+  }
+  int reduces = d->op == ACXC_OP_ALLREDUCE || d->op == ACXC_OP_REDUCE || d->op == ACXC_OP_REDUCE_SCATTER;
+  if (reduces && (d->redop >= N_REDOPS || d->dtype == ACX_DTYPE_BYTE)) {
+    ACX_WARN(COLL, "communicator %" PRIu64 ": reduction %u on dtype %u is not supported", c->id, d->redop, d->dtype);
+    return ACX_ERR_INVALID_ARG;
+  }
+  size_t es = acx_dtype_size((acx_dtype_t)d->dtype);
+  ncclDataType_t t = nccl_types[d->dtype];
+  ncclRedOp_t op = reduces ? nccl_ops[d->redop] : ncclSum;
+  uint64_t n = (uint64_t)c->nranks, cnt = d->count;
+  char *sp = NULL, *rp = NULL;
+  int root_here = d->peer == c->rank;
+  if (d->peer < 0 || d->peer >= c->nranks) {
+    if (d->op == ACXC_OP_BROADCAST || d->op == ACXC_OP_REDUCE || d->op == ACXC_OP_SEND || d->op == ACXC_OP_RECV) {
+      ACX_WARN(COLL, "communicator %" PRIu64 ": root/peer %d is not a rank of [0, %d)", c->id, d->peer, c->nranks);
+      return ACX_ERR_INVALID_ARG;
+    }
+  }
+  switch (d->op) {
+  case ACXC_OP_ALLREDUCE:
+    ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &sp));
+    ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &rp));
+    order(e, api, d, stream);
+    *r = ncclAllReduce(sp, rp, cnt, t, op, c->comm, s);
+    break;
+  case ACXC_OP_BROADCAST:
+    ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &rp));
+    if (root_here && d->send) ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &sp));
+    order(e, api, d, stream);
+    *r = ncclBroadcast(sp ? sp : rp, rp, cnt, t, d->peer, c->comm, s);
+    break;
+  case ACXC_OP_REDUCE:
+    ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &sp));
+    if (root_here) ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &rp));
+    order(e, api, &(desc_t){.send = d->send, .recv = root_here ? d->recv : 0}, stream);
+    *r = ncclReduce(sp, rp, cnt, t, op, d->peer, c->comm, s);
+    break;
+  case ACXC_OP_ALLGATHER:
+    ACXCHECK(resolve(e, api, c, d->recv, cnt * n, es, "recv", &rp));
+    if (d->send == d->recv) sp = rp + (size_t)c->rank * cnt * es; /* NCCL's in-place convention */
+    else ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &sp));
+    order(e, api, d, stream);
+    *r = ncclAllGather(sp, rp, cnt, t, c->comm, s);
+    break;
+  case ACXC_OP_REDUCE_SCATTER:
+    ACXCHECK(resolve(e, api, c, d->send, cnt * n, es, "send", &sp));
+    if (d->send == d->recv) rp = sp + (size_t)c->rank * cnt * es;
+    else ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &rp));
+    order(e, api, d, stream);
+    *r = ncclReduceScatter(sp, rp, cnt, t, op, c->comm, s);
+    break;
+  case ACXC_OP_SEND:
+    ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &sp));
+    order(e, api, &(desc_t){.send = d->send}, stream);
+    *r = ncclSend(sp, cnt, t, d->peer, c->comm, s);
+    break;
+  case ACXC_OP_RECV:
+    ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &rp));
+    order(e, api, &(desc_t){.recv = d->recv}, stream);
+    *r = ncclRecv(rp, cnt, t, d->peer, c->comm, s);
+    break;
+  case ACXC_OP_ALLTOALL: {
+    ACXCHECK(resolve(e, api, c, d->send, cnt * n, es, "send", &sp));
+    ACXCHECK(resolve(e, api, c, d->recv, cnt * n, es, "recv", &rp));
+    if (d->send == d->recv) {
+      ACX_WARN(COLL, "communicator %" PRIu64 ": all-to-all cannot run in place", c->id);
+      return ACX_ERR_INVALID_ARG;
+    }
+    order(e, api, d, stream);
+    /* Nested inside an acx group this is one more level: NCCL counts group depth. */
+    ncclResult_t g = ncclGroupStart(), x = ncclSuccess;
+    if (g != ncclSuccess) {
+      *r = g;
+      break;
+    }
+    for (int p = 0; p < c->nranks && x == ncclSuccess; p++) {
+      x = ncclSend(sp + (size_t)p * cnt * es, cnt, t, p, c->comm, s);
+      if (x == ncclSuccess) x = ncclRecv(rp + (size_t)p * cnt * es, cnt, t, p, c->comm, s);
+    }
+    g = ncclGroupEnd(); /* always closes the group, also after a failed member */
+    *r = x != ncclSuccess && x != ncclInProgress ? x : g;
+    break;
+  }
+  default:
+    ACX_WARN(COLL, "communicator %" PRIu64 ": op %#x is not a collective", c->id, d->op);
+    return ACX_ERR_INVALID_ARG;
+  }
+  return ACX_OK;
+}
+
+static desc_t desc_of(const acxi_cmd_t *cmd) {
+  return (desc_t){.op = cmd->op, .dtype = cmd->dtype, .redop = (uint32_t)cmd->arg[1], .peer = (int)(int64_t)cmd->arg[2],
+                  .send = cmd->buf[0], .recv = cmd->buf[1], .count = cmd->bytes};
+}
+
+/* The accesses of a command once more, after NCCL has really enqueued it (ncclInProgress case). */
+static void reorder(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const acxi_cmd_t *cmd) {
+  if (cmd->op != ACXC_OP_GROUP) {
+    desc_t d = desc_of(cmd);
+    if (d.op == ACXC_OP_SEND) d.recv = 0;
+    if (d.op == ACXC_OP_RECV) d.send = 0;
+    if (d.op == ACXC_OP_REDUCE && d.peer != c->rank) d.recv = 0;
+    order(e, api, &d, cmd->stream);
+    return;
+  }
+  void *base;
+  uint64_t bytes;
+  if (api->host_region(e, cmd->arg[3], &base, &bytes) != ACX_OK) return;
+  const acxc_group_entry_t *g = (const acxc_group_entry_t *)((char *)base + cmd->off[0]);
+  for (uint64_t i = 0; i < cmd->bytes; i++) {
+    desc_t d = {.op = g[i].op, .send = g[i].send, .recv = g[i].recv};
+    if (d.op == ACXC_OP_SEND) d.recv = 0;
+    if (d.op == ACXC_OP_RECV) d.send = 0;
+    if (d.op == ACXC_OP_REDUCE && g[i].peer != c->rank) d.recv = 0;
+    order(e, api, &d, cmd->stream);
+  }
+}
+
+/* Issues a collective or a group and arranges its completion. Only in C_READY. */
+static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const acxi_cmd_t *cmd) {
+  cudaStream_t s = (cudaStream_t)api->stream(e, cmd->stream);
+  if (!s) {
+    ACX_WARN(COLL, "communicator %" PRIu64 ": stream %u is out of range", c->id, cmd->stream);
+    comm_fail(e, api, c, ACX_ERR_INVALID_ARG, 0, 1, "a collective named no stream of the device");
+    finish(e, api, cmd, ACX_ERR_INVALID_ARG, 0, 0, 0);
+    return;
+  }
+  ncclResult_t r = ncclSuccess;
+  acx_status_t st = ACX_OK;
+  if (cmd->op == ACXC_OP_GROUP) {
+    void *base;
+    uint64_t bytes;
+    st = api->host_region(e, cmd->arg[3], &base, &bytes);
+    uint64_t n = cmd->bytes;
+    if (st == ACX_OK && (n == 0 || n > ACXC_GROUP_MAX || cmd->off[0] > bytes ||
+                         n * sizeof(acxc_group_entry_t) > bytes - cmd->off[0])) {
+      ACX_WARN(COLL, "communicator %" PRIu64 ": group of %" PRIu64 " entries at offset %" PRIu64
+               " does not fit its %" PRIu64 "-byte region", c->id, n, cmd->off[0], bytes);
+      st = ACX_ERR_INVALID_ARG;
+    }
+    if (st == ACX_OK) {
+      /* Copied first: the rank may refill the slot as soon as `consumed` moves. */
+      acxc_group_entry_t ents[ACXC_GROUP_MAX];
+      memcpy(ents, (char *)base + cmd->off[0], n * sizeof *ents);
+      acxc_region_t *reg = base;
+      /* release: our copy is complete before the rank sees the slot free. */
+      atomic_store_explicit(&reg->consumed, cmd->arg[4], memory_order_release);
+      r = ncclGroupStart();
+      ncclResult_t x = ncclSuccess;
+      for (uint64_t i = 0; i < n && r == ncclSuccess && st == ACX_OK && (x == ncclSuccess || x == ncclInProgress); i++) {
+        desc_t d = {.op = ents[i].op, .dtype = ents[i].dtype, .redop = ents[i].redop, .peer = ents[i].peer,
+                    .send = ents[i].send, .recv = ents[i].recv, .count = ents[i].count};
+        st = launch(e, api, c, &d, cmd->stream, s, &x);
+      }
+      if (r == ncclSuccess) {
+        ncclResult_t g = ncclGroupEnd();
+        r = x != ncclSuccess && x != ncclInProgress ? x : g;
+      }
+    }
+  } else {
+    desc_t d = desc_of(cmd);
+    st = launch(e, api, c, &d, cmd->stream, s, &r);
+  }
+  if (st != ACX_OK) {
+    /* This rank skipped an operation its peers issue: the communicator's order is broken. */
+    comm_fail(e, api, c, st, 0, 1, "a collective failed validation in the executor");
+    finish(e, api, cmd, st, 0, 0, 0);
+    return;
+  }
+  if (r == ncclSuccess) {
+    api->complete_after(e, cmd->stream, cmd);
+    return;
+  }
+  if (r == ncclInProgress) {
+    /* NCCL enqueues in the background (connection setup): no CUDA work on the stream and no NCCL
+     * call on the communicator until it reports ncclSuccess. */
+    c->state = C_ISSUING;
+    c->issuing = *cmd;
+    c->deadline_ns = acxi_deadline(acxi_param_int("ACX_COLL_TIMEOUT") * 1000000);
+    return;
+  }
+  NCCL_WARN(c, "enqueueing a collective", r);
+  comm_fail(e, api, c, ACX_ERR_NCCL, (int)r, 1, "NCCL refused a collective");
+  finish(e, api, cmd, ACX_ERR_NCCL, (int)r, 0, 0);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* commands                                                                                   */
+
+static void start_destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c,
+                          const acxi_cmd_t *cmd) {
+  if (c->state == C_FAILED || !c->comm) {
+    do_abort(c, "destroy of a failed communicator");
+    finish(e, api, cmd, ACX_OK, 0, 0, 0);
+    comm_remove(x, c);
+    return;
+  }
+  ncclResult_t r = ncclCommFinalize(c->comm);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    NCCL_WARN(c, "ncclCommFinalize", r);
+    do_abort(c, "finalize failed");
+    finish(e, api, cmd, ACX_ERR_NCCL, (int)r, 0, 0);
+    comm_remove(x, c);
+    return;
+  }
+  c->state = C_FINALIZING;
+  c->init_cmd = *cmd;
+  int64_t ms = (int64_t)cmd->arg[4];
+  c->deadline_ns = acxi_deadline((ms > 0 ? ms : acxi_param_int("ACX_COLL_TIMEOUT")) * 1000000);
+}
+
+/* A command for a communicator that may issue NCCL calls now (C_READY). */
+static void execute(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c, const acxi_cmd_t *cmd) {
+  switch (cmd->op) {
+  case ACXC_OP_FENCE:
+    api->complete_after(e, cmd->stream, cmd);
+    break;
+  case ACXC_OP_DESTROY:
+    start_destroy(e, api, x, c, cmd);
+    break;
+  default:
+    issue(e, api, c, cmd);
+  }
+}
+
+/* Runs queued commands while the communicator is ready. */
+static int drain(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c) {
+  int n = 0;
+  while (c->state == C_READY && c->qcount) {
+    acxi_cmd_t cmd = q_pop(c);
+    int last = cmd.op == ACXC_OP_DESTROY;
+    execute(e, api, x, c, &cmd);
+    n++;
+    if (last) break; /* c may be gone */
+  }
+  return n;
+}
+
+static void nvls_check(void) {
+  static int checked;
+  if (checked) return;
+  checked = 1;
+  const char *v = getenv("NCCL_NVLS_ENABLE");
+  if (!v || strcmp(v, "0") != 0) {
+    /* NVLink SHARP multicast objects outlive an aborted communicator on the test host and block
+     * the next world: acx runs with it off. The rank's environment should have said so. */
+    ACX_WARN(COLL, "NCCL_NVLS_ENABLE is %s%s%s in the executor's environment; acx requires 0 and sets it",
+             v ? "'" : "unset", v ? v : "", v ? "'" : "");
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+  }
+}
+
+static void start_init(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, const acxi_cmd_t *cmd) {
+  uint64_t id = cmd->arg[0];
+  int nranks = (int)cmd->arg[1], rank = (int)cmd->arg[2];
+  if (comm_find(x, id)) {
+    ACX_WARN(COLL, "INIT: communicator %" PRIu64 " exists already", id);
+    finish(e, api, cmd, ACX_ERR_INVALID_ARG, 0, 0, 0);
+    return;
+  }
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    ACX_WARN(COLL, "INIT: rank %d of %d is out of range", rank, nranks);
+    finish(e, api, cmd, ACX_ERR_INVALID_ARG, 0, 0, 0);
+    return;
+  }
+  void *base;
+  uint64_t bytes;
+  acx_status_t st = api->host_region(e, cmd->arg[3], &base, &bytes);
+  if (st == ACX_OK && (bytes < sizeof(acxc_region_t) || ((acxc_region_t *)base)->magic != ACXC_REGION_MAGIC)) {
+    ACX_WARN(COLL, "INIT: host region %" PRIu64 " is not a collectives region", cmd->arg[3]);
+    st = ACX_ERR_INVALID_ARG;
+  }
+  ncomm_t *c = st == ACX_OK ? calloc(1, sizeof *c) : NULL;
+  if (st == ACX_OK && !c) st = ACX_ERR_NO_MEMORY;
+  if (st == ACX_OK && x->n == x->cap) {
+    int cap = x->cap ? 2 * x->cap : 4;
+    ncomm_t **v = realloc(x->v, (size_t)cap * sizeof *v);
+    if (!v) st = ACX_ERR_NO_MEMORY;
+    else x->v = v, x->cap = cap;
+  }
+  if (st != ACX_OK) {
+    free(c);
+    finish(e, api, cmd, st, 0, 0, 0);
+    return;
+  }
+  x->v[x->n++] = c;
+  c->id = id;
+  c->nranks = nranks;
+  c->rank = rank;
+  c->init_cmd = *cmd;
+  c->state = C_INIT;
+  int64_t ms = (int64_t)cmd->arg[4];
+  c->deadline_ns = acxi_deadline((ms > 0 ? ms : acxi_param_int("ACX_NCCL_INIT_TIMEOUT")) * 1000000);
+  nvls_check();
+  ncclUniqueId uid;
+  memcpy(&uid, ((acxc_region_t *)base)->nccl_id, sizeof uid);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0; /* every call returns at once; abort is always possible */
+  config.commName = "acx";
+  ncclResult_t r = ncclCommInitRankConfig(&c->comm, nranks, uid, rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    NCCL_WARN(c, "ncclCommInitRankConfig", r);
+    comm_fail(e, api, c, ACX_ERR_NCCL, (int)r, 1, "communicator creation failed");
+    return;
+  }
+  ACX_INFO(COLL, "communicator %" PRIu64 ": rank %d of %d initialising (non-blocking, deadline %" PRId64 " ms)", id,
+           rank, nranks, (c->deadline_ns - acxi_now_ns()) / 1000000);
+}
+
+static void nccl_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *cmd) {
+  if (!api->stream(e, 0)) {
+    ACX_WARN(COLL, "NCCL command %#x on a device without CUDA streams (host kind runs collectives through MPI)",
+             cmd->op);
+    finish(e, api, cmd, ACX_ERR_NOT_SUPPORTED, 0, 0, 0);
+    return;
+  }
+  ext_t *x = ext_get(e, api, 1);
+  if (!x) {
+    finish(e, api, cmd, ACX_ERR_NO_MEMORY, 0, 0, 0);
+    return;
+  }
+  if (cmd->op == ACXC_OP_INIT) {
+    start_init(e, api, x, cmd);
+    return;
+  }
+  ncomm_t *c = comm_find(x, cmd->arg[0]);
+  if (!c) {
+    ACX_WARN(COLL, "command %#x names communicator %" PRIu64 ", which does not exist in this executor", cmd->op,
+             cmd->arg[0]);
+    /* An executor of a later generation never saw the INIT: the communicator is gone. */
+    finish(e, api, cmd, ACX_ERR_DEVICE_LOST, 0, 0, 0);
+    return;
+  }
+  switch (cmd->op) {
+  case ACXC_OP_CHECK: /* answered at once, never queued: it is how the rank learns of failures */
+    finish(e, api, cmd, ACX_OK, 0, c->state == C_FAILED ? (uint64_t)c->fail_status : ACX_OK,
+           c->state == C_FAILED ? (uint64_t)(int64_t)c->fail_code : 0);
+    return;
+  case ACXC_OP_ABORT: {
+    acx_status_t cause = cmd->arg[1] ? (acx_status_t)cmd->arg[1] : ACX_ERR_CANCELLED;
+    comm_fail(e, api, c, cause, 0, 1, "aborted by the rank");
+    finish(e, api, cmd, ACX_OK, 0, 0, 0);
+    return;
+  }
+  default:
+    break;
+  }
+  if (c->state == C_FAILED) {
+    if (cmd->op == ACXC_OP_DESTROY) {
+      start_destroy(e, api, x, c, cmd);
+      return;
+    }
+    finish(e, api, cmd, c->fail_status, c->fail_code, 0, 0);
+    return;
+  }
+  if (c->state == C_FINALIZING) {
+    ACX_WARN(COLL, "command %#x on communicator %" PRIu64 " after its DESTROY", cmd->op, c->id);
+    finish(e, api, cmd, ACX_ERR_INVALID_STATE, 0, 0, 0);
+    return;
+  }
+  if (c->state != C_READY || c->qcount) {
+    if (q_push(c, cmd) != 0) {
+      ACX_WARN(COLL, "communicator %" PRIu64 ": out of host memory queueing a command", c->id);
+      comm_fail(e, api, c, ACX_ERR_NO_MEMORY, 0, 1, "out of memory");
+      finish(e, api, cmd, ACX_ERR_NO_MEMORY, 0, 0, 0);
+    }
+    return;
+  }
+  execute(e, api, x, c, cmd);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* progress: the background states and asynchronous errors                                    */
+
+/* NCCL's view of the communicator: ncclSuccess, ncclInProgress or an error. */
+static ncclResult_t comm_state(ncomm_t *c) {
+  ncclResult_t st = ncclSuccess;
+  ncclResult_t r = ncclCommGetAsyncError(c->comm, &st);
+  return r != ncclSuccess ? r : st;
+}
+
+static int progress_one(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c, int64_t now) {
+  switch (c->state) {
+  case C_INIT: {
+    ncclResult_t st = comm_state(c);
+    if (st == ncclInProgress) {
+      if (now >= c->deadline_ns)
+        comm_fail(e, api, c, ACX_ERR_COLL_TIMEOUT, 0, 1, "NCCL communicator creation passed ACX_NCCL_INIT_TIMEOUT");
+      return 1;
+    }
+    if (st != ncclSuccess) {
+      NCCL_WARN(c, "communicator creation", st);
+      comm_fail(e, api, c, ACX_ERR_NCCL, (int)st, 1, "communicator creation failed");
+      return 1;
+    }
+    c->state = C_READY;
+    ACX_INFO(COLL, "communicator %" PRIu64 ": rank %d of %d ready", c->id, c->rank, c->nranks);
+    finish(e, api, &c->init_cmd, ACX_OK, 0, (uint64_t)c->nranks, 0);
+    return 1 + drain(e, api, x, c);
+  }
+  case C_ISSUING: {
+    ncclResult_t st = comm_state(c);
+    if (st == ncclInProgress) {
+      if (now >= c->deadline_ns)
+        comm_fail(e, api, c, ACX_ERR_COLL_TIMEOUT, 0, 1, "NCCL did not finish enqueueing within ACX_COLL_TIMEOUT");
+      return 1;
+    }
+    if (st != ncclSuccess) {
+      NCCL_WARN(c, "background enqueue", st);
+      comm_fail(e, api, c, ACX_ERR_NCCL, (int)st, 1, "NCCL failed enqueueing a collective");
+      return 1;
+    }
+    /* Now the work is in the stream: record the accesses and the completion after it. */
+    c->state = C_READY;
+    reorder(e, api, c, &c->issuing);
+    api->complete_after(e, c->issuing.stream, &c->issuing);
+    return 1 + drain(e, api, x, c);
+  }
+  case C_FINALIZING: {
+    ncclResult_t st = comm_state(c);
+    if (st == ncclInProgress) {
+      if (now < c->deadline_ns) return 1;
+      ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommFinalize did not finish in time; aborting", c->id);
+      do_abort(c, "finalize deadline");
+      finish(e, api, &c->init_cmd, ACX_ERR_COLL_TIMEOUT, 0, 0, 0);
+      comm_remove(x, c);
+      return 1;
+    }
+    acx_status_t res = ACX_OK;
+    if (st != ncclSuccess) {
+      NCCL_WARN(c, "ncclCommFinalize", st);
+      do_abort(c, "finalize failed");
+      res = ACX_ERR_NCCL;
+    } else {
+      ncclResult_t r = ncclCommDestroy(c->comm);
+      c->comm = NULL;
+      if (r != ncclSuccess) {
+        ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommDestroy: %s (%d)", c->id, ncclGetErrorString(r), (int)r);
+        res = ACX_ERR_NCCL;
+      }
+    }
+    finish(e, api, &c->init_cmd, res, res == ACX_OK ? 0 : (int)st, 0, 0);
+    ACX_INFO(COLL, "communicator %" PRIu64 " destroyed", c->id);
+    comm_remove(x, c);
+    return 1;
+  }
+  case C_READY:
+    if (now >= c->next_poll_ns) {
+      c->next_poll_ns = now + ASYNC_POLL_NS;
+      ncclResult_t st = comm_state(c);
+      if (st != ncclSuccess && st != ncclInProgress) {
+        NCCL_WARN(c, "asynchronous error", st);
+        comm_fail(e, api, c, ACX_ERR_NCCL, (int)st, 0, "NCCL reported an asynchronous error");
+        return 1;
+      }
+    }
+    return 0;
+  case C_FAILED:
+    /* The rank aborts once its watchdog has failed the waiting requests; if it never asks (no
+     * operation has a future), abort after a grace period so the GPU does not spin forever. */
+    if (c->comm && now - c->failed_at_ns > acxi_param_int("ACX_COLL_TIMEOUT") * 1000000)
+      do_abort(c, "no ABORT from the rank within ACX_COLL_TIMEOUT of the error");
+    return 0;
+  }
+  return 0;
+}
+
+static int nccl_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
+  ext_t *x = ext_get(e, api, 0);
+  if (!x || x->n == 0) return 0;
+  int64_t now = acxi_now_ns();
+  int n = 0;
+  /* Backwards: progress_one may remove the communicator it handles (the last slot moves in). */
+  for (int i = x->n - 1; i >= 0; i--)
+    if (i < x->n) n += progress_one(e, api, x, x->v[i], now);
+  return n;
+}
+
+static void nccl_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) {
+  void **slot = api->ext_state(e, NCCL_EXT_SLOT);
+  if (!slot || !*slot) return;
+  ext_t *x = *slot;
+  while (x->n) {
+    ncomm_t *c = x->v[x->n - 1];
+    comm_fail(e, api, c, ACX_ERR_CANCELLED, 0, 1, "the executor is shutting down");
+    comm_remove(x, c);
+  }
+  free(x->v);
+  free(x);
+  *slot = NULL;
+}
+
+static const acxi_ext_ops_t nccl_ext_ops = {
+    .name = "nccl",
+    .op_first = ACXC_OP_FIRST,
+    .op_last = ACXC_OP_LAST,
+    .slot = NCCL_EXT_SLOT,
+    .submit = nccl_submit,
+    .progress = nccl_progress,
+    .engine_destroy = nccl_engine_destroy,
+};
+
+__attribute__((constructor)) static void nccl_ext_register(void) { acxi_ext_register(&nccl_ext_ops); }

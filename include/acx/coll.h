@@ -1,0 +1,171 @@
+/* acx collectives: all-reduce, broadcast, reduce, all-gather, reduce-scatter, send/recv,
+ * all-to-all and groups over the ranks of an acx world, on acx buffers of this rank's device.
+ * cuda devices run them through NCCL in the device's executor (one non-blocking communicator per
+ * world and device, every NCCL call on the executor thread); host devices run the same API
+ * through MPI on host-staged copies, so that everything above the device runs without a GPU.
+ *
+ * Ordering: collectives of one acx_coll_t are issued in the order their calls return on this
+ * rank (submission is serialised per communicator). As with NCCL, every rank must call the same
+ * collectives in the same order; two threads racing to submit on one coll give an order that
+ * differs between ranks and deadlock (or corrupt) the job: use one thread per coll, or agree.
+ *
+ * Completion: every call takes `done`. With a non-NULL done, *done (held for the caller: release
+ * it) completes with the operation's status once the result is in the receive buffer. With done
+ * NULL the operation is fire-and-forget: nothing waits for it, and a failure shows at the next
+ * operation of this coll that has a future, at acx_coll_synchronize, and in acx_coll_state.
+ * Launching n operations with done NULL and the last one with a future, then waiting for that
+ * one, is the fastest way to pipeline (the benchmark's loop).
+ *
+ * Deadlines: every operation with a future has the deadline ACX_COLL_TIMEOUT (or cfg->timeout_ns)
+ * from its submission. On expiry, or on an asynchronous NCCL error, the watchdog aborts the
+ * communicator and fails every waiting operation (ACX_ERR_COLL_TIMEOUT, ACX_ERR_NCCL); the coll
+ * is then broken: later calls return that status at once. No rank waits forever on a dead peer.
+ * A broken coll is rebuilt by destroying it and creating a new one on every rank.
+ *
+ * Statuses every operation may return besides its own: ACX_ERR_NULL_ARG, ACX_ERR_INVALID_ARG
+ * (the log line names the argument: counts, ranks, streams, buffers of another device),
+ * ACX_ERR_BAD_DTYPE (dtype unknown, ACX_DTYPE_BYTE, or not the dtype of a typed buffer),
+ * ACX_ERR_OUT_OF_RANGE (a buffer is smaller than the operation needs), ACX_ERR_OVERFLOW
+ * (count x element size x ranks overflows), ACX_ERR_STALE_BUFFER (a buffer from an earlier
+ * device generation), ACX_ERR_INVALID_STATE (a freed buffer, a destroyed coll, group misuse),
+ * ACX_ERR_COLL_TIMEOUT, ACX_ERR_NCCL, ACX_ERR_MPI, ACX_ERR_DEVICE_LOST (the executor was
+ * restarted: its communicator is gone until the world is rebuilt), ACX_ERR_PEER_LOST,
+ * ACX_ERR_QUEUE_FULL, ACX_ERR_NO_MEMORY. Nothing is enqueued when validation fails. */
+#ifndef ACX_COLL_H
+#define ACX_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "acx/actor.h"
+#include "acx/device.h"
+#include "acx/status.h"
+#include "acx/world.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct acx_coll acx_coll_t;
+
+/* Reduction operations (NCCL's; avg divides the sum by the number of ranks, integer types with
+ * integer division). */
+typedef enum acx_redop {
+  ACX_REDOP_SUM = 0,
+  ACX_REDOP_PROD = 1,
+  ACX_REDOP_MAX = 2,
+  ACX_REDOP_MIN = 3,
+  ACX_REDOP_AVG = 4,
+  ACX_REDOP_COUNT
+} acx_redop_t;
+
+/* "sum", "prod", ...; "unknown" otherwise. Never NULL. Any thread. */
+const char *acx_redop_name(acx_redop_t op);
+
+typedef struct acx_coll_config {
+  size_t size;             /* sizeof(acx_coll_config_t): set by ACX_COLL_CONFIG_INIT */
+  int64_t timeout_ns;      /* deadline of each operation; <= 0: ACX_COLL_TIMEOUT */
+  int64_t init_timeout_ns; /* deadline of communicator creation; <= 0: ACX_NCCL_INIT_TIMEOUT */
+  const char *name;        /* name of the CollectiveActor under the device's actor system;
+                              NULL: "coll<N>" */
+} acx_coll_config_t;
+#define ACX_COLL_CONFIG_INIT {.size = sizeof(acx_coll_config_t)}
+
+/* Creates the collectives of `world` on this rank's device `dev` (opened in `sys`). Collective
+ * over the world's ranks: every rank calls it, with a device of the same kind. cuda: rank 0 makes
+ * an ncclUniqueId, MPI broadcasts it, and the executor creates a non-blocking communicator, all
+ * within the init deadline (the executor keeps serving other commands meanwhile). host: the
+ * world's communicator is duplicated for the MPI collectives. A CollectiveActor is spawned that
+ * watches the device (a restarted executor breaks the coll with ACX_ERR_DEVICE_LOST) and runs the
+ * watchdog. ACX_ERR_NOT_SUPPORTED (cuda device in a build without NCCL), ACX_ERR_INVALID_ARG
+ * (ranks disagree on the device kind), ACX_ERR_NCCL, ACX_ERR_MPI, ACX_ERR_COLL_TIMEOUT (init
+ * deadline passed: the communicator was aborted), ACX_ERR_TIMEOUT (a rank never arrived at the
+ * id broadcast), device statuses. Not a worker thread of sys. */
+acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t *sys, const acx_coll_config_t *cfg,
+                             acx_coll_t **coll);
+/* Waits (up to timeout_ns; < 0: the coll's timeout) for the operations in flight, then destroys
+ * the communicator (NCCL: finalize, abort if that does not finish in time) and the actor.
+ * Collective over the ranks when the coll is healthy; a broken coll is torn down locally.
+ * Returns the first failure of the operations waited for, else ACX_OK. NULL is ignored. Not a
+ * worker thread. */
+acx_status_t acx_coll_destroy(acx_coll_t *coll, int64_t timeout_ns);
+
+/* Rank and size in the coll (those of the world). Any thread. */
+acx_status_t acx_coll_rank(const acx_coll_t *coll, int *rank);
+acx_status_t acx_coll_size(const acx_coll_t *coll, int *size);
+/* ACX_OK while usable; otherwise why it broke (ACX_ERR_COLL_TIMEOUT, ACX_ERR_NCCL, ACX_ERR_MPI,
+ * ACX_ERR_DEVICE_LOST, ...). Any thread. */
+acx_status_t acx_coll_state(const acx_coll_t *coll);
+/* Aborts the communicator now (NCCL: ncclCommAbort in the executor) and fails every waiting
+ * operation with `cause` (ACX_ERR_CANCELLED when cause is ACX_OK). The coll stays broken. */
+acx_status_t acx_coll_abort(acx_coll_t *coll, acx_status_t cause);
+/* Waits until every operation submitted so far has finished, up to timeout_ns (< 0: the coll's
+ * timeout); returns the first failure not yet reported to a future (fire-and-forget operations)
+ * or the coll's broken status. ACX_ERR_COLL_TIMEOUT when the wait passes the deadline (the
+ * watchdog has then aborted the communicator). */
+acx_status_t acx_coll_synchronize(acx_coll_t *coll, int64_t timeout_ns);
+/* Waits for one operation's future up to timeout_ns (< 0: the coll's timeout plus a margin for
+ * the watchdog), releases it, and returns its status. */
+acx_status_t acx_coll_wait(acx_coll_t *coll, acx_future_t *done, int64_t timeout_ns);
+
+/* ---- collectives; `stream` is an executor stream of the device (host kind: ordering only) ---- */
+
+/* recv[0, count) := op over ranks of send[0, count). send == recv: in place. */
+acx_status_t acx_allreduce(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                           acx_redop_t op, uint32_t stream, acx_future_t **done);
+/* recv[0, count) := root's send[0, count). send is read on the root only (may be NULL elsewhere);
+ * send == recv: in place. */
+acx_status_t acx_broadcast(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                           int root, uint32_t stream, acx_future_t **done);
+/* root's recv[0, count) := op over ranks of send[0, count). recv is written on the root only
+ * (may be NULL elsewhere). */
+acx_status_t acx_reduce(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                        acx_redop_t op, int root, uint32_t stream, acx_future_t **done);
+/* recv[r * count, +count) := rank r's send[0, count). send == recv: in place, each rank's input
+ * already at its slot of recv (NCCL's convention). recv holds size * count elements. */
+acx_status_t acx_allgather(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                           uint32_t stream, acx_future_t **done);
+/* recv[0, count) := op over ranks of their send[rank * count, +count). send holds size * count
+ * elements. send == recv: in place, the result lands at this rank's slot (NCCL's convention). */
+acx_status_t acx_reduce_scatter(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                                acx_dtype_t dtype, acx_redop_t op, uint32_t stream, acx_future_t **done);
+/* Point to point: matched in order per pair of ranks, like NCCL. A send and the matching recv must
+ * not wait on each other in one thread: issue both directions before waiting (or group them). */
+acx_status_t acx_send(acx_coll_t *coll, acx_buffer_t *buf, size_t count, acx_dtype_t dtype, int peer, uint32_t stream,
+                      acx_future_t **done);
+acx_status_t acx_recv(acx_coll_t *coll, acx_buffer_t *buf, size_t count, acx_dtype_t dtype, int peer, uint32_t stream,
+                      acx_future_t **done);
+/* recv[r * count, +count) := rank r's send[rank * count, +count); both hold size * count
+ * elements; send and recv must differ (NCCL's grouped send/recv cannot run in place). */
+acx_status_t acx_alltoall(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                          uint32_t stream, acx_future_t **done);
+
+/* Groups: operations between start and end are issued as one (ncclGroupStart/End: sends and
+ * receives progress together, collectives are fused). Inside a group every operation must use
+ * the same stream, their futures complete together with the group's, and `done` of
+ * acx_coll_group_end (may be NULL) completes with the group. The thread that starts a group holds
+ * the coll's submission order until group_end: other threads' calls wait. Groups do not nest
+ * (ACX_ERR_INVALID_STATE); at most 512 operations per group (ACX_ERR_QUEUE_FULL). A group with
+ * an invalid member is dropped whole at group_end (nothing was enqueued) and returns the first
+ * member's failure. */
+acx_status_t acx_coll_group_start(acx_coll_t *coll);
+acx_status_t acx_coll_group_end(acx_coll_t *coll, acx_future_t **done);
+
+/* ---- synchronous variants: submit, wait up to timeout_ns (< 0: the coll's timeout) ---- */
+acx_status_t acx_allreduce_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                                acx_dtype_t dtype, acx_redop_t op, uint32_t stream, int64_t timeout_ns);
+acx_status_t acx_broadcast_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                                acx_dtype_t dtype, int root, uint32_t stream, int64_t timeout_ns);
+acx_status_t acx_reduce_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
+                             acx_redop_t op, int root, uint32_t stream, int64_t timeout_ns);
+acx_status_t acx_allgather_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                                acx_dtype_t dtype, uint32_t stream, int64_t timeout_ns);
+acx_status_t acx_reduce_scatter_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                                     acx_dtype_t dtype, acx_redop_t op, uint32_t stream, int64_t timeout_ns);
+acx_status_t acx_alltoall_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
+                               acx_dtype_t dtype, uint32_t stream, int64_t timeout_ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
