@@ -564,14 +564,15 @@ static void body_pipelined(void) {
 static void test_pipelined(void) { each_mode(body_pipelined); }
 
 /* An extension using the engine API the way library handlers will. */
-#define EXT_OP ACXI_OP_EXT_BASE + 0x3e00
+#define EXT_OP (ACXI_OP_EXT_BASE + 0x3e00) /* far above the libraries (0x300-0x3ff) and NCCL */
+#define TEST_EXT_SLOT (ACXI_EXT_MAX - 1)
 static int ext_destroyed;
 
 static void ext_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *c) {
   void *ptr = NULL;
   uint64_t bytes = 0;
   acx_status_t st = api->buffer(e, c->buf[0], &ptr, &bytes);
-  void **state = api->ext_state(e, 11);
+  void **state = api->ext_state(e, TEST_EXT_SLOT);
   if (st != ACX_OK || !state || !api->stream(e, c->stream) || api->stream(e, 1000) != NULL ||
       api->ext_state(e, ACXI_EXT_MAX) != NULL || strcmp(api->params(e)->completion, mode_name) != 0) {
     acxi_cpl_t r = {.req_id = c->req_id, .status = st != ACX_OK ? st : ACX_ERR_INVALID_STATE};
@@ -584,12 +585,12 @@ static void ext_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const acx
 }
 
 static void ext_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) {
-  void **state = api->ext_state(e, 11);
+  void **state = api->ext_state(e, TEST_EXT_SLOT);
   if (state && *state) ext_destroyed++;
 }
 
 static const acxi_ext_ops_t test_ext = {
-    .name = "test", .op_first = EXT_OP, .op_last = EXT_OP, .slot = 11, .submit = ext_submit,
+    .name = "test", .op_first = EXT_OP, .op_last = EXT_OP, .slot = TEST_EXT_SLOT, .submit = ext_submit,
     .engine_destroy = ext_destroy};
 
 static void body_extension(void) {
