@@ -1,0 +1,345 @@
+/* acx-lib-bench: CUDA library calls made directly (the peer: this process's own CUDA context and
+ * library handles) beside the same calls through acx (library contexts, process transport by
+ * default: ACX_EXECUTOR), in one run on one GPU. Each case queues N calls and waits for the last,
+ * as a user pipelining work would, so the per-command cost amortises the way it does in practice;
+ * the table gives time per call, TFLOP/s or GB/s, and the ratio acx/raw (goal >= 0.97).
+ * The raw peer includes cuBLAS/cuRAND headers by necessity: it is what acx is measured against.
+ * Usage: acx-lib-bench [--iters-scale F] [--only NAME[,NAME...]] [--device N] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <curand.h>
+
+#include "acx/blas.h"
+#include "acx/device.h"
+#include "acx/rand.h"
+
+#define GOAL_RATIO 0.97
+#define T_WAIT (600LL * 1000000000LL)
+
+typedef struct bcase {
+  const char *name;  /* --only key */
+  const char *shape; /* for the table */
+  double work;       /* flops (TFLOP/s) or bytes (GB/s) per call */
+  int is_bytes;
+  int iters;
+} bcase_t;
+
+typedef struct result {
+  double raw_s, acx_s; /* seconds per call */
+  int raw_ok, acx_ok;
+} result_t;
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+#define N8K 8192LL
+#define RAND_N (1LL << 28)
+
+static bcase_t cases[] = {
+    {"gemm_bf16", "8192^3 bf16 (f32 accumulate)", 2.0 * N8K * N8K * N8K, 0, 60},
+    {"gemm_f32", "8192^3 f32", 2.0 * N8K * N8K * N8K, 0, 8},
+    {"rand_normal", "2^28 f32 normal (Philox)", 4.0 * RAND_N, 1, 40},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+/* ------------------------------------------------------------------------------------------ */
+/* raw                                                                                        */
+
+#define CK(call)                                                                             \
+  do {                                                                                       \
+    cudaError_t e_ = (call);                                                                 \
+    if (e_ != cudaSuccess) {                                                                 \
+      fprintf(stderr, "raw: %s: %s\n", #call, cudaGetErrorString(e_));                       \
+      return -1;                                                                             \
+    }                                                                                        \
+  } while (0)
+#define BK(call)                                                                             \
+  do {                                                                                       \
+    cublasStatus_t s_ = (call);                                                              \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                       \
+      fprintf(stderr, "raw: %s: %s\n", #call, cublasGetStatusName(s_));                      \
+      return -1;                                                                             \
+    }                                                                                        \
+  } while (0)
+#define RK(call)                                                                             \
+  do {                                                                                       \
+    curandStatus_t s_ = (call);                                                              \
+    if (s_ != CURAND_STATUS_SUCCESS) {                                                       \
+      fprintf(stderr, "raw: %s: curand status %d\n", #call, (int)s_);                        \
+      return -1;                                                                             \
+    }                                                                                        \
+  } while (0)
+
+static int raw_gemm(cudaStream_t s, cudaDataType t, size_t es, int iters, double *sec) {
+  void *a, *b, *c;
+  size_t bytes = (size_t)(N8K * N8K) * es;
+  CK(cudaMalloc(&a, bytes));
+  CK(cudaMalloc(&b, bytes));
+  CK(cudaMalloc(&c, bytes));
+  CK(cudaMemsetAsync(a, 0x3c, bytes, s)); /* ~0.0115 in f32 and bf16: non-zero, no overflow */
+  CK(cudaMemsetAsync(b, 0x3c, bytes, s));
+  cublasHandle_t h;
+  BK(cublasCreate(&h));
+  BK(cublasSetStream(h, s));
+  float alpha = 1, beta = 0;
+  for (int i = 0; i < 2; i++)
+    BK(cublasGemmEx_64(h, CUBLAS_OP_N, CUBLAS_OP_N, N8K, N8K, N8K, &alpha, a, t, N8K, b, t, N8K, &beta, c, t, N8K,
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CK(cudaStreamSynchronize(s));
+  int64_t t0 = now_ns();
+  for (int i = 0; i < iters; i++)
+    BK(cublasGemmEx_64(h, CUBLAS_OP_N, CUBLAS_OP_N, N8K, N8K, N8K, &alpha, a, t, N8K, b, t, N8K, &beta, c, t, N8K,
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CK(cudaStreamSynchronize(s));
+  *sec = (double)(now_ns() - t0) * 1e-9 / iters;
+  cublasDestroy(h);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  return 0;
+}
+
+static int raw_rand(cudaStream_t s, int iters, double *sec) {
+  float *out;
+  CK(cudaMalloc((void **)&out, (size_t)RAND_N * 4));
+  curandGenerator_t g;
+  RK(curandCreateGenerator(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10));
+  RK(curandSetStream(g, s));
+  RK(curandSetPseudoRandomGeneratorSeed(g, 1234));
+  for (int i = 0; i < 2; i++) RK(curandGenerateNormal(g, out, (size_t)RAND_N, 0.0f, 1.0f));
+  CK(cudaStreamSynchronize(s));
+  int64_t t0 = now_ns();
+  for (int i = 0; i < iters; i++) RK(curandGenerateNormal(g, out, (size_t)RAND_N, 0.0f, 1.0f));
+  CK(cudaStreamSynchronize(s));
+  *sec = (double)(now_ns() - t0) * 1e-9 / iters;
+  curandDestroyGenerator(g);
+  cudaFree(out);
+  return 0;
+}
+
+static int run_raw(int device, const char *name, int iters, double *sec) {
+  CK(cudaSetDevice(device));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int rc = -1;
+  if (!strcmp(name, "gemm_bf16")) rc = raw_gemm(s, CUDA_R_16BF, 2, iters, sec);
+  else if (!strcmp(name, "gemm_f32")) rc = raw_gemm(s, CUDA_R_32F, 4, iters, sec);
+  else if (!strcmp(name, "rand_normal")) rc = raw_rand(s, iters, sec);
+  cudaStreamDestroy(s);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* acx                                                                                        */
+
+#define AK(call)                                                                             \
+  do {                                                                                       \
+    acx_status_t st_ = (call);                                                               \
+    if (st_ != ACX_OK) {                                                                     \
+      fprintf(stderr, "acx: %s: %s\n", #call, acx_status_str(st_));                          \
+      rc = -1;                                                                               \
+      goto out;                                                                              \
+    }                                                                                        \
+  } while (0)
+
+/* Queues iters requests through `submit`, waits for the last. */
+typedef acx_status_t (*submit_fn)(void *arg, acx_future_t **done);
+
+static int time_acx(submit_fn submit, void *arg, int iters, double *sec) {
+  acx_future_t *f = NULL;
+  for (int i = 0; i < 2; i++) {
+    if (submit(arg, &f) != ACX_OK) return -1;
+    acx_status_t st = acx_future_wait(f, T_WAIT, NULL, 0, NULL);
+    acx_future_release(f);
+    if (st != ACX_OK) {
+      fprintf(stderr, "acx: warm-up request: %s\n", acx_status_str(st));
+      return -1;
+    }
+  }
+  int64_t t0 = now_ns();
+  acx_future_t *last = NULL;
+  for (int i = 0; i < iters; i++) {
+    if (last) acx_future_release(last);
+    acx_status_t st = submit(arg, &last);
+    if (st != ACX_OK) {
+      fprintf(stderr, "acx: request %d: %s\n", i, acx_status_str(st));
+      return -1;
+    }
+  }
+  acx_status_t st = acx_future_wait(last, T_WAIT, NULL, 0, NULL);
+  *sec = (double)(now_ns() - t0) * 1e-9 / iters;
+  acx_future_release(last);
+  if (st != ACX_OK) fprintf(stderr, "acx: last request: %s\n", acx_status_str(st));
+  return st == ACX_OK ? 0 : -1;
+}
+
+typedef struct gemm_arg {
+  acx_blas_t *blas;
+  acx_blas_gemm_desc_t d;
+} gemm_arg_t;
+
+static acx_status_t submit_gemm(void *arg, acx_future_t **done) {
+  gemm_arg_t *g = arg;
+  return acx_blas_gemm(g->blas, &g->d, done);
+}
+
+typedef struct rand_arg {
+  acx_rand_t *r;
+  acx_buffer_t *out;
+} rand_arg_t;
+
+static acx_status_t submit_rand(void *arg, acx_future_t **done) {
+  rand_arg_t *r = arg;
+  /* The same position each time, as the raw peer's generator is not reseeded either. */
+  acx_rand_set_offset(r->r, 0);
+  return acx_rand_generate(r->r, ACX_RAND_NORMAL, r->out, 0, (size_t)RAND_N, 0.0, 1.0, done);
+}
+
+static int acx_gemm(acx_device_t *dev, acx_dtype_t dt, int iters, double *sec) {
+  int rc = 0;
+  size_t bytes = (size_t)(N8K * N8K) * acx_dtype_size(dt);
+  acx_buffer_t *a = NULL, *b = NULL, *c = NULL;
+  gemm_arg_t g = {.d = ACX_BLAS_GEMM_DESC_INIT};
+  AK(acx_buffer_alloc(dev, bytes, dt, ACX_MEM_DEVICE, T_WAIT, &a));
+  AK(acx_buffer_alloc(dev, bytes, dt, ACX_MEM_DEVICE, T_WAIT, &b));
+  AK(acx_buffer_alloc(dev, bytes, dt, ACX_MEM_DEVICE, T_WAIT, &c));
+  AK(acx_buffer_fill(a, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
+  AK(acx_buffer_fill(b, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
+  AK(acx_blas_create(dev, NULL, &g.blas));
+  g.d.m = g.d.n = g.d.k = N8K;
+  g.d.a = a, g.d.lda = N8K;
+  g.d.b = b, g.d.ldb = N8K;
+  g.d.c = c, g.d.ldc = N8K;
+  rc = time_acx(submit_gemm, &g, iters, sec);
+out:
+  acx_blas_destroy(g.blas);
+  acx_buffer_release(a);
+  acx_buffer_release(b);
+  acx_buffer_release(c);
+  return rc;
+}
+
+static int acx_rand(acx_device_t *dev, int iters, double *sec) {
+  int rc = 0;
+  rand_arg_t r = {0};
+  AK(acx_buffer_alloc(dev, (size_t)RAND_N * 4, ACX_DTYPE_F32, ACX_MEM_DEVICE, T_WAIT, &r.out));
+  AK(acx_rand_create(dev, NULL, ACX_RAND_PHILOX, 1234, &r.r));
+  rc = time_acx(submit_rand, &r, iters, sec);
+out:
+  acx_rand_destroy(r.r);
+  acx_buffer_release(r.out);
+  return rc;
+}
+
+static int run_acx(acx_device_t *dev, const char *name, int iters, double *sec) {
+  if (!strcmp(name, "gemm_bf16")) return acx_gemm(dev, ACX_DTYPE_BF16, iters, sec);
+  if (!strcmp(name, "gemm_f32")) return acx_gemm(dev, ACX_DTYPE_F32, iters, sec);
+  if (!strcmp(name, "rand_normal")) return acx_rand(dev, iters, sec);
+  return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static int selected(const char *only, const char *name) {
+  if (!only) return 1;
+  size_t n = strlen(name);
+  for (const char *p = only; (p = strstr(p, name)); p += n)
+    if ((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  double scale = 1.0;
+  const char *only = NULL;
+  int device = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--iters-scale") && i + 1 < argc) scale = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: %s [--iters-scale F] [--only NAME[,NAME...]] [--device N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!(scale > 0)) {
+    fprintf(stderr, "--iters-scale must be > 0\n");
+    return 2;
+  }
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("acx-lib-bench: no CUDA device visible: nothing to measure (skipped)\n");
+    return 0;
+  }
+  if (device < 0 || device >= ndev) {
+    fprintf(stderr, "--device %d: this machine has %d CUDA devices\n", device, ndev);
+    return 2;
+  }
+  result_t res[NCASES] = {0};
+  /* Raw first, all of it, then release this process's GPU memory so the executor has the GPU's
+   * memory to itself. */
+  for (size_t i = 0; i < NCASES; i++) {
+    if (!selected(only, cases[i].name)) continue;
+    cases[i].iters = (int)fmax(1, cases[i].iters * scale);
+    res[i].raw_ok = run_raw(device, cases[i].name, cases[i].iters, &res[i].raw_s) == 0;
+  }
+  cudaDeviceReset();
+
+  acx_system_t *sys = NULL;
+  acx_device_t *dev = NULL;
+  acx_status_t st = acx_system_create(NULL, &sys);
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.kind = ACX_DEVICE_KIND_CUDA;
+  cfg.cuda_ordinal = device;
+  if (st == ACX_OK) st = acx_device_open(sys, &cfg, &dev);
+  if (st != ACX_OK) {
+    fprintf(stderr, "acx: opening the device: %s\n", acx_status_str(st));
+    return 1;
+  }
+  for (size_t i = 0; i < NCASES; i++) {
+    if (!selected(only, cases[i].name)) continue;
+    res[i].acx_ok = run_acx(dev, cases[i].name, cases[i].iters, &res[i].acx_s) == 0;
+  }
+  acx_device_close(dev, T_WAIT);
+  acx_system_destroy(sys, T_WAIT);
+
+  const char *transport = getenv("ACX_EXECUTOR") ? getenv("ACX_EXECUTOR") : "process";
+  printf("\nacx-lib-bench: raw library calls vs the same through acx (transport %s), GPU %d\n", transport, device);
+  printf("%-12s %-30s %6s %12s %12s %12s %12s %8s %5s\n", "case", "shape", "iters", "raw time", "raw rate",
+         "acx time", "acx rate", "acx/raw", "goal");
+  int fail = 0;
+  for (size_t i = 0; i < NCASES; i++) {
+    if (!selected(only, cases[i].name)) continue;
+    const bcase_t *c = &cases[i];
+    const char *unit = c->is_bytes ? "GB/s" : "TFLOP/s";
+    double div = c->is_bytes ? 1e9 : 1e12;
+    char rt[32] = "failed", rr[32] = "-", at[32] = "failed", ar[32] = "-", ratio[16] = "-";
+    if (res[i].raw_ok) {
+      snprintf(rt, sizeof rt, "%.3f ms", res[i].raw_s * 1e3);
+      snprintf(rr, sizeof rr, "%.1f %s", c->work / res[i].raw_s / div, unit);
+    }
+    if (res[i].acx_ok) {
+      snprintf(at, sizeof at, "%.3f ms", res[i].acx_s * 1e3);
+      snprintf(ar, sizeof ar, "%.1f %s", c->work / res[i].acx_s / div, unit);
+    }
+    int met = 0;
+    if (res[i].raw_ok && res[i].acx_ok) {
+      double q = res[i].raw_s / res[i].acx_s; /* rates: acx/raw */
+      snprintf(ratio, sizeof ratio, "%.3f", q);
+      met = q >= GOAL_RATIO;
+    }
+    fail |= !met;
+    printf("%-12s %-30s %6d %12s %12s %12s %12s %8s %5s\n", c->name, c->shape, c->iters, rt, rr, at, ar, ratio,
+           met ? "met" : "MISS");
+  }
+  printf("(rate ratio acx/raw; goal >= %.2f)\n", GOAL_RATIO);
+  return fail ? 1 : 0;
+}
