@@ -6,6 +6,12 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
+# ACX_GPU_CLEAN=1: build the committed tree only (HEAD), leaving work in progress behind.
+if [ "${ACX_GPU_CLEAN:-0}" = 1 ] && [ -d "$root/.git" ] && [ -z "${ACX_GPU_CLEAN_DONE:-}" ]; then
+  rm -rf /tmp/acx-clean && mkdir -p /tmp/acx-clean && git -C "$root" archive HEAD | tar -x -C /tmp/acx-clean
+  cp -r "$root/.gpu" /tmp/acx-clean/ 2>/dev/null
+  ACX_GPU_CLEAN_DONE=1 OUT="$out" exec /tmp/acx-clean/scripts/gpu-host/run.sh "$@"
+fi
 mkdir -p "$out"
 if [ -d "$root/.gpu/debs" ]; then for f in "$root"/.gpu/debs/*.deb; do dpkg -x "$f" / ; done; ldconfig; fi
 export PATH="/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH"
