@@ -35,7 +35,7 @@ static acx_status_t handle(acxk_lib_call_t *c, cublasHandle_t *out) {
   uint32_t i = c->cmd->stream;
   if (i >= MAX_STREAMS) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream index beyond the cuBLAS handle table");
   if (!s->h[i]) {
-    cublasHandle_t h;
+    cublasHandle_t h = NULL;
     BLASCHECK(c, cublasCreate(&h));
     cublasStatus_t bs = cublasSetStream(h, (cudaStream_t)c->stream);
     if (bs != CUBLAS_STATUS_SUCCESS) {
@@ -156,7 +156,7 @@ static acx_status_t level1(acxk_lib_call_t *c, cublasHandle_t h) {
 }
 
 acx_status_t acxk_blas_exec(acxk_lib_call_t *c) {
-  cublasHandle_t h;
+  cublasHandle_t h = NULL;
   ACXCHECK(handle(c, &h));
   switch (c->cmd->op) {
     case ACXK_OP_BLAS_GEMM: return gemm(c, h);
