@@ -7,8 +7,9 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-$root/gpu-out}
 # ACX_GPU_CLEAN=1: build the committed tree only (HEAD), leaving work in progress behind.
-if [ "${ACX_GPU_CLEAN:-0}" = 1 ] && [ -d "$root/.git" ] && [ -z "${ACX_GPU_CLEAN_DONE:-}" ]; then
-  rm -rf /tmp/acx-clean && mkdir -p /tmp/acx-clean && git -C "$root" archive HEAD | tar -x -C /tmp/acx-clean
+# The tree comes as .gpu/src.tar, made beforehand with `git archive HEAD -o .gpu/src.tar`.
+if [ "${ACX_GPU_CLEAN:-0}" = 1 ] && [ -f "$root/.gpu/src.tar" ] && [ -z "${ACX_GPU_CLEAN_DONE:-}" ]; then
+  rm -rf /tmp/acx-clean && mkdir -p /tmp/acx-clean && tar -xf "$root/.gpu/src.tar" -C /tmp/acx-clean
   cp -r "$root/.gpu" /tmp/acx-clean/ 2>/dev/null
   ACX_GPU_CLEAN_DONE=1 OUT="$out" exec /tmp/acx-clean/scripts/gpu-host/run.sh "$@"
 fi
