@@ -884,9 +884,13 @@ void acxi_device_release(acx_device_t *dev) {
 /* Shuts the executor down and stops the poller. Idempotent; serialised by the DeviceActor (or
  * run by the closer when the actor is gone). */
 static void close_device(acx_device_t *dev, int64_t timeout_ns) {
-  int s = load_state(dev);
-  if (s == ACXI_DEV_CLOSED) return;
-  if (!cas_state(dev, s, ACXI_DEV_CLOSING)) s = load_state(dev), atomic_store(&dev->state, ACXI_DEV_CLOSING);
+  int s;
+  /* The poller may move RUNNING to RECOVERING/FATAL concurrently: retry until our move sticks,
+   * remembering the state we moved away from. */
+  do {
+    s = load_state(dev);
+    if (s == ACXI_DEV_CLOSED || s == ACXI_DEV_CLOSING) return;
+  } while (!cas_state(dev, s, ACXI_DEV_CLOSING));
   wait_submitters_gone(dev);
   int64_t grace = timeout_ns;
   if (s == ACXI_DEV_RUNNING && dev->ctrl) {
