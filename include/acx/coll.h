@@ -129,8 +129,9 @@ acx_status_t acx_allgather(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *r
  * elements. send == recv: in place, the result lands at this rank's slot (NCCL's convention). */
 acx_status_t acx_reduce_scatter(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count,
                                 acx_dtype_t dtype, acx_redop_t op, uint32_t stream, acx_future_t **done);
-/* Point to point: matched in order per pair of ranks, like NCCL. A send and the matching recv must
- * not wait on each other in one thread: issue both directions before waiting (or group them). */
+/* Point to point: matched in order per pair of ranks, like NCCL. Outside a group the operations of
+ * a coll run one after the other (as NCCL's on one stream): a send waits for the peer's matching
+ * receive, so exchanges in both directions belong in a group (or in an order that pairs them). */
 acx_status_t acx_send(acx_coll_t *coll, acx_buffer_t *buf, size_t count, acx_dtype_t dtype, int peer, uint32_t stream,
                       acx_future_t **done);
 acx_status_t acx_recv(acx_coll_t *coll, acx_buffer_t *buf, size_t count, acx_dtype_t dtype, int peer, uint32_t stream,

@@ -1,0 +1,431 @@
+/* Tests of the collectives (include/acx/coll.h), one program for both device kinds: run under
+ * mpirun. Default: host kind (MPI path) -- every collective x dtypes x ops, in place and out of
+ * place, groups, a send/recv ring, all-to-all, bad input. Modes: --inline (inline transport),
+ * --watchdog (rank 1 withholds a collective: rank 0 gets ACX_ERR_COLL_TIMEOUT in time), --stale
+ * (a killed executor: old buffers answer ACX_ERR_STALE_BUFFER), --cuda (the same suite through
+ * NCCL; exit 77 without a GPU), --kill-after K (cuda: rank 1 SIGKILLs itself after K all-reduces;
+ * the survivor must report the failure within the timeout and exit). */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "acx/coll.h"
+#include "acx/config.h"
+#include "acx/device.h"
+#include "acx/world.h"
+#include "acx_test.h"
+#include "bench_util.h"
+#include "runtime/clock.h"
+
+#define T_LONG 30000000000LL
+
+static int rank, nranks, use_cuda, inline_mode;
+static acx_world_t *world;
+static acx_system_t *sys;
+static acx_device_t *dev;
+static acx_coll_t *coll;
+
+/* bench_util's types and ops are acx's, the dtype shifted by the byte type. */
+static bench_dtype_t bdt(acx_dtype_t d) { return (bench_dtype_t)(d - ACX_DTYPE_I8); }
+
+static acx_buffer_t *alloc(size_t count, acx_dtype_t d) {
+  acx_buffer_t *b = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev, count * acx_dtype_size(d), d, ACX_MEM_DEVICE, T_LONG, &b), ACX_OK);
+  return b;
+}
+
+static void put(acx_buffer_t *b, size_t off_elems, const void *src, size_t count, acx_dtype_t d) {
+  size_t es = acx_dtype_size(d);
+  ACX_ASSERT_STATUS(acx_buffer_write(b, off_elems * es, src, count * es, 0, T_LONG), ACX_OK);
+}
+
+static void get(acx_buffer_t *b, size_t off_elems, void *dst, size_t count, acx_dtype_t d) {
+  size_t es = acx_dtype_size(d);
+  ACX_ASSERT_STATUS(acx_buffer_read(b, off_elems * es, dst, count * es, 0, T_LONG), ACX_OK);
+}
+
+static const acx_dtype_t all_types[] = {ACX_DTYPE_I8,  ACX_DTYPE_U8,   ACX_DTYPE_I32, ACX_DTYPE_U32, ACX_DTYPE_I64,
+                                        ACX_DTYPE_U64, ACX_DTYPE_F16,  ACX_DTYPE_BF16, ACX_DTYPE_F32, ACX_DTYPE_F64};
+#define NTYPES (sizeof all_types / sizeof all_types[0])
+
+/* ---- all-reduce: every dtype x op, out of place and in place, checked exactly ---- */
+static void test_allreduce_all(void) {
+  const size_t n = 37;
+  void *in = malloc(n * 8), *out = malloc(n * 8), *exp = malloc(n * 8);
+  for (size_t t = 0; t < NTYPES; t++)
+    for (int op = 0; op < ACX_REDOP_COUNT; op++)
+      for (int inplace = 0; inplace < 2; inplace++) {
+        acx_dtype_t d = all_types[t];
+        unsigned seed = (unsigned)(t * 10 + (unsigned)op);
+        bench_fill(in, bdt(d), (bench_op_t)op, n, rank, nranks, seed);
+        bench_expected(exp, bdt(d), (bench_op_t)op, n, nranks, seed);
+        acx_buffer_t *s = alloc(n, d), *r = inplace ? s : alloc(n, d);
+        put(s, 0, in, n, d);
+        ACX_ASSERT_STATUS(acx_allreduce_sync(coll, s, r, n, d, (acx_redop_t)op, 0, -1), ACX_OK);
+        memset(out, 0x5a, n * 8);
+        get(r, 0, out, n, d);
+        size_t wrong = bench_count_wrong(out, exp, bdt(d), (bench_op_t)op, n, nranks);
+        if (wrong)
+          fprintf(stderr, "rank %d: allreduce %s %s %s: %zu wrong\n", rank, acx_dtype_name(d),
+                  acx_redop_name((acx_redop_t)op), inplace ? "in-place" : "out-of-place", wrong);
+        CU_ASSERT_EQUAL(wrong, 0);
+        acx_buffer_release(s);
+        if (!inplace) acx_buffer_release(r);
+      }
+  free(in);
+  free(out);
+  free(exp);
+}
+
+/* ---- broadcast from every root, reduce to the last rank ---- */
+static void test_broadcast_reduce(void) {
+  const size_t n = 100;
+  int64_t v[100], o[100];
+  for (int root = 0; root < nranks; root++)
+    for (int inplace = 0; inplace < 2; inplace++) {
+      for (size_t i = 0; i < n; i++) v[i] = rank == root ? (int64_t)(i * 1000 + (size_t)root) : -1;
+      acx_buffer_t *s = alloc(n, ACX_DTYPE_I64), *r = inplace ? s : alloc(n, ACX_DTYPE_I64);
+      put(s, 0, v, n, ACX_DTYPE_I64);
+      ACX_ASSERT_STATUS(acx_broadcast_sync(coll, s, r, n, ACX_DTYPE_I64, root, 1, -1), ACX_OK);
+      get(r, 0, o, n, ACX_DTYPE_I64);
+      for (size_t i = 0; i < n; i++) CU_ASSERT_EQUAL(o[i], (int64_t)(i * 1000 + (size_t)root));
+      acx_buffer_release(s);
+      if (!inplace) acx_buffer_release(r);
+    }
+  double dv[64], dout[64];
+  for (int inplace = 0; inplace < 2; inplace++) {
+    for (int i = 0; i < 64; i++) dv[i] = rank * 0.5 + i;
+    acx_buffer_t *s = alloc(64, ACX_DTYPE_F64), *r = inplace ? s : alloc(64, ACX_DTYPE_F64);
+    put(s, 0, dv, 64, ACX_DTYPE_F64);
+    int root = nranks - 1;
+    ACX_ASSERT_STATUS(acx_reduce_sync(coll, s, r, 64, ACX_DTYPE_F64, ACX_REDOP_MAX, root, 0, -1), ACX_OK);
+    if (rank == root) {
+      get(r, 0, dout, 64, ACX_DTYPE_F64);
+      for (int i = 0; i < 64; i++) CU_ASSERT_EQUAL(dout[i], (nranks - 1) * 0.5 + i);
+    }
+    acx_buffer_release(s);
+    if (!inplace) acx_buffer_release(r);
+  }
+}
+
+/* ---- all-gather and reduce-scatter, NCCL's in-place conventions ---- */
+static void test_allgather_reduce_scatter(void) {
+  const size_t k = 33, all = k * (size_t)nranks;
+  int32_t *v = malloc(all * 4), *o = malloc(all * 4);
+  for (int inplace = 0; inplace < 2; inplace++) {
+    for (size_t i = 0; i < k; i++) v[i] = rank * 100000 + (int32_t)i;
+    acx_buffer_t *r = alloc(all, ACX_DTYPE_I32), *s = inplace ? r : alloc(k, ACX_DTYPE_I32);
+    put(s, inplace ? (size_t)rank * k : 0, v, k, ACX_DTYPE_I32);
+    ACX_ASSERT_STATUS(acx_allgather_sync(coll, s, r, k, ACX_DTYPE_I32, 0, -1), ACX_OK);
+    get(r, 0, o, all, ACX_DTYPE_I32);
+    for (int p = 0; p < nranks; p++)
+      for (size_t i = 0; i < k; i++) CU_ASSERT_EQUAL(o[(size_t)p * k + i], p * 100000 + (int32_t)i);
+    acx_buffer_release(r);
+    if (!inplace) acx_buffer_release(s);
+  }
+  float *f = malloc(all * 4), *fo = malloc(all * 4);
+  for (int inplace = 0; inplace < 2; inplace++) {
+    for (size_t i = 0; i < all; i++) f[i] = (float)(rank + 1) * (float)(i % 50);
+    acx_buffer_t *s = alloc(all, ACX_DTYPE_F32), *r = inplace ? s : alloc(k, ACX_DTYPE_F32);
+    put(s, 0, f, all, ACX_DTYPE_F32);
+    ACX_ASSERT_STATUS(acx_reduce_scatter_sync(coll, s, r, k, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1), ACX_OK);
+    get(r, inplace ? (size_t)rank * k : 0, fo, k, ACX_DTYPE_F32);
+    float tri = (float)(nranks * (nranks + 1) / 2);
+    for (size_t i = 0; i < k; i++) CU_ASSERT_EQUAL(fo[i], tri * (float)(((size_t)rank * k + i) % 50));
+    acx_buffer_release(s);
+    if (!inplace) acx_buffer_release(r);
+  }
+  free(v);
+  free(o);
+  free(f);
+  free(fo);
+}
+
+/* ---- a send/recv ring, grouped and ungrouped; all-to-all ---- */
+static void test_ring_alltoall(void) {
+  const size_t n = 50;
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  uint32_t v[50], o[50];
+  for (int grouped = 0; grouped < 2; grouped++) {
+    for (size_t i = 0; i < n; i++) v[i] = (uint32_t)(rank * 1000 + (int)i + grouped);
+    acx_buffer_t *s = alloc(n, ACX_DTYPE_U32), *r = alloc(n, ACX_DTYPE_U32);
+    put(s, 0, v, n, ACX_DTYPE_U32);
+    acx_future_t *fs = NULL, *fr = NULL, *fg = NULL;
+    /* Ungrouped, operations of one coll run in order (as NCCL's on one stream): a send waits for
+     * the peer's receive, so the ring alternates by parity (nranks is even in these runs). */
+    int send_first = !grouped && rank % 2 == 0;
+    if (grouped) ACX_ASSERT_STATUS(acx_coll_group_start(coll), ACX_OK);
+    if (send_first) ACX_ASSERT_STATUS(acx_send(coll, s, n, ACX_DTYPE_U32, next, 0, &fs), ACX_OK);
+    ACX_ASSERT_STATUS(acx_recv(coll, r, n, ACX_DTYPE_U32, prev, 0, &fr), ACX_OK);
+    if (!send_first) ACX_ASSERT_STATUS(acx_send(coll, s, n, ACX_DTYPE_U32, next, 0, &fs), ACX_OK);
+    if (grouped) {
+      ACX_ASSERT_STATUS(acx_coll_group_end(coll, &fg), ACX_OK);
+      ACX_ASSERT_STATUS(acx_coll_wait(coll, fg, -1), ACX_OK);
+    }
+    ACX_ASSERT_STATUS(acx_coll_wait(coll, fr, -1), ACX_OK);
+    ACX_ASSERT_STATUS(acx_coll_wait(coll, fs, -1), ACX_OK);
+    get(r, 0, o, n, ACX_DTYPE_U32);
+    for (size_t i = 0; i < n; i++) CU_ASSERT_EQUAL(o[i], (uint32_t)(prev * 1000 + (int)i + grouped));
+    acx_buffer_release(s);
+    acx_buffer_release(r);
+  }
+  const size_t k = 9, all = k * (size_t)nranks;
+  uint64_t *a = malloc(all * 8), *b = malloc(all * 8);
+  for (int p = 0; p < nranks; p++)
+    for (size_t i = 0; i < k; i++) a[(size_t)p * k + i] = (uint64_t)rank << 32 | (uint64_t)p << 16 | i;
+  acx_buffer_t *s = alloc(all, ACX_DTYPE_U64), *r = alloc(all, ACX_DTYPE_U64);
+  put(s, 0, a, all, ACX_DTYPE_U64);
+  ACX_ASSERT_STATUS(acx_alltoall_sync(coll, s, r, k, ACX_DTYPE_U64, 1, -1), ACX_OK);
+  get(r, 0, b, all, ACX_DTYPE_U64);
+  for (int p = 0; p < nranks; p++)
+    for (size_t i = 0; i < k; i++) CU_ASSERT_EQUAL(b[(size_t)p * k + i], (uint64_t)p << 32 | (uint64_t)rank << 16 | i);
+  acx_buffer_release(s);
+  acx_buffer_release(r);
+  free(a);
+  free(b);
+}
+
+/* ---- a group of different collectives; a fire-and-forget pipeline ---- */
+static void test_group_and_pipeline(void) {
+  const size_t n = 16;
+  int32_t v[16], o[16];
+  for (size_t i = 0; i < n; i++) v[i] = rank + (int32_t)i;
+  acx_buffer_t *a = alloc(n, ACX_DTYPE_I32), *b = alloc(n, ACX_DTYPE_I32);
+  put(a, 0, v, n, ACX_DTYPE_I32);
+  put(b, 0, v, n, ACX_DTYPE_I32);
+  acx_future_t *f1 = NULL, *f2 = NULL, *fg = NULL;
+  ACX_ASSERT_STATUS(acx_coll_group_start(coll), ACX_OK);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, a, a, n, ACX_DTYPE_I32, ACX_REDOP_SUM, 0, &f1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_broadcast(coll, b, b, n, ACX_DTYPE_I32, 0, 0, &f2), ACX_OK);
+  ACX_ASSERT_STATUS(acx_allreduce_sync(coll, a, a, n, ACX_DTYPE_I32, ACX_REDOP_SUM, 0, -1), ACX_ERR_INVALID_STATE);
+  ACX_ASSERT_STATUS(acx_coll_group_end(coll, &fg), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_wait(coll, fg, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_wait(coll, f1, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_wait(coll, f2, -1), ACX_OK);
+  get(a, 0, o, n, ACX_DTYPE_I32);
+  for (size_t i = 0; i < n; i++) CU_ASSERT_EQUAL(o[i], nranks * (nranks - 1) / 2 + nranks * (int32_t)i);
+  get(b, 0, o, n, ACX_DTYPE_I32);
+  for (size_t i = 0; i < n; i++) CU_ASSERT_EQUAL(o[i], (int32_t)i);
+  /* 20 fire-and-forget in-place sums, then one with a future: rank-independent doubling. */
+  for (size_t i = 0; i < n; i++) v[i] = 1;
+  put(a, 0, v, n, ACX_DTYPE_I32);
+  for (int i = 0; i < 4; i++) ACX_ASSERT_STATUS(acx_allreduce(coll, a, a, n, ACX_DTYPE_I32, ACX_REDOP_SUM, 0, NULL), ACX_OK);
+  acx_future_t *last = NULL;
+  ACX_ASSERT_STATUS(acx_allreduce(coll, a, a, n, ACX_DTYPE_I32, ACX_REDOP_SUM, 0, &last), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_wait(coll, last, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_synchronize(coll, -1), ACX_OK);
+  get(a, 0, o, n, ACX_DTYPE_I32);
+  int32_t want = 1;
+  for (int i = 0; i < 5; i++) want *= nranks;
+  for (size_t i = 0; i < n; i++) CU_ASSERT_EQUAL(o[i], want);
+  acx_buffer_release(a);
+  acx_buffer_release(b);
+}
+
+/* ---- bad input: each with its status, nothing enqueued (the coll stays usable) ---- */
+static void test_bad_input(void) {
+  acx_buffer_t *f = alloc(8, ACX_DTYPE_F32), *i32 = alloc(8, ACX_DTYPE_I32), *raw = NULL, *big = alloc(64, ACX_DTYPE_F32);
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev, 32, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, T_LONG, &raw), ACX_OK);
+  acx_future_t *x = NULL;
+  ACX_ASSERT_STATUS(acx_allreduce(NULL, f, f, 8, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &x), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, NULL, f, 8, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &x), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, 0, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &x), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, f, i32, 8, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &x), ACX_ERR_BAD_DTYPE);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, raw, raw, 8, ACX_DTYPE_BYTE, ACX_REDOP_SUM, 0, &x), ACX_ERR_BAD_DTYPE);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, 8, (acx_dtype_t)99, ACX_REDOP_SUM, 0, &x), ACX_ERR_BAD_DTYPE);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, 8, ACX_DTYPE_F32, (acx_redop_t)7, 0, &x), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, 9, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &x), ACX_ERR_OUT_OF_RANGE);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, SIZE_MAX / 2, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &x), ACX_ERR_OVERFLOW);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, 8, ACX_DTYPE_F32, ACX_REDOP_SUM, 999, &x), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_broadcast(coll, f, f, 8, ACX_DTYPE_F32, nranks, 0, &x), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_reduce(coll, f, f, 8, ACX_DTYPE_F32, ACX_REDOP_SUM, -1, 0, &x), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_send(coll, f, 8, ACX_DTYPE_F32, nranks, 0, &x), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_recv(coll, f, 8, ACX_DTYPE_F32, -3, 0, &x), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_allgather(coll, f, f, 8, ACX_DTYPE_F32, 0, &x), nranks > 1 ? ACX_ERR_OUT_OF_RANGE : ACX_OK);
+  if (nranks == 1) ACX_ASSERT_STATUS(acx_coll_wait(coll, x, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_alltoall(coll, big, big, 8, ACX_DTYPE_F32, 0, &x), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_coll_group_end(coll, &x), ACX_ERR_INVALID_STATE);
+  ACX_ASSERT_STATUS(acx_coll_group_start(coll), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_group_start(coll), ACX_ERR_INVALID_STATE);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, 8, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, NULL), ACX_OK);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, 8, ACX_DTYPE_F32, ACX_REDOP_SUM, 1, NULL), ACX_ERR_INVALID_ARG);
+  /* The group holds an invalid member: it is dropped whole, on every rank alike. */
+  ACX_ASSERT_STATUS(acx_coll_group_end(coll, &x), ACX_ERR_INVALID_ARG);
+  CU_ASSERT_PTR_NULL(x);
+  ACX_ASSERT_STATUS(acx_coll_state(coll), ACX_OK);
+  ACX_ASSERT_STATUS(acx_allreduce_sync(coll, f, f, 8, ACX_DTYPE_F32, ACX_REDOP_MAX, 0, -1), ACX_OK);
+  acx_buffer_release(f);
+  acx_buffer_release(i32);
+  acx_buffer_release(raw);
+  acx_buffer_release(big);
+}
+
+/* ---- the watchdog: rank 1 withholds its all-reduce ---- */
+static void run_watchdog(void) {
+  acx_buffer_t *b = alloc(4, ACX_DTYPE_F32);
+  float v[4] = {1, 2, 3, 4};
+  put(b, 0, v, 4, ACX_DTYPE_F32);
+  MPI_Comm wc;
+  acx_world_comm(world, &wc);
+  int64_t limit = (int64_t)atoi(getenv("ACX_COLL_TIMEOUT") ? getenv("ACX_COLL_TIMEOUT") : "60000") * 1000000;
+  if (rank == 0) {
+    int64_t t0 = acxi_now_ns();
+    acx_status_t st = acx_allreduce_sync(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1);
+    int64_t dt = acxi_now_ns() - t0;
+    printf("rank 0: all-reduce without its peer returned %s after %lld ms (ACX_COLL_TIMEOUT %lld ms)\n",
+           acx_status_name(st), (long long)(dt / 1000000), (long long)(limit / 1000000));
+    CU_ASSERT_EQUAL(st, ACX_ERR_COLL_TIMEOUT);
+    CU_ASSERT(dt >= limit - 50000000 && dt <= limit + 2000000000LL);
+    ACX_ASSERT_STATUS(acx_coll_state(coll), ACX_ERR_COLL_TIMEOUT);
+    ACX_ASSERT_STATUS(acx_allreduce(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, NULL), ACX_ERR_COLL_TIMEOUT);
+  }
+  MPI_Barrier(wc);
+  /* The late peer joins: its operation matches the abandoned one, so MPI can finish both. */
+  if (rank == 1) ACX_ASSERT_STATUS(acx_allreduce_sync(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1), ACX_OK);
+  MPI_Barrier(wc);
+  acx_buffer_release(b);
+}
+
+/* ---- a killed executor: buffers of the old generation are stale ---- */
+static void run_stale(void) {
+  acx_buffer_t *old = alloc(8, ACX_DTYPE_F32);
+  uint64_t g0 = 0, g = 0;
+  acx_device_generation(dev, &g0);
+  ACX_ASSERT_STATUS(acx_device_inject_fault(dev, 0, T_LONG), ACX_ERR_DEVICE_LOST);
+  for (int64_t dl = acxi_deadline(T_LONG); acxi_now_ns() < dl; usleep(2000)) {
+    acx_device_generation(dev, &g);
+    if (g > g0 && acx_device_ping(dev, 1000000000) == ACX_OK) break;
+  }
+  CU_ASSERT(g > g0);
+  acx_future_t *x = NULL;
+  ACX_ASSERT_STATUS(acx_allreduce(coll, old, old, 8, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &x), ACX_ERR_STALE_BUFFER);
+  CU_ASSERT_PTR_NULL(x);
+  acx_buffer_release(old);
+  /* The host kind's communicator is MPI's, in the rank: fresh buffers go on working. */
+  acx_buffer_t *b = alloc(8, ACX_DTYPE_F32);
+  float v[8], o[8];
+  for (int i = 0; i < 8; i++) v[i] = (float)(rank + i);
+  put(b, 0, v, 8, ACX_DTYPE_F32);
+  ACX_ASSERT_STATUS(acx_allreduce_sync(coll, b, b, 8, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1), ACX_OK);
+  get(b, 0, o, 8, ACX_DTYPE_F32);
+  for (int i = 0; i < 8; i++) CU_ASSERT_EQUAL(o[i], (float)(nranks * (nranks - 1) / 2 + nranks * i));
+  acx_buffer_release(b);
+}
+
+/* ---- cuda: rank 1 dies mid-run ---- */
+static int run_kill(int k) {
+  const size_t n = 1 << 16;
+  acx_buffer_t *b = alloc(n, ACX_DTYPE_F32);
+  ACX_ASSERT_STATUS(acx_buffer_fill(b, 0, ACX_WHOLE, 0x3f800000u, 4, 0, T_LONG), ACX_OK);
+  for (int i = 0;; i++) {
+    if (rank == 1 && i == k) {
+      printf("rank 1: SIGKILL after %d all-reduces\n", k);
+      fflush(stdout);
+      raise(SIGKILL);
+    }
+    int64_t t0 = acxi_now_ns();
+    acx_status_t st = acx_allreduce_sync(coll, b, b, n, ACX_DTYPE_F32, ACX_REDOP_MAX, 0, -1);
+    if (st != ACX_OK) {
+      double ms = (double)(acxi_now_ns() - t0) / 1e6;
+      printf("survivor: rank %d all-reduce %d failed with %s after %.0f ms; coll state %s: PASS (no hang)\n", rank, i,
+             acx_status_name(st), ms, acx_status_name(acx_coll_state(coll)));
+      fflush(stdout);
+      acx_buffer_release(b);
+      return ACX_IS_WORLD_ERROR(st) ? 0 : 1;
+    }
+    if (i > k + 1000) {
+      printf("rank %d: the peer is gone but all-reduces keep succeeding: FAIL\n", rank);
+      return 1;
+    }
+  }
+}
+
+static int run_suite(void) {
+  static const acx_test_case_t cases[] = {ACX_TEST(test_bad_input), ACX_TEST(test_allreduce_all),
+                                          ACX_TEST(test_broadcast_reduce), ACX_TEST(test_allgather_reduce_scatter),
+                                          ACX_TEST(test_ring_alltoall), ACX_TEST(test_group_and_pipeline),
+                                          ACX_TEST_END};
+  return acx_test_run(use_cuda ? "coll-nccl" : "coll-mpi", cases, NULL, NULL);
+}
+
+int main(int argc, char **argv) {
+  int provided = 0, watchdog = 0, stale = 0, kill_after = -1;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--inline")) inline_mode = 1;
+    else if (!strcmp(argv[i], "--watchdog")) watchdog = 1;
+    else if (!strcmp(argv[i], "--stale")) stale = 1;
+    else if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
+    else if (!strcmp(argv[i], "--kill-after") && i + 1 < argc) kill_after = atoi(argv[++i]), use_cuda = 1;
+    else {
+      fprintf(stderr, "test_coll: unknown argument '%s'\n", argv[i]);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  acx_log_set_rank(rank);
+  if (acx_world_init(MPI_COMM_WORLD, NULL, &world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  if (acx_system_create(NULL, &sys) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
+  cfg.transport = inline_mode ? ACX_TRANSPORT_INLINE : ACX_TRANSPORT_PROCESS;
+  cfg.streams = 2;
+  acx_topo_binding_t bind;
+  acx_world_binding(world, &bind);
+  if (use_cuda && bind.pci_bus_id[0]) cfg.pci_bus_id = bind.pci_bus_id;
+  acx_status_t st = acx_device_open(sys, &cfg, &dev);
+  int ok = st == ACX_OK, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all) {
+    if (use_cuda && (st == ACX_ERR_NO_DEVICE || st == ACX_OK)) {
+      if (dev) acx_device_close(dev, T_LONG);
+      acx_system_destroy(sys, T_LONG);
+      acx_world_finalize(world);
+      MPI_Finalize();
+      if (rank == 0) printf("test_coll: no GPU on every rank: skipped\n");
+      return ACX_TEST_SKIP;
+    }
+    fprintf(stderr, "rank %d: acx_device_open: %s\n", rank, acx_status_str(st));
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  st = acx_coll_create(world, dev, sys, NULL, &coll);
+  if (st != ACX_OK) {
+    fprintf(stderr, "rank %d: acx_coll_create: %s\n", rank, acx_status_str(st));
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  int rc;
+  if (kill_after >= 0) {
+    rc = run_kill(kill_after);
+    /* The survivor leaves without MPI_Finalize: its peer is dead, and MPI cannot finalize a job
+     * with a dead process (that is the launcher's business). acx's side is torn down first. */
+    acx_coll_destroy(coll, 2000000000LL);
+    acx_device_close(dev, T_LONG);
+    acx_system_destroy(sys, T_LONG);
+    fflush(stdout);
+    _exit(rc);
+  }
+  if (watchdog || stale) {
+    static const acx_test_case_t wcases[] = {{"watchdog", run_watchdog}, ACX_TEST_END};
+    static const acx_test_case_t scases[] = {{"stale_buffer", run_stale}, ACX_TEST_END};
+    rc = acx_test_run("coll", watchdog ? wcases : scases, NULL, NULL);
+  } else {
+    rc = run_suite();
+  }
+  st = acx_coll_destroy(coll, T_LONG);
+  if (!watchdog && st != ACX_OK) {
+    fprintf(stderr, "rank %d: acx_coll_destroy: %s\n", rank, acx_status_str(st));
+    rc = 1;
+  }
+  acx_device_close(dev, T_LONG);
+  acx_system_destroy(sys, T_LONG);
+  acx_world_finalize(world);
+  int any = 0;
+  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any ? 1 : 0;
+}
