@@ -49,6 +49,7 @@ typedef struct lib_entry {
 
 static const lib_entry_t libs[] = {
     {ACXK_OP_BLAS_FIRST, ACXK_OP_BLASLT_FIRST - 1, ACX_LIB_CUBLAS, acxk_blas_exec, acxk_blas_exec_destroy},
+    {ACXK_OP_FFT_FIRST, ACXK_OP_RAND_FIRST - 1, ACX_LIB_CUFFT, acxk_fft_exec, acxk_fft_exec_destroy},
     {ACXK_OP_RAND_FIRST, ACXK_OP_SOLVER_FIRST - 1, ACX_LIB_CURAND, acxk_rand_exec, acxk_rand_exec_destroy},
 };
 #define NLIBS (sizeof libs / sizeof libs[0])

@@ -117,5 +117,7 @@ acx_status_t acxk_blas_exec(acxk_lib_call_t *c);
 void acxk_blas_exec_destroy(void *state);
 acx_status_t acxk_rand_exec(acxk_lib_call_t *c);
 void acxk_rand_exec_destroy(void *state);
+acx_status_t acxk_fft_exec(acxk_lib_call_t *c);
+void acxk_fft_exec_destroy(void *state);
 
 #endif

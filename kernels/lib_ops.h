@@ -37,6 +37,10 @@ enum {
 };
 
 enum {
+  ACXK_OP_FFT_EXEC = ACXK_OP_FFT_FIRST,
+};
+
+enum {
   ACXK_OP_RAND_GENERATE = ACXK_OP_RAND_FIRST, /* every distribution: acxk_rand_desc_t.dist */
 };
 
@@ -78,6 +82,17 @@ typedef struct acxk_rand_desc {
   double p0, p1; /* mean and stddev, or lambda */
 } acxk_rand_desc_t;
 
+/* cuFFT: operand 0 input, 1 output (the same range for an in-place C2C). Contiguous layouts,
+ * batches back to back; complex values interleaved (re, im) in a real dtype's buffer. */
+typedef struct acxk_fft_desc {
+  uint32_t type;  /* acx_fft_type_t */
+  uint32_t dtype; /* f32 or f64 */
+  int32_t direction;
+  int32_t rank;
+  int64_t n[3];
+  int64_t batch;
+} acxk_fft_desc_t;
+
 #define ACXK_DESC_MAGIC 0x4c584341u /* "ACXL" */
 #define ACXK_DESC_BODY 512
 
@@ -90,6 +105,7 @@ typedef struct acxk_desc {
   union {
     acxk_blas_desc_t blas;
     acxk_rand_desc_t rand;
+    acxk_fft_desc_t fft;
     uint8_t raw[ACXK_DESC_BODY];
   } u;
 } acxk_desc_t;

@@ -3,7 +3,7 @@
  * default: ACX_EXECUTOR), in one run on one GPU. Each case queues N calls and waits for the last,
  * as a user pipelining work would, so the per-command cost amortises the way it does in practice;
  * the table gives time per call, TFLOP/s or GB/s, and the ratio acx/raw (goal >= 0.97).
- * The raw peer includes cuBLAS/cuRAND headers by necessity: it is what acx is measured against.
+ * The raw peer includes cuBLAS/cuFFT/cuRAND headers by necessity: it is what acx is measured against.
  * Usage: acx-lib-bench [--iters-scale F] [--only NAME[,NAME...]] [--device N] */
 #include <math.h>
 #include <stdio.h>
@@ -13,10 +13,12 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <cufft.h>
 #include <curand.h>
 
 #include "acx/blas.h"
 #include "acx/device.h"
+#include "acx/fft.h"
 #include "acx/rand.h"
 
 #define GOAL_RATIO 0.97
@@ -43,10 +45,12 @@ static int64_t now_ns(void) {
 
 #define N8K 8192LL
 #define RAND_N (1LL << 28)
+#define FFT_N (1LL << 24)
 
 static bcase_t cases[] = {
     {"gemm_bf16", "8192^3 bf16 (f32 accumulate)", 2.0 * N8K * N8K * N8K, 0, 60},
     {"gemm_f32", "8192^3 f32", 2.0 * N8K * N8K * N8K, 0, 8},
+    {"fft_c2c", "2^24 C2C f32 (5 N log2 N flops)", 5.0 * FFT_N * 24, 0, 200},
     {"rand_normal", "2^28 f32 normal (Philox)", 4.0 * RAND_N, 1, 40},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
@@ -126,6 +130,32 @@ static int raw_rand(cudaStream_t s, int iters, double *sec) {
   return 0;
 }
 
+static int raw_fft(cudaStream_t s, int iters, double *sec) {
+  void *in, *out;
+  CK(cudaMalloc(&in, (size_t)FFT_N * 8));
+  CK(cudaMalloc(&out, (size_t)FFT_N * 8));
+  CK(cudaMemsetAsync(in, 0x3c, (size_t)FFT_N * 8, s));
+  cufftHandle p;
+  if (cufftPlan1d(&p, (int)FFT_N, CUFFT_C2C, 1) != CUFFT_SUCCESS || cufftSetStream(p, s) != CUFFT_SUCCESS) {
+    fprintf(stderr, "raw: cufftPlan1d failed\n");
+    return -1;
+  }
+  for (int i = 0; i < 2; i++) cufftExecC2C(p, in, out, CUFFT_FORWARD);
+  CK(cudaStreamSynchronize(s));
+  int64_t t0 = now_ns();
+  for (int i = 0; i < iters; i++)
+    if (cufftExecC2C(p, in, out, CUFFT_FORWARD) != CUFFT_SUCCESS) {
+      fprintf(stderr, "raw: cufftExecC2C failed\n");
+      return -1;
+    }
+  CK(cudaStreamSynchronize(s));
+  *sec = (double)(now_ns() - t0) * 1e-9 / iters;
+  cufftDestroy(p);
+  cudaFree(in);
+  cudaFree(out);
+  return 0;
+}
+
 static int run_raw(int device, const char *name, int iters, double *sec) {
   CK(cudaSetDevice(device));
   cudaStream_t s;
@@ -134,6 +164,7 @@ static int run_raw(int device, const char *name, int iters, double *sec) {
   if (!strcmp(name, "gemm_bf16")) rc = raw_gemm(s, CUDA_R_16BF, 2, iters, sec);
   else if (!strcmp(name, "gemm_f32")) rc = raw_gemm(s, CUDA_R_32F, 4, iters, sec);
   else if (!strcmp(name, "rand_normal")) rc = raw_rand(s, iters, sec);
+  else if (!strcmp(name, "fft_c2c")) rc = raw_fft(s, iters, sec);
   cudaStreamDestroy(s);
   return rc;
 }
@@ -240,10 +271,38 @@ out:
   return rc;
 }
 
+typedef struct fft_arg {
+  acx_fft_t *fft;
+  acx_fft_desc_t d;
+} fft_arg_t;
+
+static acx_status_t submit_fft(void *arg, acx_future_t **done) {
+  fft_arg_t *f = arg;
+  return acx_fft_exec(f->fft, &f->d, done);
+}
+
+static int acx_fft(acx_device_t *dev, int iters, double *sec) {
+  int rc = 0;
+  acx_buffer_t *in = NULL, *out = NULL;
+  fft_arg_t f = {.d = ACX_FFT_DESC_INIT};
+  AK(acx_buffer_alloc(dev, (size_t)FFT_N * 8, ACX_DTYPE_F32, ACX_MEM_DEVICE, T_WAIT, &in));
+  AK(acx_buffer_alloc(dev, (size_t)FFT_N * 8, ACX_DTYPE_F32, ACX_MEM_DEVICE, T_WAIT, &out));
+  AK(acx_buffer_fill(in, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
+  AK(acx_fft_create(dev, NULL, &f.fft));
+  f.d.type = ACX_FFT_C2C, f.d.rank = 1, f.d.n[0] = FFT_N, f.d.in = in, f.d.out = out;
+  rc = time_acx(submit_fft, &f, iters, sec);
+out:
+  acx_fft_destroy(f.fft);
+  acx_buffer_release(in);
+  acx_buffer_release(out);
+  return rc;
+}
+
 static int run_acx(acx_device_t *dev, const char *name, int iters, double *sec) {
   if (!strcmp(name, "gemm_bf16")) return acx_gemm(dev, ACX_DTYPE_BF16, iters, sec);
   if (!strcmp(name, "gemm_f32")) return acx_gemm(dev, ACX_DTYPE_F32, iters, sec);
   if (!strcmp(name, "rand_normal")) return acx_rand(dev, iters, sec);
+  if (!strcmp(name, "fft_c2c")) return acx_fft(dev, iters, sec);
   return -1;
 }
 
