@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acx/coll.h"
+#include "acx/device.h"
 #include "acx/world.h"
 #include "acx_build_config.h"
 #include "bench_util.h"
@@ -35,6 +37,7 @@ typedef struct opts {
   bench_op_t op;
   bench_mode_t mode, baseline;
   int compare;
+  const char *transport; /* actor mode: NULL (ACX_EXECUTOR), "process" or "inline" */
   const char *json, *csv, *plot;
 } opts_t;
 
@@ -44,6 +47,8 @@ typedef struct bench {
   int have_gpu, cuda_dev;
   char dev_desc[ACX_TOPO_CPUSET_STRLEN + 512];
   void *h_in, *h_out, *h_exp; /* host buffers of the check */
+  acx_world_t *world;
+  acx_topo_binding_t bind;
 } bench_t;
 
 typedef struct backend backend_t;
@@ -63,6 +68,11 @@ struct backend {
   MPI_Datatype mpi_type;
   MPI_Op mpi_op;
   int own_op;
+  /* actor mode */
+  acx_system_t *sys;
+  acx_device_t *dev;
+  acx_coll_t *coll;
+  acx_buffer_t *asend, *arecv;
 };
 
 typedef struct result {
@@ -110,12 +120,73 @@ static double now_s(void) {
 
 /* ---------------------------------------------------------------- actor: through acx */
 
+#define ACTOR_OR(call, action)                                                     \
+  do {                                                                             \
+    acx_status_t s_ = (call);                                                      \
+    if (s_ != ACX_OK) {                                                            \
+      FAIL("%s: %s", #call, acx_status_str(s_));                                   \
+      action;                                                                      \
+    }                                                                              \
+  } while (0)
+#define ACTOR_TIMEOUT 60000000000LL
+
+/* bench_util's types and ops are acx's (the dtype shifted by acx's untyped byte). */
+static acx_dtype_t acx_type(bench_dtype_t d) { return (acx_dtype_t)(d + ACX_DTYPE_I8); }
+
 static int actor_setup(backend_t *be, bench_t *b) {
-  (void)be;
-  if (b->rank == 0)
-    FAIL("--mode actor requires the acx collectives (all-reduce on acx buffers), which are not in this build "
-         "yet: see issue 4. Use --mode nccl or --mode mpi meanwhile.");
-  return -1;
+  ACTOR_OR(acx_system_create(NULL, &be->sys), return -1);
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  int cuda = b->have_gpu && ACX_HAVE_NCCL; /* the cuda kind's collectives are NCCL's */
+  cfg.kind = cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
+  cfg.transport = !b->o.transport                       ? ACX_TRANSPORT_DEFAULT
+                  : strcmp(b->o.transport, "inline") == 0 ? ACX_TRANSPORT_INLINE
+                                                          : ACX_TRANSPORT_PROCESS;
+  if (cuda) {
+    cfg.cuda_ordinal = b->cuda_dev;
+    if (b->bind.pci_bus_id[0]) cfg.pci_bus_id = b->bind.pci_bus_id;
+  }
+  ACTOR_OR(acx_device_open(be->sys, &cfg, &be->dev), return -1);
+  acx_dtype_t t = acx_type(b->o.dtype);
+  ACTOR_OR(acx_buffer_alloc(be->dev, b->o.max_bytes, t, ACX_MEM_DEVICE, ACTOR_TIMEOUT, &be->asend), return -1);
+  ACTOR_OR(acx_buffer_alloc(be->dev, b->o.max_bytes, t, ACX_MEM_DEVICE, ACTOR_TIMEOUT, &be->arecv), return -1);
+  /* Collective: every rank reaches this line (setup is agreed on only afterwards). */
+  ACTOR_OR(acx_coll_create(b->world, be->dev, be->sys, NULL, &be->coll), return -1);
+  return 0;
+}
+
+/* As nccl-tests: iters launches back to back, then one wait. All but the last are
+ * fire-and-forget; a failure of one of those surfaces on the last (same communicator, in order). */
+static int actor_run(backend_t *be, bench_t *b, int inplace, size_t count, int iters) {
+  acx_buffer_t *src = inplace ? be->arecv : be->asend;
+  acx_dtype_t t = acx_type(b->o.dtype);
+  acx_redop_t op = (acx_redop_t)b->o.op;
+  for (int i = 0; i + 1 < iters; i++)
+    ACTOR_OR(acx_allreduce(be->coll, src, be->arecv, count, t, op, 0, NULL), return -1);
+  acx_future_t *last = NULL;
+  ACTOR_OR(acx_allreduce(be->coll, src, be->arecv, count, t, op, 0, &last), return -1);
+  ACTOR_OR(acx_coll_wait(be->coll, last, -1), return -1);
+  return 0;
+}
+
+static int actor_load(backend_t *be, bench_t *b, int inplace, const void *host, size_t bytes) {
+  (void)b;
+  ACTOR_OR(acx_buffer_write(inplace ? be->arecv : be->asend, 0, host, bytes, 0, ACTOR_TIMEOUT), return -1);
+  return 0;
+}
+
+static int actor_fetch(backend_t *be, bench_t *b, void *host, size_t bytes) {
+  (void)b;
+  ACTOR_OR(acx_buffer_read(be->arecv, 0, host, bytes, 0, ACTOR_TIMEOUT), return -1);
+  return 0;
+}
+
+static void actor_teardown(backend_t *be, bench_t *b) {
+  (void)b;
+  if (be->coll) acx_coll_destroy(be->coll, ACTOR_TIMEOUT);
+  acx_buffer_release(be->asend);
+  acx_buffer_release(be->arecv);
+  if (be->dev) acx_device_close(be->dev, ACTOR_TIMEOUT);
+  if (be->sys) acx_system_destroy(be->sys, ACTOR_TIMEOUT);
 }
 
 /* ---------------------------------------------------------------- nccl: raw NCCL, the peer */
@@ -316,7 +387,10 @@ static void mpi_teardown(backend_t *be, bench_t *b) {
 static backend_t make_backend(bench_mode_t m) {
   backend_t be = {.mode = m, .load = dev_load, .fetch = dev_fetch, .mpi_op = MPI_OP_NULL};
   switch (m) {
-  case MODE_ACTOR: be.setup = actor_setup; break;
+  case MODE_ACTOR:
+    be.setup = actor_setup, be.run = actor_run, be.load = actor_load, be.fetch = actor_fetch;
+    be.teardown = actor_teardown;
+    break;
   case MODE_NCCL: be.setup = nccl_setup, be.run = nccl_run, be.teardown = nccl_teardown; break;
   default: be.setup = mpi_setup, be.run = mpi_run, be.teardown = mpi_teardown; break;
   }
@@ -560,8 +634,10 @@ static void usage(void) {
          "  -c, --check 0|1          check every result (default 1); a wrong value fails the run\n"
          "  -d, --datatype T         int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double (float)\n"
          "  -o, --op OP              sum prod max min avg (default sum)\n"
-         "      --mode M             actor (through acx; the default with a GPU), nccl (raw NCCL),\n"
-         "                           mpi (MPI_Allreduce on host-staged buffers; the default without a GPU)\n"
+         "      --mode M             actor (through acx: the default; NCCL in the executor with a GPU, the\n"
+         "                           host device kind's MPI collectives without), nccl (raw NCCL),\n"
+         "                           mpi (MPI_Allreduce on host-staged buffers)\n"
+         "      --transport T        actor mode's executor: process (default, ACX_EXECUTOR) or inline\n"
          "      --compare            run --mode and --baseline alternately per size, with a ratio column\n"
          "      --baseline M         the mode compared against (default nccl)\n"
          "      --json FILE          write the results as JSON\n"
@@ -596,6 +672,7 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
       {"datatype", required_argument, 0, 'd'}, {"op", required_argument, 0, 'o'},
       {"mode", required_argument, 0, 'M'}, {"compare", no_argument, 0, 'C'},
       {"baseline", required_argument, 0, 'B'}, {"json", required_argument, 0, 'J'},
+      {"transport", required_argument, 0, 'T'},
       {"csv", required_argument, 0, 'V'}, {"plot", required_argument, 0, 'P'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   opterr = 0;
@@ -615,6 +692,10 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
     case 'M': if (parse_mode(optarg, &o->mode)) bad = "--mode: actor, nccl or mpi"; break;
     case 'B': if (parse_mode(optarg, &o->baseline)) bad = "--baseline: actor, nccl or mpi"; break;
     case 'C': o->compare = 1; break;
+    case 'T':
+      if (strcmp(optarg, "process") && strcmp(optarg, "inline")) bad = "--transport: process or inline";
+      o->transport = optarg;
+      break;
     case 'J': o->json = optarg; break;
     case 'V': o->csv = optarg; break;
     case 'P': o->plot = optarg; break;
@@ -702,6 +783,8 @@ int main(int argc, char **argv) {
   }
   acx_topo_binding_t bind;
   acx_world_binding(world, &bind);
+  b.world = world;
+  b.bind = bind;
   acx_world_local_rank(world, &b.local_rank);
   acx_world_node(world, NULL, &b.nodes);
   choose_gpu(&b, &bind);
@@ -710,12 +793,10 @@ int main(int argc, char **argv) {
   MPI_Allreduce(&b.have_gpu, &all_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   int nccl_ok = ACX_HAVE_NCCL && all_gpu;
   if (o->mode == MODE_NONE && o->compare) o->mode = MODE_ACTOR; /* --compare: acx against its peer */
-  if (o->mode == MODE_NONE) {
-    o->mode = nccl_ok ? MODE_ACTOR : MODE_MPI;
-    if (!nccl_ok && b.rank == 0)
-      printf("# no GPU%s: host device kind, --mode mpi on host memory\n",
-             any_gpu ? " on every rank (or no NCCL in this build)" : "");
-  }
+  if (o->mode == MODE_NONE) o->mode = MODE_ACTOR;
+  if (!nccl_ok && b.rank == 0 && (o->mode == MODE_ACTOR || (o->compare && o->baseline == MODE_ACTOR)))
+    printf("# no GPU%s: actor mode on the host device kind (acx collectives through MPI, not a GPU measurement)\n",
+           any_gpu ? " on every rank (or no NCCL in this build)" : "");
   if (!all_gpu) b.have_gpu = 0; /* all ranks stage the same way */
   describe_device(&b, &bind);
 
