@@ -796,7 +796,12 @@ static void handle(struct acx_actor *a, acxi_env_t *e) {
     break;
   case ACXI_ENV_CHILD_STOPPED:
     unlink_child(a, e->aux);
-    if (life == ACXI_LIFE_STOPPING && --a->children_waiting == 0) finish_stop(a);
+    if (life == ACXI_LIFE_STOPPING && --a->children_waiting == 0) {
+      /* e is the mailbox's current node: finish_stop's drain frees it, so release it first */
+      env_release(e);
+      finish_stop(a);
+      return;
+    }
     break;
   default:
     ACX_WARN(ACTOR, "%s: unknown envelope kind %d", a->path, e->kind);
