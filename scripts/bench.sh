@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds acx and runs the all-reduce benchmark on this machine: one MPI rank per local GPU with
-# raw NCCL (--mode nccl), or, without a GPU, 2 ranks on the host device kind (--mode mpi).
+# Builds acx and runs the all-reduce benchmark on this machine: one MPI rank per local GPU, acx's
+# collectives against raw NCCL side by side (--compare: actor vs nccl with the ratio column), or,
+# without a GPU, 2 ranks in actor mode on the host device kind (MPI collectives; not a GPU number).
 # Extra arguments go to acx-allreduce-bench (e.g. -b 8 -e 8G -d bfloat16 --json r.json).
 #   scripts/bench.sh [bench args...]        ACX_BUILD_DIR (default build), ACX_BENCH_NP override
 set -euo pipefail
@@ -22,13 +23,14 @@ bench=$build/bench/allreduce/acx-allreduce-bench
 
 if acx_have_gpu; then
   np=${ACX_BENCH_NP:-$(nvidia-smi -L | grep -c '^GPU')}
-  mode=(--mode nccl)
+  mode=(--compare)
   echo "== $np GPU(s): $(nvidia-smi -L | head -1 | sed 's/ (UUID.*//')$([ "$np" -gt 1 ] && echo ", ...")"
-  echo "== mpirun -np $np, raw NCCL (the peer acx is measured against); NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
+  echo "== mpirun -np $np, acx (actor: NCCL in the executor) vs raw NCCL; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
 else
   np=${ACX_BENCH_NP:-2}
-  mode=(--mode mpi)
-  echo "== no GPU here: host device kind, $np ranks, MPI_Allreduce on host memory (not a GPU measurement)"
+  mode=(--mode actor)
+  echo "== no GPU here: actor mode on the host device kind, $np ranks (acx collectives through MPI on"
+  echo "== host-staged copies): this exercises the stack, it is not a GPU measurement"
 fi
 "$build/tools/acx-info" --topo || true
 # --bind-to none: acx binds by GPU locality itself; -x hands the ACX_*/NCCL_* settings in effect
