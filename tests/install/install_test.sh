@@ -48,13 +48,17 @@ echo "install_test: installed into $prefix ($(find "$prefix" -type f | wc -l) fi
 actors=OFF
 syms=$(nm -D --defined-only "$lib") # whole, not piped into grep -q: pipefail would see SIGPIPE
 grep -qw acx_system_create <<<"$syms" && actors=ON
+device=OFF
+[ $actors = ON ] && grep -qw acx_device_open <<<"$syms" && [ -f "$prefix/include/acx/device.h" ] && device=ON
+# The installed libacx must find the installed executor itself, not the build's (ctest sets this).
+unset ACX_EXECUTOR_PATH
 
-echo "install_test: find_package(acx) consumer (actor system: $actors)"
+echo "install_test: find_package(acx) consumer (actor system: $actors, host device: $device)"
 run_logged "$tmp/cmake-configure.log" cmake -S "$consumer" -B "$tmp/cmake-build" -G "$generator" \
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$flags" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DACX_CONSUMER_ACTORS=$actors
+  -DACX_CONSUMER_ACTORS=$actors -DACX_CONSUMER_DEVICE=$device
 run_logged "$tmp/cmake-build.log" cmake --build "$tmp/cmake-build"
-out=$("$tmp/cmake-build/acx_consumer" "$version") || fail "find_package consumer failed: $out"
+out=$(timeout 60 "$tmp/cmake-build/acx_consumer" "$version" 2>&1) || fail "find_package consumer failed: $out"
 echo "$out"
 grep -q "^acx consumer: ok $version\$" <<<"$out" || fail "find_package consumer printed no success line"
 
@@ -81,10 +85,11 @@ done
 echo "install_test: $(find "$prefix/include/acx" -name '*.h' | wc -l) installed headers compile alone"
 defs=""
 [ $actors = ON ] && defs="-DACX_CONSUMER_ACTORS=1"
+[ $device = ON ] && defs="$defs -DACX_CONSUMER_DEVICE=1"
 # shellcheck disable=SC2046,SC2086 # pkg-config output and flags are word lists
 run_logged "$tmp/pc-build.log" "$cc" $flags $defs -o "$tmp/pc_consumer" "$consumer/main.c" \
   $(pkg-config --cflags --libs acx) -Wl,-rpath,"$libdir"
-out=$("$tmp/pc_consumer" "$version") || fail "pkg-config consumer failed: $out"
+out=$(timeout 60 "$tmp/pc_consumer" "$version" 2>&1) || fail "pkg-config consumer failed: $out"
 echo "$out"
 grep -q "^acx consumer: ok $version\$" <<<"$out" || fail "pkg-config consumer printed no success line"
 if [ -n "${ACX_DOC_PROGRAM:-}" ]; then

@@ -1,6 +1,7 @@
 /* Built outside the acx tree against an installed acx (find_package or pkg-config): checks that
- * the installed headers and library agree and, where libacx has the actor runtime, runs an ask
- * through a real actor system. Prints "acx consumer: ok <version>" on success. */
+ * the installed headers and library agree and, where libacx has them, runs an ask through a
+ * real actor system and a buffer round trip through a host device served by the installed
+ * acx-executor. Prints "acx consumer: ok <version>" on success. */
 #include <stdio.h>
 #include <string.h>
 
@@ -50,6 +51,43 @@ static int run_actor_system(void) {
 }
 #endif
 
+#if ACX_CONSUMER_DEVICE
+#include "acx/device.h"
+
+/* A host-kind device in process mode: libacx must find the installed acx-executor by itself
+ * (the test unsets ACX_EXECUTOR_PATH), beside the library or in the install's bin/. */
+static int run_device(void) {
+  acx_system_t *sys = NULL;
+  acx_status_t s = acx_system_create(NULL, &sys);
+  if (s != ACX_OK) FAIL("acx_system_create: %s", acx_status_str(s));
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.kind = ACX_DEVICE_KIND_HOST;
+  cfg.transport = ACX_TRANSPORT_PROCESS;
+  acx_device_t *dev = NULL;
+  acx_buffer_t *buf = NULL;
+  float in[64], out[64];
+  for (int i = 0; i < 64; i++) in[i] = (float)i * 0.5f;
+  memset(out, 0, sizeof out);
+  const int64_t t = 10000000000LL;
+  s = acx_device_open(sys, &cfg, &dev);
+  if (s == ACX_OK) s = acx_buffer_alloc(dev, sizeof in, ACX_DTYPE_F32, ACX_MEM_DEVICE, t, &buf);
+  if (s == ACX_OK) s = acx_buffer_write(buf, 0, in, sizeof in, 0, t);
+  if (s == ACX_OK) s = acx_buffer_read(buf, 0, out, sizeof out, 0, t);
+  if (buf) {
+    acx_status_t f = acx_buffer_free(buf, t);
+    if (s == ACX_OK) s = f;
+    acx_buffer_release(buf);
+  }
+  acx_status_t c = dev ? acx_device_close(dev, t) : ACX_OK;
+  acx_status_t d = acx_system_destroy(sys, t);
+  if (s != ACX_OK) FAIL("host device through the installed executor: %s", acx_status_str(s));
+  if (c != ACX_OK) FAIL("acx_device_close: %s", acx_status_str(c));
+  if (d != ACX_OK) FAIL("acx_system_destroy: %s", acx_status_str(d));
+  if (memcmp(in, out, sizeof in) != 0) FAIL("the buffer read back differs from what was written");
+  return 0;
+}
+#endif
+
 int main(int argc, char **argv) {
   int code = -1;
   const char *v = acx_version(&code);
@@ -72,6 +110,10 @@ int main(int argc, char **argv) {
 #if ACX_CONSUMER_ACTORS
   if (run_actor_system() != 0) return 1;
   printf("acx consumer: actor system ok\n");
+#endif
+#if ACX_CONSUMER_DEVICE
+  if (run_device() != 0) return 1;
+  printf("acx consumer: device ok (host kind, installed acx-executor)\n");
 #endif
   printf("acx consumer: ok %s\n", v);
   return 0;
