@@ -546,6 +546,7 @@ acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
   acx_future_t *fs[64];
   int n = 0;
   acx_status_t st = lock_submit(c, __func__);
+  int locked = st == ACX_OK;
   for (int s = 0; st == ACX_OK && s < 64; s++) {
     if (!(used & (1ull << s))) continue;
     acxi_cmd_t cmd = {.op = ACXC_OP_FENCE, .stream = (uint32_t)s, .arg = {c->comm_id}};
@@ -553,7 +554,7 @@ acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
     if (st == ACX_OK && (st = track(c, fs[n])) != ACX_OK) acx_future_release(fs[n]);
     else if (st == ACX_OK) n++;
   }
-  if (st != ACX_ERR_TIMEOUT) pthread_mutex_unlock(&c->submit_lock);
+  if (locked) pthread_mutex_unlock(&c->submit_lock);
   for (int i = 0; i < n; i++) {
     acx_status_t w = acx_coll_wait(c, fs[i], timeout_ns);
     if (st == ACX_OK) st = w;
