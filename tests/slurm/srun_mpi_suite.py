@@ -21,6 +21,8 @@ LAUNCHERS = {"mpiexec", "mpirun", "orterun", "mpiexec.openmpi", "mpirun.openmpi"
              "mpiexec.hydra", "mpirun.mpich", "mpiexec.mpich"}
 NP_FLAGS = {"-n", "-np", "--np", "-c", "--n"}
 SKIP_CODE = 77
+# ctest's regular expressions (KWSys) let '.' match a newline and anchor ^ $ to the whole output.
+CTEST_RE = re.DOTALL
 
 
 def load_tests(build, label, exclude_label):
@@ -71,10 +73,10 @@ def verdict(t, rc, out):
     code, then the fail regex, then WILL_FAIL inverts."""
     if rc == "timeout":
         return "FAILED (timeout)"
-    if rc == t["skip_code"] or any(re.search(r, out, re.M) for r in t["skip_re"]):
+    if rc == t["skip_code"] or any(re.search(r, out, CTEST_RE) for r in t["skip_re"]):
         return "Skipped"
-    ok = any(re.search(r, out, re.M) for r in t["pass_re"]) if t["pass_re"] else rc == 0
-    if any(re.search(r, out, re.M) for r in t["fail_re"]):
+    ok = any(re.search(r, out, CTEST_RE) for r in t["pass_re"]) if t["pass_re"] else rc == 0
+    if any(re.search(r, out, CTEST_RE) for r in t["fail_re"]):
         ok = False
     if t["will_fail"]:
         ok = not ok
