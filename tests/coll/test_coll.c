@@ -318,9 +318,15 @@ static void run_stale(void) {
 
 /* ---- cuda: rank 1 dies mid-run ---- */
 static int run_kill(int k) {
+  /* Runs outside CUnit (no suite is active): plain checks, not CU_ASSERT. */
   const size_t n = 1 << 16;
-  acx_buffer_t *b = alloc(n, ACX_DTYPE_F32);
-  ACX_ASSERT_STATUS(acx_buffer_fill(b, 0, ACX_WHOLE, 0x3f800000u, 4, 0, T_LONG), ACX_OK);
+  acx_buffer_t *b = NULL;
+  acx_status_t s = acx_buffer_alloc(dev, n * sizeof(float), ACX_DTYPE_F32, ACX_MEM_DEVICE, T_LONG, &b);
+  if (s == ACX_OK) s = acx_buffer_fill(b, 0, ACX_WHOLE, 0x3f800000u, 4, 0, T_LONG);
+  if (s != ACX_OK) {
+    printf("rank %d: setup failed: %s: FAIL\n", rank, acx_status_str(s));
+    return 1;
+  }
   for (int i = 0;; i++) {
     if (rank == 1 && i == k) {
       printf("rank 1: SIGKILL after %d all-reduces\n", k);

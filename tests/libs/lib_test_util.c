@@ -127,7 +127,9 @@ acx_buffer_t *lt_poisoned(acx_device_t *dev, size_t elems, acx_dtype_t dtype) {
   acx_buffer_t *b = NULL;
   size_t bytes = elems * acx_dtype_size(dtype);
   ACX_ASSERT_STATUS(acx_buffer_alloc(dev, bytes, dtype, ACX_MEM_DEVICE, LT_TIMEOUT, &b), ACX_OK);
-  ACX_ASSERT_STATUS(acx_buffer_fill(b, 0, ACX_WHOLE, 0xff, 1, 0, LT_TIMEOUT), ACX_OK);
+  /* all-ones bytes: NaN for floats, -1 / max for integers; the width must be the element size */
+  unsigned width = (unsigned)acx_dtype_size(dtype);
+  ACX_ASSERT_STATUS(acx_buffer_fill(b, 0, ACX_WHOLE, UINT64_MAX, width, 0, LT_TIMEOUT), ACX_OK);
   return b;
 }
 
