@@ -346,6 +346,16 @@ acx_status_t acxk_req_span(acxk_req_t *req, int idx, const char *fn, const char 
   return set_operand(req, idx, fn, name, buf, off, bytes / es, writes);
 }
 
+acx_status_t acxk_req_disjoint(const acxk_req_t *req, const char *fn, int i, int j) {
+  const acxk_operand_t *a = &req->d.opnd[i], *b = &req->d.opnd[j];
+  if (!a->id || !b->id || a->id != b->id || !a->extent || !b->extent) return ACX_OK;
+  if (a->off < b->off + b->extent && b->off < a->off + a->extent) {
+    ACX_WARN(LIB, "%s: arguments '%s' and '%s' overlap in one buffer", fn, req->names[i], req->names[j]);
+    return ACX_ERR_INVALID_ARG;
+  }
+  return ACX_OK;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* submission                                                                                 */
 

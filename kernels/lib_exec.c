@@ -17,6 +17,7 @@
 
 #define READBACK_SLOTS 1024
 #define SLOT_BYTES 16
+#define WS_STREAMS 64 /* the engine's stream limit */
 
 typedef struct pending {
   cudaEvent_t ev;
@@ -38,6 +39,8 @@ struct acxk_lib_engine {
   size_t n_pend, cap_pend;
   cudaEvent_t *ev_free;
   size_t n_ev, cap_ev;
+  void *ws[ACX_LIB_COUNT][WS_STREAMS]; /* library workspaces per stream (acxk_lib_workspace) */
+  size_t ws_bytes[ACX_LIB_COUNT][WS_STREAMS];
 };
 
 typedef struct lib_entry {
@@ -51,6 +54,7 @@ static const lib_entry_t libs[] = {
     {ACXK_OP_BLAS_FIRST, ACXK_OP_BLASLT_FIRST - 1, ACX_LIB_CUBLAS, acxk_blas_exec, acxk_blas_exec_destroy},
     {ACXK_OP_FFT_FIRST, ACXK_OP_RAND_FIRST - 1, ACX_LIB_CUFFT, acxk_fft_exec, acxk_fft_exec_destroy},
     {ACXK_OP_RAND_FIRST, ACXK_OP_SOLVER_FIRST - 1, ACX_LIB_CURAND, acxk_rand_exec, acxk_rand_exec_destroy},
+    {ACXK_OP_SOLVER_FIRST, ACXK_OP_SPARSE_FIRST - 1, ACX_LIB_CUSOLVER, acxk_solver_exec, acxk_solver_exec_destroy},
 };
 #define NLIBS (sizeof libs / sizeof libs[0])
 
@@ -80,6 +84,50 @@ acx_status_t acxk_lib_cuda_fail(acxk_lib_call_t *c, int err, const char *call) {
 acx_status_t acxk_lib_bad(acxk_lib_call_t *c, acx_status_t st, const char *what) {
   ACX_WARN(LIB, "request %" PRIu64 " (op %#x): %s", c->cmd->req_id, c->cmd->op, what);
   return st;
+}
+
+acx_status_t acxk_lib_need(acxk_lib_call_t *c, int idx, int64_t rows, int64_t cols, int64_t ld, size_t es) {
+  if (idx < 0 || (uint32_t)idx >= c->d.nops || !c->d.opnd[idx].id || !c->ptr[idx])
+    return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "a required operand is absent from the descriptor");
+  if (rows < 0 || cols < 0 || ld < (rows > 1 ? rows : 1))
+    return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "an operand's dimensions are malformed");
+  if (rows == 0 || cols == 0) return ACX_OK;
+  /* The rank bounded every dimension by a buffer size: an overflow here means a corrupt descriptor. */
+  uint64_t r = (uint64_t)rows, cl = (uint64_t)cols - 1, l = (uint64_t)ld;
+  if (cl && l > (UINT64_MAX - r) / cl) return acxk_lib_bad(c, ACX_ERR_OVERFLOW, "an operand's extent overflows");
+  uint64_t elems = cl * l + r;
+  if (elems > UINT64_MAX / es || elems * es > c->d.opnd[idx].extent)
+    return acxk_lib_bad(c, ACX_ERR_OUT_OF_RANGE, "an operand's dimensions exceed its extent");
+  return ACX_OK;
+}
+
+acx_status_t acxk_lib_workspace(acxk_lib_call_t *c, acx_lib_id_t lib, size_t bytes, void **ptr) {
+  uint32_t s = c->cmd->stream;
+  *ptr = NULL;
+  if (s >= WS_STREAMS || (unsigned)lib >= ACX_LIB_COUNT)
+    return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream index beyond the workspace table");
+  acxk_lib_engine_t *le = c->le;
+  if (bytes == 0) return ACX_OK;
+  if (le->ws_bytes[lib][s] < bytes) {
+    cudaStream_t st = (cudaStream_t)c->stream;
+    /* 1 MiB granules: solvers of slowly growing sizes should not reallocate every call. */
+    size_t want = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+    if (le->ws[lib][s]) {
+      /* Stream-ordered: work queued earlier on this stream still uses the old area. */
+      cudaError_t err = cudaFreeAsync(le->ws[lib][s], st);
+      le->ws[lib][s] = NULL;
+      le->ws_bytes[lib][s] = 0;
+      if (err != cudaSuccess) return acxk_lib_cuda_fail(c, err, "cudaFreeAsync(workspace)");
+    }
+    void *p = NULL;
+    cudaError_t err = cudaMallocAsync(&p, want, st);
+    if (err != cudaSuccess) return acxk_lib_cuda_fail(c, err, "cudaMallocAsync(workspace)");
+    le->ws[lib][s] = p;
+    le->ws_bytes[lib][s] = want;
+    ACX_INFO(LIB, "%s workspace on stream %u: %zu bytes", acx_lib_name(lib), s, want);
+  }
+  *ptr = le->ws[lib][s];
+  return ACX_OK;
 }
 
 static acx_status_t event_get(acxk_lib_engine_t *le, cudaEvent_t *ev) {
@@ -313,6 +361,9 @@ static void libs_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
   for (size_t i = 0; i < NLIBS; i++)
     if (le->state[libs[i].lib]) libs[i].destroy(le->state[libs[i].lib]);
   for (size_t i = 0; i < le->n_ev; i++) (void)cudaEventDestroy(le->ev_free[i]);
+  for (int l = 0; l < ACX_LIB_COUNT; l++)
+    for (int i = 0; i < WS_STREAMS; i++)
+      if (le->ws[l][i]) (void)cudaFree(le->ws[l][i]);
   (void)cudaFree(le->dev_slots);
   (void)cudaFreeHost(le->host_slots);
   (void)cudaGetLastError();

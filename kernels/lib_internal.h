@@ -62,6 +62,10 @@ acx_status_t acxk_req_vector(acxk_req_t *req, int idx, const char *fn, const cha
 acx_status_t acxk_req_span(acxk_req_t *req, int idx, const char *fn, const char *name, acx_buffer_t *buf,
                            size_t off, uint64_t bytes, int writes);
 
+/* Refuses (ACX_ERR_INVALID_ARG, logged) when operands i and j are set, lie in one buffer and
+ * their byte ranges intersect: a library would read what it is writing. */
+acx_status_t acxk_req_disjoint(const acxk_req_t *req, const char *fn, int i, int j);
+
 /* Submits a validated request (on the host kind: logs and returns ACX_ERR_NOT_SUPPORTED). With
  * done, hands over the future; without, waits up to the context's timeout and fills *result
  * (may be NULL). */
@@ -112,6 +116,17 @@ acx_status_t acxk_lib_cuda_fail(acxk_lib_call_t *c, int err, const char *call);
 /* Bad descriptor contents (the rank validates first; this guards the executor). */
 acx_status_t acxk_lib_bad(acxk_lib_call_t *c, acx_status_t st, const char *what);
 
+/* Checks that operand idx is present and its extent covers a column-major rows x cols matrix with
+ * leading dimension ld of es-byte elements: the descriptor's dimensions and its operands must
+ * agree before a library writes through them (a rank-side bug must not become a wild write). */
+acx_status_t acxk_lib_need(acxk_lib_call_t *c, int idx, int64_t rows, int64_t cols, int64_t ld, size_t es);
+
+/* Device workspace of the library `lib` for the command's stream, at least `bytes`, kept per
+ * (library, stream) in this engine incarnation and grown stream-ordered (cudaFreeAsync /
+ * cudaMallocAsync on the stream), so work queued earlier keeps its old area. *ptr is NULL for 0
+ * bytes. ACX_ERR_DEVICE_OOM when the allocation fails. */
+acx_status_t acxk_lib_workspace(acxk_lib_call_t *c, acx_lib_id_t lib, size_t bytes, void **ptr);
+
 /* Library handlers: validate what only the executor can see, enqueue on c->stream. */
 acx_status_t acxk_blas_exec(acxk_lib_call_t *c);
 void acxk_blas_exec_destroy(void *state);
@@ -119,5 +134,7 @@ acx_status_t acxk_rand_exec(acxk_lib_call_t *c);
 void acxk_rand_exec_destroy(void *state);
 acx_status_t acxk_fft_exec(acxk_lib_call_t *c);
 void acxk_fft_exec_destroy(void *state);
+acx_status_t acxk_solver_exec(acxk_lib_call_t *c);
+void acxk_solver_exec_destroy(void *state);
 
 #endif

@@ -44,6 +44,16 @@ enum {
   ACXK_OP_RAND_GENERATE = ACXK_OP_RAND_FIRST, /* every distribution: acxk_rand_desc_t.dist */
 };
 
+enum {
+  ACXK_OP_SOLVER_POTRF = ACXK_OP_SOLVER_FIRST,
+  ACXK_OP_SOLVER_POTRS,
+  ACXK_OP_SOLVER_GETRF,
+  ACXK_OP_SOLVER_GETRS,
+  ACXK_OP_SOLVER_GEQRF,
+  ACXK_OP_SOLVER_GESVD,
+  ACXK_OP_SOLVER_SYEVD,
+};
+
 /* One buffer operand: the executor resolves id to a device pointer, checks [off, off + extent)
  * against the buffer's size again (the rank checked it first), and orders the access on the
  * command's stream (readers wait for the last writer, writers for everyone). id 0: absent. */
@@ -93,6 +103,19 @@ typedef struct acxk_fft_desc {
   int64_t batch;
 } acxk_fft_desc_t;
 
+/* cuSOLVER (dense, 64-bit API), column-major. Operands: potrf A; potrs A B; getrf A ipiv;
+ * getrs A ipiv B; geqrf A tau; gesvd A S U VT (U, VT absent with job NONE); syevd A W. The info
+ * is read back through the scratch slot. */
+typedef struct acxk_solver_desc {
+  uint32_t dtype; /* f32 or f64 */
+  uint32_t uplo;  /* acx_solver_uplo_t */
+  uint32_t trans; /* acx_blas_op_t (getrs) */
+  uint32_t jobu, jobvt; /* acx_solver_svd_job_t (gesvd) */
+  uint32_t vectors;     /* syevd */
+  int64_t m, n, nrhs;
+  int64_t lda, ldb, ldu, ldvt;
+} acxk_solver_desc_t;
+
 #define ACXK_DESC_MAGIC 0x4c584341u /* "ACXL" */
 #define ACXK_DESC_BODY 512
 
@@ -106,6 +129,7 @@ typedef struct acxk_desc {
     acxk_blas_desc_t blas;
     acxk_rand_desc_t rand;
     acxk_fft_desc_t fft;
+    acxk_solver_desc_t solver;
     uint8_t raw[ACXK_DESC_BODY];
   } u;
 } acxk_desc_t;
@@ -123,4 +147,5 @@ typedef struct acxk_desc {
 
 _Static_assert(sizeof(acxk_operand_t) == 32, "operand records are 32 bytes");
 _Static_assert(sizeof(acxk_blas_desc_t) <= ACXK_DESC_BODY, "the BLAS body fits the descriptor");
+_Static_assert(sizeof(acxk_solver_desc_t) <= ACXK_DESC_BODY, "the solver body fits the descriptor");
 #endif
