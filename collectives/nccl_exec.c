@@ -2,7 +2,9 @@
  * thread, which therefore issues every NCCL call of its device, in the order of the command ring.
  * Communicators are non-blocking; every state that NCCL finishes in the background (init, an
  * enqueue that returned ncclInProgress, finalize) is a state of the communicator polled from the
- * extension's progress hook, so the executor loop keeps serving other commands meanwhile. */
+ * extension's progress hook, so the executor loop keeps serving other commands meanwhile.
+ * A collective repeated with the same arguments is captured once into a CUDA graph and replayed
+ * from then on (see "graph cache" below for why). */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <nccl.h>
@@ -19,6 +21,10 @@
 #define NCCL_EXT_SLOT 2
 /* While a communicator is healthy and idle-ish, how often progress asks NCCL for async errors. */
 #define ASYNC_POLL_NS 200000
+/* A collective is captured into a graph the second time it is seen: one-off operations never pay
+ * for a capture, loops pay for one. */
+#define GRAPH_MIN_SEEN 2
+#define GRAPH_CACHE_MAX 4096
 
 typedef enum cstate {
   C_INIT = 0,       /* ncclCommInitRankConfig in progress; init_cmd waits */
@@ -27,6 +33,30 @@ typedef enum cstate {
   C_FINALIZING = 3, /* ncclCommFinalize in progress; init_cmd holds the DESTROY */
   C_FAILED = 4      /* every later command fails with fail_status */
 } cstate_t;
+
+/* What makes two collectives the same graph: the operation and the exact addresses (a graph holds
+ * raw pointers), with the buffer ids so that a freed buffer's entry never matches a new buffer
+ * that happens to get its address. No padding: keys are compared with memcmp. */
+typedef struct gkey {
+  uint32_t op, dtype, redop;
+  int32_t peer;
+  uint64_t send, recv, count;
+  uint64_t sp, rp;
+} gkey_t;
+
+typedef struct gentry {
+  gkey_t key;
+  cudaGraphExec_t exec; /* NULL: seen, not captured (yet) */
+  uint64_t used;        /* LRU clock */
+  uint32_t seen;
+  int valid;
+} gentry_t;
+
+/* Where the time of a communicator's operations went; logged at INFO when it goes. */
+typedef struct cstats {
+  uint64_t ops, eager, in_progress, replays, captures, capture_fails;
+  int64_t wait_ns, wait_max_ns;
+} cstats_t;
 
 typedef struct ncomm {
   uint64_t id;
@@ -43,6 +73,16 @@ typedef struct ncomm {
   /* Commands that arrived while NCCL may not be called (C_INIT, C_ISSUING): a FIFO. */
   acxi_cmd_t *q;
   size_t qhead, qcount, qcap;
+  int64_t timeout_ns;   /* ACX_COLL_TIMEOUT, read once */
+  int64_t issued_at_ns; /* C_ISSUING: when the call returned ncclInProgress */
+  /* Graph cache (gcap 0: off): capture runs on the private stream cs; `capturing` is the entry
+   * whose capture the call in progress belongs to (C_ISSUING). */
+  gentry_t *gc;
+  int gcap;
+  uint64_t gclock;
+  cudaStream_t cs;
+  gentry_t *capturing;
+  cstats_t st;
 } ncomm_t;
 
 typedef struct ext {
@@ -86,7 +126,15 @@ static ncomm_t *comm_find(ext_t *x, uint64_t id) {
   return NULL;
 }
 
+static void graphs_off(ncomm_t *c);
+static void capture_abandon(ncomm_t *c);
+static void stats_log(const ncomm_t *c);
+
 static void comm_remove(ext_t *x, ncomm_t *c) {
+  stats_log(c);
+  capture_abandon(c);
+  graphs_off(c);
+  if (c->cs) (void)cudaStreamDestroy(c->cs);
   for (int i = 0; i < x->n; i++)
     if (x->v[i] == c) {
       x->v[i] = x->v[--x->n];
@@ -119,7 +167,131 @@ static acxi_cmd_t q_pop(ncomm_t *c) {
   return cmd;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* graph cache                                                                                */
+/*
+ * Why: on a non-blocking communicator, NCCL (2.19 and later) runs every ncclGroupEnd -- and so
+ * every single collective -- on a freshly created thread and answers ncclInProgress; no further
+ * call may be made on the communicator until that thread has launched the kernel. Back-to-back
+ * collectives are therefore serialized behind one thread creation and join each, 100-300 us on
+ * the GPU host against NCCL's own ~10 us. A CUDA graph of the collective, captured once (that
+ * capture takes the same slow path), is replayed with cudaGraphLaunch: no NCCL call, no thread,
+ * nothing in progress, and the same kernel with the same arguments in the same stream order, so
+ * the order of operations on the communicator is the command ring's as before. Failures fall back
+ * to direct calls for the rest of the communicator's life.
+ */
+
+static void graphs_clear(ncomm_t *c) {
+  for (int i = 0; c->gc && i < c->gcap; i++) {
+    /* Destroying a graph that is still running is allowed: CUDA releases it once done. */
+    if (c->gc[i].exec) (void)cudaGraphExecDestroy(c->gc[i].exec);
+    c->gc[i] = (gentry_t){0};
+  }
+}
+
+static void graphs_off(ncomm_t *c) {
+  graphs_clear(c);
+  free(c->gc);
+  c->gc = NULL;
+  c->gcap = 0;
+}
+
+static int graph_eligible(const ncomm_t *c, uint32_t op) {
+  /* Point-to-point operations keep the direct path: their connections are made lazily per peer. */
+  return c->gcap > 0 && (op == ACXC_OP_ALLREDUCE || op == ACXC_OP_BROADCAST || op == ACXC_OP_REDUCE ||
+                         op == ACXC_OP_ALLGATHER || op == ACXC_OP_REDUCE_SCATTER);
+}
+
+/* The entry of `k`, counted as seen once more; a new entry (replacing the least recently used)
+ * when there is none. */
+static gentry_t *graph_find(ncomm_t *c, const gkey_t *k) {
+  if (!c->gc) {
+    c->gc = calloc((size_t)c->gcap, sizeof *c->gc);
+    if (!c->gc) {
+      ACX_WARN(COLL, "communicator %" PRIu64 ": out of host memory for the graph cache; it stays off", c->id);
+      c->gcap = 0;
+      return NULL;
+    }
+  }
+  gentry_t *victim = &c->gc[0];
+  for (int i = 0; i < c->gcap; i++) {
+    gentry_t *g = &c->gc[i];
+    if (g->valid && memcmp(&g->key, k, sizeof *k) == 0) {
+      g->used = ++c->gclock;
+      if (g->seen < UINT32_MAX) g->seen++;
+      return g;
+    }
+    if (!g->valid) victim = g;
+    else if (victim->valid && g->used < victim->used) victim = g;
+  }
+  if (victim->exec) (void)cudaGraphExecDestroy(victim->exec);
+  *victim = (gentry_t){.key = *k, .used = ++c->gclock, .seen = 1, .valid = 1};
+  return victim;
+}
+
+/* Puts the private capture stream into (relaxed) capture mode: relaxed, because the executor and
+ * NCCL's own threads go on making unrelated CUDA calls while NCCL finishes in the background. */
+static int capture_begin(ncomm_t *c) {
+  cudaError_t err = cudaSuccess;
+  if (!c->cs) err = cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking);
+  if (err == cudaSuccess) err = cudaStreamBeginCapture(c->cs, cudaStreamCaptureModeRelaxed);
+  if (err == cudaSuccess) return 1;
+  ACX_WARN(COLL, "communicator %" PRIu64 ": cannot start a CUDA graph capture: %s (%d); collectives are issued "
+           "directly from now on", c->id, cudaGetErrorString(err), (int)err);
+  (void)cudaGetLastError();
+  graphs_off(c);
+  return 0;
+}
+
+/* Ends a capture that will not be used (NCCL failed, the communicator fails). */
+static void capture_abandon(ncomm_t *c) {
+  if (!c->capturing) return;
+  cudaGraph_t g = NULL;
+  if (cudaStreamEndCapture(c->cs, &g) == cudaSuccess && g) (void)cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+  c->capturing = NULL;
+}
+
+/* NCCL has put the collective into the capture: instantiate it, keep it and launch it on s.
+ * 0 when any step failed (nothing was launched then; the caller issues the collective directly). */
+static int capture_finish(ncomm_t *c, cudaStream_t s) {
+  gentry_t *g = c->capturing;
+  c->capturing = NULL;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  cudaError_t err = cudaStreamEndCapture(c->cs, &graph);
+  if (err == cudaSuccess && !graph) err = cudaErrorStreamCaptureInvalidated;
+  if (err == cudaSuccess) err = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph) (void)cudaGraphDestroy(graph); /* the executable graph keeps what it needs */
+  if (err == cudaSuccess) err = cudaGraphLaunch(exec, s);
+  if (err != cudaSuccess) {
+    ACX_WARN(COLL, "communicator %" PRIu64 ": capturing a collective into a CUDA graph failed: %s (%d); this "
+             "communicator issues every collective directly from now on", c->id, cudaGetErrorString(err), (int)err);
+    if (exec) (void)cudaGraphExecDestroy(exec);
+    (void)cudaGetLastError();
+    c->st.capture_fails++;
+    graphs_off(c);
+    return 0;
+  }
+  g->exec = exec;
+  c->st.captures++;
+  return 1;
+}
+
+static void stats_log(const ncomm_t *c) {
+  const cstats_t *t = &c->st;
+  if (!t->ops) return;
+  ACX_INFO(COLL, "communicator %" PRIu64 ": %" PRIu64 " operations: %" PRIu64 " graph replays, %" PRIu64
+           " captures (%" PRIu64 " failed), %" PRIu64 " direct NCCL calls; %" PRIu64 " calls returned ncclInProgress, "
+           "waited %.1f us on average, %.1f us at most", c->id, t->ops, t->replays, t->captures, t->capture_fails,
+           t->eager, t->in_progress, t->in_progress ? (double)t->wait_ns / (double)t->in_progress / 1e3 : 0.0,
+           (double)t->wait_max_ns / 1e3);
+}
+
 static void do_abort(ncomm_t *c, const char *why) {
+  /* Graphs hold NCCL plans that point into the communicator: they go first. */
+  capture_abandon(c);
+  graphs_clear(c);
   if (!c->comm) return;
   /* ncclCommAbort frees the communicator whatever it returns: never touch it again. */
   ncclResult_t r = ncclCommAbort(c->comm);
@@ -146,7 +318,10 @@ static void comm_fail(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c
     c->fail_code = code;
     c->failed_at_ns = acxi_now_ns();
     if (was == C_INIT || was == C_FINALIZING) finish(e, api, &c->init_cmd, st, code, 0, 0);
-    if (was == C_ISSUING) finish(e, api, &c->issuing, st, code, 0, 0);
+    if (was == C_ISSUING) {
+      capture_abandon(c);
+      finish(e, api, &c->issuing, st, code, 0, 0);
+    }
     while (c->qcount) {
       acxi_cmd_t q = q_pop(c);
       finish(e, api, &q, st, code, 0, 0);
@@ -190,11 +365,19 @@ static void order(acxi_engine_t *e, const acxi_engine_api_t *api, const desc_t *
   if (d->recv) api->order_access(e, d->recv, stream, 1);
 }
 
-/* Issues one operation (inside or outside a group). *r is NCCL's result; the return value is a
- * validation failure (nothing issued). */
-static acx_status_t launch(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const desc_t *d,
-                           uint32_t stream, cudaStream_t s, ncclResult_t *r) {
-  *r = ncclSuccess;
+/* One operation, validated and resolved: the NCCL call's arguments and the buffer accesses it
+ * makes (acc: send read, recv written; 0 where not accessed). */
+typedef struct plan {
+  desc_t d, acc;
+  char *sp, *rp;
+  ncclDataType_t t;
+  ncclRedOp_t op;
+  size_t es;
+} plan_t;
+
+/* Checks d against the communicator and resolves its buffers. Nothing is issued. */
+static acx_status_t plan_op(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const desc_t *d, plan_t *p) {
+  *p = (plan_t){.d = *d};
   if (d->dtype >= ACX_DTYPE_COUNT) {
     ACX_WARN(COLL, "communicator %" PRIu64 ": dtype %u is unknown", c->id, d->dtype);
     return ACX_ERR_BAD_DTYPE;
@@ -205,10 +388,10 @@ static acx_status_t launch(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm
     return ACX_ERR_INVALID_ARG;
   }
   size_t es = acx_dtype_size((acx_dtype_t)d->dtype);
-  ncclDataType_t t = nccl_types[d->dtype];
-  ncclRedOp_t op = reduces ? nccl_ops[d->redop] : ncclSum;
+  p->es = es;
+  p->t = nccl_types[d->dtype];
+  p->op = reduces ? nccl_ops[d->redop] : ncclSum;
   uint64_t n = (uint64_t)c->nranks, cnt = d->count;
-  char *sp = NULL, *rp = NULL;
   int root_here = d->peer == c->rank;
   if (d->peer < 0 || d->peer >= c->nranks) {
     if (d->op == ACXC_OP_BROADCAST || d->op == ACXC_OP_REDUCE || d->op == ACXC_OP_SEND || d->op == ACXC_OP_RECV) {
@@ -216,75 +399,87 @@ static acx_status_t launch(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm
       return ACX_ERR_INVALID_ARG;
     }
   }
+  p->acc = (desc_t){.send = d->send, .recv = d->recv};
   switch (d->op) {
   case ACXC_OP_ALLREDUCE:
-    ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &sp));
-    ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &rp));
-    order(e, api, d, stream);
-    *r = ncclAllReduce(sp, rp, cnt, t, op, c->comm, s);
-    break;
+    ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &p->sp));
+    return resolve(e, api, c, d->recv, cnt, es, "recv", &p->rp);
   case ACXC_OP_BROADCAST:
-    ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &rp));
-    if (root_here && d->send) ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &sp));
-    order(e, api, d, stream);
-    *r = ncclBroadcast(sp ? sp : rp, rp, cnt, t, d->peer, c->comm, s);
-    break;
+    ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &p->rp));
+    if (root_here && d->send) ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &p->sp));
+    if (!p->sp) p->sp = p->rp;
+    return ACX_OK;
   case ACXC_OP_REDUCE:
-    ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &sp));
-    if (root_here) ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &rp));
-    order(e, api, &(desc_t){.send = d->send, .recv = root_here ? d->recv : 0}, stream);
-    *r = ncclReduce(sp, rp, cnt, t, op, d->peer, c->comm, s);
-    break;
+    ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &p->sp));
+    if (root_here) return resolve(e, api, c, d->recv, cnt, es, "recv", &p->rp);
+    p->acc.recv = 0;
+    return ACX_OK;
   case ACXC_OP_ALLGATHER:
-    ACXCHECK(resolve(e, api, c, d->recv, cnt * n, es, "recv", &rp));
-    if (d->send == d->recv) sp = rp + (size_t)c->rank * cnt * es; /* NCCL's in-place convention */
-    else ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &sp));
-    order(e, api, d, stream);
-    *r = ncclAllGather(sp, rp, cnt, t, c->comm, s);
-    break;
+    ACXCHECK(resolve(e, api, c, d->recv, cnt * n, es, "recv", &p->rp));
+    if (d->send == d->recv) p->sp = p->rp + (size_t)c->rank * cnt * es; /* NCCL's in-place convention */
+    else return resolve(e, api, c, d->send, cnt, es, "send", &p->sp);
+    return ACX_OK;
   case ACXC_OP_REDUCE_SCATTER:
-    ACXCHECK(resolve(e, api, c, d->send, cnt * n, es, "send", &sp));
-    if (d->send == d->recv) rp = sp + (size_t)c->rank * cnt * es;
-    else ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &rp));
-    order(e, api, d, stream);
-    *r = ncclReduceScatter(sp, rp, cnt, t, op, c->comm, s);
-    break;
+    ACXCHECK(resolve(e, api, c, d->send, cnt * n, es, "send", &p->sp));
+    if (d->send == d->recv) p->rp = p->sp + (size_t)c->rank * cnt * es;
+    else return resolve(e, api, c, d->recv, cnt, es, "recv", &p->rp);
+    return ACX_OK;
   case ACXC_OP_SEND:
-    ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &sp));
-    order(e, api, &(desc_t){.send = d->send}, stream);
-    *r = ncclSend(sp, cnt, t, d->peer, c->comm, s);
-    break;
+    p->acc.recv = 0;
+    return resolve(e, api, c, d->send, cnt, es, "send", &p->sp);
   case ACXC_OP_RECV:
-    ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &rp));
-    order(e, api, &(desc_t){.recv = d->recv}, stream);
-    *r = ncclRecv(rp, cnt, t, d->peer, c->comm, s);
-    break;
-  case ACXC_OP_ALLTOALL: {
-    ACXCHECK(resolve(e, api, c, d->send, cnt * n, es, "send", &sp));
-    ACXCHECK(resolve(e, api, c, d->recv, cnt * n, es, "recv", &rp));
+    p->acc.send = 0;
+    return resolve(e, api, c, d->recv, cnt, es, "recv", &p->rp);
+  case ACXC_OP_ALLTOALL:
+    ACXCHECK(resolve(e, api, c, d->send, cnt * n, es, "send", &p->sp));
+    ACXCHECK(resolve(e, api, c, d->recv, cnt * n, es, "recv", &p->rp));
     if (d->send == d->recv) {
       ACX_WARN(COLL, "communicator %" PRIu64 ": all-to-all cannot run in place", c->id);
       return ACX_ERR_INVALID_ARG;
     }
-    order(e, api, d, stream);
-    /* Nested inside an acx group this is one more level: NCCL counts group depth. */
-    ncclResult_t g = ncclGroupStart(), x = ncclSuccess;
-    if (g != ncclSuccess) {
-      *r = g;
-      break;
-    }
-    for (int p = 0; p < c->nranks && x == ncclSuccess; p++) {
-      x = ncclSend(sp + (size_t)p * cnt * es, cnt, t, p, c->comm, s);
-      if (x == ncclSuccess) x = ncclRecv(rp + (size_t)p * cnt * es, cnt, t, p, c->comm, s);
-    }
-    g = ncclGroupEnd(); /* always closes the group, also after a failed member */
-    *r = x != ncclSuccess && x != ncclInProgress ? x : g;
-    break;
-  }
+    return ACX_OK;
   default:
     ACX_WARN(COLL, "communicator %" PRIu64 ": op %#x is not a collective", c->id, d->op);
     return ACX_ERR_INVALID_ARG;
   }
+}
+
+/* The NCCL call of a planned operation, into stream s. */
+static ncclResult_t nccl_call(ncomm_t *c, const plan_t *p, cudaStream_t s) {
+  size_t cnt = p->d.count;
+  switch (p->d.op) {
+  case ACXC_OP_ALLREDUCE: return ncclAllReduce(p->sp, p->rp, cnt, p->t, p->op, c->comm, s);
+  case ACXC_OP_BROADCAST: return ncclBroadcast(p->sp, p->rp, cnt, p->t, p->d.peer, c->comm, s);
+  case ACXC_OP_REDUCE: return ncclReduce(p->sp, p->rp, cnt, p->t, p->op, p->d.peer, c->comm, s);
+  case ACXC_OP_ALLGATHER: return ncclAllGather(p->sp, p->rp, cnt, p->t, c->comm, s);
+  case ACXC_OP_REDUCE_SCATTER: return ncclReduceScatter(p->sp, p->rp, cnt, p->t, p->op, c->comm, s);
+  case ACXC_OP_SEND: return ncclSend(p->sp, cnt, p->t, p->d.peer, c->comm, s);
+  case ACXC_OP_RECV: return ncclRecv(p->rp, cnt, p->t, p->d.peer, c->comm, s);
+  case ACXC_OP_ALLTOALL: {
+    /* Nested inside an acx group this is one more level: NCCL counts group depth. */
+    ncclResult_t g = ncclGroupStart(), x = ncclSuccess;
+    if (g != ncclSuccess) return g;
+    for (int q = 0; q < c->nranks && x == ncclSuccess; q++) {
+      x = ncclSend(p->sp + (size_t)q * cnt * p->es, cnt, p->t, q, c->comm, s);
+      if (x == ncclSuccess) x = ncclRecv(p->rp + (size_t)q * cnt * p->es, cnt, p->t, q, c->comm, s);
+    }
+    g = ncclGroupEnd(); /* always closes the group, also after a failed member */
+    return x != ncclSuccess && x != ncclInProgress ? x : g;
+  }
+  default:
+    return ncclInvalidArgument; /* plan_op refused it already */
+  }
+}
+
+/* Issues one operation of a group. *r is NCCL's result; the return value is a validation failure
+ * (nothing issued). */
+static acx_status_t launch(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const desc_t *d,
+                           uint32_t stream, cudaStream_t s, ncclResult_t *r) {
+  *r = ncclSuccess;
+  plan_t p;
+  ACXCHECK(plan_op(e, api, c, d, &p));
+  order(e, api, &p.acc, stream);
+  *r = nccl_call(c, &p, s);
   return ACX_OK;
 }
 
@@ -327,6 +522,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
   }
   ncclResult_t r = ncclSuccess;
   acx_status_t st = ACX_OK;
+  c->st.ops++;
   if (cmd->op == ACXC_OP_GROUP) {
     void *base;
     uint64_t bytes;
@@ -357,9 +553,52 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
         r = x != ncclSuccess && x != ncclInProgress ? x : g;
       }
     }
+    c->st.eager++;
   } else {
     desc_t d = desc_of(cmd);
-    st = launch(e, api, c, &d, cmd->stream, s, &r);
+    plan_t p;
+    st = plan_op(e, api, c, &d, &p);
+    if (st == ACX_OK) {
+      order(e, api, &p.acc, cmd->stream);
+      gentry_t *g = NULL;
+      if (graph_eligible(c, d.op)) {
+        gkey_t k;
+        memset(&k, 0, sizeof k);
+        k.op = d.op, k.dtype = d.dtype, k.redop = d.redop, k.peer = d.peer;
+        k.send = d.send, k.recv = d.recv, k.count = d.count;
+        k.sp = (uint64_t)(uintptr_t)p.sp, k.rp = (uint64_t)(uintptr_t)p.rp;
+        g = graph_find(c, &k);
+      }
+      if (g && g->exec) {
+        cudaError_t err = cudaGraphLaunch(g->exec, s);
+        if (err == cudaSuccess) {
+          c->st.replays++;
+          api->complete_after(e, cmd->stream, cmd);
+          return;
+        }
+        ACX_WARN(COLL, "communicator %" PRIu64 ": replaying a collective's CUDA graph failed: %s (%d); this "
+                 "communicator issues every collective directly from now on", c->id, cudaGetErrorString(err),
+                 (int)err);
+        (void)cudaGetLastError();
+        graphs_off(c);
+        g = NULL;
+      }
+      if (g && g->seen >= GRAPH_MIN_SEEN && capture_begin(c)) {
+        c->capturing = g;
+        r = nccl_call(c, &p, c->cs);
+        if (r == ncclSuccess) {
+          if (capture_finish(c, s)) {
+            api->complete_after(e, cmd->stream, cmd);
+            return;
+          }
+          c->st.eager++; /* nothing was launched: directly, then */
+          r = nccl_call(c, &p, s);
+        }
+      } else {
+        c->st.eager++;
+        r = nccl_call(c, &p, s);
+      }
+    }
   }
   if (st != ACX_OK) {
     /* This rank skipped an operation its peers issue: the communicator's order is broken. */
@@ -372,13 +611,17 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
     return;
   }
   if (r == ncclInProgress) {
-    /* NCCL enqueues in the background (connection setup): no CUDA work on the stream and no NCCL
-     * call on the communicator until it reports ncclSuccess. */
+    /* NCCL enqueues on a thread of its own (NCCL >= 2.19 does so for every call on a non-blocking
+     * communicator): no CUDA work on the stream and no NCCL call on the communicator until it
+     * reports ncclSuccess. */
     c->state = C_ISSUING;
     c->issuing = *cmd;
-    c->deadline_ns = acxi_deadline(acxi_param_int("ACX_COLL_TIMEOUT") * 1000000);
+    c->issued_at_ns = acxi_now_ns();
+    c->deadline_ns = c->issued_at_ns + c->timeout_ns;
+    c->st.in_progress++;
     return;
   }
+  capture_abandon(c);
   NCCL_WARN(c, "enqueueing a collective", r);
   comm_fail(e, api, c, ACX_ERR_NCCL, (int)r, 1, "NCCL refused a collective");
   finish(e, api, cmd, ACX_ERR_NCCL, (int)r, 0, 0);
@@ -395,6 +638,7 @@ static void start_destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
     comm_remove(x, c);
     return;
   }
+  graphs_clear(c); /* they hold NCCL plans of this communicator */
   ncclResult_t r = ncclCommFinalize(c->comm);
   if (r != ncclSuccess && r != ncclInProgress) {
     NCCL_WARN(c, "ncclCommFinalize", r);
@@ -450,6 +694,27 @@ static void nvls_check(void) {
   }
 }
 
+/* The graph cache's size for new communicators. NCCL registers buffers it sees during a capture
+ * with its peers (NCCL_GRAPH_REGISTER, on by default) and keeps them registered while the graph
+ * lives; a cached graph may outlive the buffer it names (acx frees buffers without asking the
+ * communicator), and the registration would then point at memory reused by another buffer. acx
+ * turns that registration off (the direct path does not register either) or, when the environment
+ * asks for it explicitly, turns its own cache off. */
+static int graph_cache_size(void) {
+  static int size = -1;
+  if (size >= 0) return size;
+  int64_t n = acxi_param_int("ACX_COLL_GRAPH_CACHE");
+  size = n <= 0 ? 0 : n > GRAPH_CACHE_MAX ? GRAPH_CACHE_MAX : (int)n;
+  const char *v = getenv("NCCL_GRAPH_REGISTER");
+  if (size > 0 && v && strcmp(v, "0") != 0) {
+    ACX_INFO(COLL, "NCCL_GRAPH_REGISTER=%s: the collectives' graph cache (ACX_COLL_GRAPH_CACHE) is off", v);
+    size = 0;
+  } else if (size > 0 && !v) {
+    setenv("NCCL_GRAPH_REGISTER", "0", 1);
+  }
+  return size;
+}
+
 static void start_init(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, const acxi_cmd_t *cmd) {
   uint64_t id = cmd->arg[0];
   int nranks = (int)cmd->arg[1], rank = (int)cmd->arg[2];
@@ -487,6 +752,8 @@ static void start_init(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x,
   c->id = id;
   c->nranks = nranks;
   c->rank = rank;
+  c->timeout_ns = acxi_param_int("ACX_COLL_TIMEOUT") * 1000000;
+  c->gcap = graph_cache_size();
   c->init_cmd = *cmd;
   c->state = C_INIT;
   int64_t ms = (int64_t)cmd->arg[4];
@@ -503,8 +770,8 @@ static void start_init(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x,
     comm_fail(e, api, c, ACX_ERR_NCCL, (int)r, 1, "communicator creation failed");
     return;
   }
-  ACX_INFO(COLL, "communicator %" PRIu64 ": rank %d of %d initialising (non-blocking, deadline %" PRId64 " ms)", id,
-           rank, nranks, (c->deadline_ns - acxi_now_ns()) / 1000000);
+  ACX_INFO(COLL, "communicator %" PRIu64 ": rank %d of %d initialising (non-blocking, deadline %" PRId64
+           " ms, graph cache %d)", id, rank, nranks, (c->deadline_ns - acxi_now_ns()) / 1000000, c->gcap);
 }
 
 static void nccl_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *cmd) {
@@ -610,8 +877,18 @@ static int progress_one(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x
       comm_fail(e, api, c, ACX_ERR_NCCL, (int)st, 1, "NCCL failed enqueueing a collective");
       return 1;
     }
-    /* Now the work is in the stream: record the accesses and the completion after it. */
     c->state = C_READY;
+    int64_t waited = now - c->issued_at_ns;
+    c->st.wait_ns += waited;
+    if (waited > c->st.wait_max_ns) c->st.wait_max_ns = waited;
+    if (c->capturing && !capture_finish(c, (cudaStream_t)api->stream(e, c->issuing.stream))) {
+      /* Nothing was launched (graphs are off now): the collective goes directly. */
+      acxi_cmd_t cmd = c->issuing;
+      c->st.ops--; /* issue counts it again */
+      issue(e, api, c, &cmd);
+      return 1 + (c->state == C_READY ? drain(e, api, x, c) : 0);
+    }
+    /* Now the work is in the stream: record the accesses and the completion after it. */
     reorder(e, api, c, &c->issuing);
     api->complete_after(e, c->issuing.stream, &c->issuing);
     return 1 + drain(e, api, x, c);
@@ -658,7 +935,7 @@ static int progress_one(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x
   case C_FAILED:
     /* The rank aborts once its watchdog has failed the waiting requests; if it never asks (no
      * operation has a future), abort after a grace period so the GPU does not spin forever. */
-    if (c->comm && now - c->failed_at_ns > acxi_param_int("ACX_COLL_TIMEOUT") * 1000000)
+    if (c->comm && now - c->failed_at_ns > c->timeout_ns)
       do_abort(c, "no ABORT from the rank within ACX_COLL_TIMEOUT of the error");
     return 0;
   }

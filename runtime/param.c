@@ -46,6 +46,7 @@ static const param_def_t defs[] = {
     /* world and collectives */
     {"ACX_COLL_TIMEOUT", ACX_PARAM_INT, "60000", "Deadline of a collective (ms); on expiry the communicator is aborted"},
     {"ACX_NCCL_INIT_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of NCCL communicator creation (ms)"},
+    {"ACX_COLL_GRAPH_CACHE", ACX_PARAM_INT, "64", "CUDA graphs kept per NCCL communicator: a collective seen twice with the same arguments is captured and then replayed without an NCCL call; 0 calls NCCL every time"},
     {"ACX_WORLD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of each bootstrap exchange of acx_world_init (ms): a rank that never arrives fails the others"},
     {"ACX_LAUNCH_CHECK", ACX_PARAM_INT, "1", "1: refuse a launch where MPI sees 1 process but the launcher started more (missing PMI/PMIx); 0: skip"},
     /* observability */

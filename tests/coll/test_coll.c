@@ -226,6 +226,64 @@ static void test_group_and_pipeline(void) {
   acx_buffer_release(b);
 }
 
+/* ---- the same collectives again and again (NCCL: captured into a graph once, then replayed):
+ * a dependent in-place chain alternating streams, fresh inputs under a repeated operation, two
+ * counts on the same buffers, and a buffer freed and replaced (perhaps at the same address) ---- */
+static void test_repeated(void) {
+  enum { N = 1000, CHAIN = 8 };
+  static int32_t v[N], o[N];
+  acx_buffer_t *a = alloc(N, ACX_DTYPE_I32), *b = alloc(N, ACX_DTYPE_I32);
+  for (size_t i = 0; i < N; i++) v[i] = 1 + (int32_t)(i % 3);
+  put(a, 0, v, N, ACX_DTYPE_I32);
+  for (int k = 0; k < CHAIN; k++)
+    ACX_ASSERT_STATUS(acx_allreduce(coll, a, a, N, ACX_DTYPE_I32, ACX_REDOP_SUM, (uint32_t)(k % 2), NULL), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_synchronize(coll, -1), ACX_OK);
+  get(a, 0, o, N, ACX_DTYPE_I32);
+  int32_t f = 1;
+  for (int k = 0; k < CHAIN; k++) f *= nranks;
+  long bad = 0;
+  for (size_t i = 0; i < N; i++) bad += o[i] != f * (1 + (int32_t)(i % 3));
+  CU_ASSERT_EQUAL(bad, 0);
+  /* The same out-of-place sum on new inputs each time: a replay reads what the buffer holds now. */
+  for (int k = 0; k < 5; k++) {
+    for (size_t i = 0; i < N; i++) v[i] = rank + k + (int32_t)i;
+    put(a, 0, v, N, ACX_DTYPE_I32);
+    size_t cnt = k % 2 ? N / 2 : N;
+    ACX_ASSERT_STATUS(acx_allreduce_sync(coll, a, b, cnt, ACX_DTYPE_I32, ACX_REDOP_SUM, 0, -1), ACX_OK);
+    get(b, 0, o, cnt, ACX_DTYPE_I32);
+    bad = 0;
+    for (size_t i = 0; i < cnt; i++) bad += o[i] != nranks * (nranks - 1) / 2 + nranks * (k + (int32_t)i);
+    CU_ASSERT_EQUAL(bad, 0);
+  }
+  /* Replace b: the new buffer may sit at the old address; the operation must still land in it. */
+  acx_buffer_release(b);
+  for (int round = 0; round < 2; round++) {
+    acx_buffer_t *c = alloc(N, ACX_DTYPE_I32);
+    for (int k = 0; k < 3; k++) {
+      for (size_t i = 0; i < N; i++) v[i] = (rank + 1) * (round + 2) + (int32_t)i;
+      put(a, 0, v, N, ACX_DTYPE_I32);
+      ACX_ASSERT_STATUS(acx_allreduce_sync(coll, a, c, N, ACX_DTYPE_I32, ACX_REDOP_MAX, 0, -1), ACX_OK);
+      get(c, 0, o, N, ACX_DTYPE_I32);
+      bad = 0;
+      for (size_t i = 0; i < N; i++) bad += o[i] != nranks * (round + 2) + (int32_t)i;
+      CU_ASSERT_EQUAL(bad, 0);
+    }
+    acx_buffer_release(c);
+  }
+  /* A repeated broadcast from each root in turn. */
+  for (int k = 0; k < 2 * nranks; k++) {
+    int root = k % nranks;
+    for (size_t i = 0; i < N; i++) v[i] = rank * 7 + k + (int32_t)i;
+    put(a, 0, v, N, ACX_DTYPE_I32);
+    ACX_ASSERT_STATUS(acx_broadcast_sync(coll, a, a, N, ACX_DTYPE_I32, root, 0, -1), ACX_OK);
+    get(a, 0, o, N, ACX_DTYPE_I32);
+    bad = 0;
+    for (size_t i = 0; i < N; i++) bad += o[i] != root * 7 + k + (int32_t)i;
+    CU_ASSERT_EQUAL(bad, 0);
+  }
+  acx_buffer_release(a);
+}
+
 /* ---- bad input: each with its status, nothing enqueued (the coll stays usable) ---- */
 static void test_bad_input(void) {
   acx_buffer_t *f = alloc(8, ACX_DTYPE_F32), *i32 = alloc(8, ACX_DTYPE_I32), *raw = NULL, *big = alloc(64, ACX_DTYPE_F32);
@@ -354,6 +412,7 @@ static int run_suite(void) {
   static const acx_test_case_t cases[] = {ACX_TEST(test_bad_input), ACX_TEST(test_allreduce_all),
                                           ACX_TEST(test_broadcast_reduce), ACX_TEST(test_allgather_reduce_scatter),
                                           ACX_TEST(test_ring_alltoall), ACX_TEST(test_group_and_pipeline),
+                                          ACX_TEST(test_repeated),
                                           ACX_TEST_END};
   return acx_test_run(use_cuda ? "coll-nccl" : "coll-mpi", cases, NULL, NULL);
 }
