@@ -37,6 +37,10 @@ enum {
 };
 
 enum {
+  ACXK_OP_BLASLT_MATMUL = ACXK_OP_BLASLT_FIRST,
+};
+
+enum {
   ACXK_OP_FFT_EXEC = ACXK_OP_FFT_FIRST,
 };
 
@@ -103,6 +107,26 @@ typedef struct acxk_fft_desc {
   int64_t batch;
 } acxk_fft_desc_t;
 
+/* cuBLASLt matmul, column-major. Operands: 0 A, 1 B, 2 C (absent: none, beta = 0), 3 D, 4 bias,
+ * 5 aux, 6 scale_a, 7 scale_b (absent when unused). */
+#define ACXK_LT_A 0
+#define ACXK_LT_B 1
+#define ACXK_LT_C 2
+#define ACXK_LT_D 3
+#define ACXK_LT_BIAS 4
+#define ACXK_LT_AUX 5
+#define ACXK_LT_SCALE_A 6
+#define ACXK_LT_SCALE_B 7
+typedef struct acxk_blaslt_desc {
+  uint32_t a_dtype, b_dtype, d_dtype, bias_dtype; /* acx_dtype_t; C has D's */
+  uint32_t compute;                               /* acx_blas_compute_t */
+  uint32_t transa, transb;                        /* acx_blas_op_t */
+  uint32_t epilogue;                              /* acx_blaslt_epilogue_t flags */
+  int64_t m, n, k;
+  int64_t lda, ldb, ldc, ldd, aux_ld;
+  double alpha, beta;
+} acxk_blaslt_desc_t;
+
 /* cuSOLVER (dense, 64-bit API), column-major. Operands: potrf A; potrs A B; getrf A ipiv;
  * getrs A ipiv B; geqrf A tau; gesvd A S U VT (U, VT absent with job NONE); syevd A W. The info
  * is read back through the scratch slot. */
@@ -127,6 +151,7 @@ typedef struct acxk_desc {
   acxk_operand_t opnd[ACXK_MAX_OPERANDS];
   union {
     acxk_blas_desc_t blas;
+    acxk_blaslt_desc_t blaslt;
     acxk_rand_desc_t rand;
     acxk_fft_desc_t fft;
     acxk_solver_desc_t solver;
@@ -147,5 +172,6 @@ typedef struct acxk_desc {
 
 _Static_assert(sizeof(acxk_operand_t) == 32, "operand records are 32 bytes");
 _Static_assert(sizeof(acxk_blas_desc_t) <= ACXK_DESC_BODY, "the BLAS body fits the descriptor");
+_Static_assert(sizeof(acxk_blaslt_desc_t) <= ACXK_DESC_BODY, "the cuBLASLt body fits the descriptor");
 _Static_assert(sizeof(acxk_solver_desc_t) <= ACXK_DESC_BODY, "the solver body fits the descriptor");
 #endif

@@ -22,6 +22,7 @@ static const struct {
     [ACX_DTYPE_I32] = {"i32", 4},   [ACX_DTYPE_U32] = {"u32", 4}, [ACX_DTYPE_I64] = {"i64", 8},
     [ACX_DTYPE_U64] = {"u64", 8},   [ACX_DTYPE_F16] = {"f16", 2}, [ACX_DTYPE_BF16] = {"bf16", 2},
     [ACX_DTYPE_F32] = {"f32", 4},   [ACX_DTYPE_F64] = {"f64", 8},
+    [ACX_DTYPE_F8E4M3] = {"f8e4m3", 1}, [ACX_DTYPE_F8E5M2] = {"f8e5m2", 1},
 };
 
 size_t acx_dtype_size(acx_dtype_t dtype) {

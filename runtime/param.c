@@ -49,6 +49,8 @@ static const param_def_t defs[] = {
     {"ACX_COLL_GRAPH_CACHE", ACX_PARAM_INT, "64", "CUDA graphs kept per NCCL communicator: a collective seen twice with the same arguments is captured and then replayed without an NCCL call; 0 calls NCCL every time"},
     {"ACX_WORLD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of each bootstrap exchange of acx_world_init (ms): a rank that never arrives fails the others"},
     {"ACX_LAUNCH_CHECK", ACX_PARAM_INT, "1", "1: refuse a launch where MPI sees 1 process but the launcher started more (missing PMI/PMIx); 0: skip"},
+    /* CUDA library contexts */
+    {"ACX_BLASLT_WORKSPACE_MB", ACX_PARAM_INT, "32", "cuBLASLt workspace per executor stream (MiB): the most a matmul algorithm may use"},
     /* observability */
     {"ACX_NVTX", ACX_PARAM_INT, "0", "1: NVTX ranges in the 'acx' domain around commands and collectives"},
 };

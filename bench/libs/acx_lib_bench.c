@@ -3,7 +3,7 @@
  * default: ACX_EXECUTOR), in one run on one GPU. Each case queues N calls and waits for the last,
  * as a user pipelining work would, so the per-command cost amortises the way it does in practice;
  * the table gives time per call, TFLOP/s or GB/s, and the ratio acx/raw (goal >= 0.97).
- * The raw peer includes cuBLAS/cuFFT/cuRAND headers by necessity: it is what acx is measured against.
+ * The raw peer includes the libraries' headers by necessity: it is what acx is measured against.
  * Usage: acx-lib-bench [--iters-scale F] [--only NAME[,NAME...]] [--device N] */
 #include <math.h>
 #include <stdio.h>
@@ -11,15 +11,19 @@
 #include <string.h>
 #include <time.h>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cufft.h>
 #include <curand.h>
+#include <cusolverDn.h>
 
 #include "acx/blas.h"
+#include "acx/blaslt.h"
 #include "acx/device.h"
 #include "acx/fft.h"
 #include "acx/rand.h"
+#include "acx/solver.h"
 
 #define GOAL_RATIO 0.97
 #define T_WAIT (600LL * 1000000000LL)
@@ -52,6 +56,8 @@ static bcase_t cases[] = {
     {"gemm_f32", "8192^3 f32", 2.0 * N8K * N8K * N8K, 0, 8},
     {"fft_c2c", "2^24 C2C f32 (5 N log2 N flops)", 5.0 * FFT_N * 24, 0, 200},
     {"rand_normal", "2^28 f32 normal (Philox)", 4.0 * RAND_N, 1, 40},
+    {"lt_gelu_bias", "8192^3 bf16 cuBLASLt GELU+bias", 2.0 * N8K * N8K * N8K, 0, 60},
+    {"potrf_f64", "8192 f64 Cholesky (n^3/3 flop)", N8K * N8K * N8K / 3.0, 0, 10},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -71,6 +77,22 @@ static bcase_t cases[] = {
     cublasStatus_t s_ = (call);                                                              \
     if (s_ != CUBLAS_STATUS_SUCCESS) {                                                       \
       fprintf(stderr, "raw: %s: %s\n", #call, cublasGetStatusName(s_));                      \
+      return -1;                                                                             \
+    }                                                                                        \
+  } while (0)
+#define LK(call)                                                                             \
+  do {                                                                                       \
+    cublasStatus_t s_ = (call);                                                              \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                       \
+      fprintf(stderr, "raw: %s: %s\n", #call, cublasGetStatusName(s_));                      \
+      return -1;                                                                             \
+    }                                                                                        \
+  } while (0)
+#define SK(call)                                                                             \
+  do {                                                                                       \
+    cusolverStatus_t s_ = (call);                                                            \
+    if (s_ != CUSOLVER_STATUS_SUCCESS) {                                                     \
+      fprintf(stderr, "raw: %s: cusolver status %d\n", #call, (int)s_);                      \
       return -1;                                                                             \
     }                                                                                        \
   } while (0)
@@ -156,6 +178,97 @@ static int raw_fft(cudaStream_t s, int iters, double *sec) {
   return 0;
 }
 
+/* cuBLASLt bf16 matmul with the GELU+bias epilogue, the algorithm from the heuristic (as acx
+ * picks it) and a 32 MiB workspace (ACX_BLASLT_WORKSPACE_MB's default). */
+static int raw_lt(cudaStream_t s, int iters, double *sec) {
+  void *a, *b, *d, *bias, *ws;
+  size_t bytes = (size_t)(N8K * N8K) * 2, wsb = (size_t)32 << 20;
+  CK(cudaMalloc(&a, bytes));
+  CK(cudaMalloc(&b, bytes));
+  CK(cudaMalloc(&d, bytes));
+  CK(cudaMalloc(&bias, (size_t)N8K * 2));
+  CK(cudaMalloc(&ws, wsb));
+  CK(cudaMemsetAsync(a, 0x3c, bytes, s));
+  CK(cudaMemsetAsync(b, 0x3c, bytes, s));
+  CK(cudaMemsetAsync(bias, 0x3c, (size_t)N8K * 2, s));
+  cublasLtHandle_t h;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t l;
+  cublasLtMatmulPreference_t pref;
+  LK(cublasLtCreate(&h));
+  LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_GELU_BIAS;
+  int32_t bt = CUDA_R_16BF;
+  LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+  LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  LK(cublasLtMatrixLayoutCreate(&l, CUDA_R_16BF, N8K, N8K, N8K));
+  LK(cublasLtMatmulPreferenceCreate(&pref));
+  LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+  cublasLtMatmulHeuristicResult_t r;
+  int found = 0;
+  LK(cublasLtMatmulAlgoGetHeuristic(h, op, l, l, l, l, pref, 1, &r, &found));
+  if (found < 1) {
+    fprintf(stderr, "raw: cuBLASLt heuristic found no algorithm\n");
+    return -1;
+  }
+  float alpha = 1, beta = 0;
+  for (int i = 0; i < iters + 2; i++) {
+    if (i == 2) {
+      CK(cudaStreamSynchronize(s));
+      *sec = (double)now_ns();
+    }
+    LK(cublasLtMatmul(h, op, &alpha, a, l, b, l, &beta, d, l, d, l, &r.algo, ws, wsb, s));
+  }
+  CK(cudaStreamSynchronize(s));
+  *sec = ((double)now_ns() - *sec) * 1e-9 / iters;
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(l);
+  cublasLtMatmulDescDestroy(op);
+  cublasLtDestroy(h);
+  cudaFree(a), cudaFree(b), cudaFree(d), cudaFree(bias), cudaFree(ws);
+  return 0;
+}
+
+/* Cholesky of the identity: dense Cholesky does the same work whatever the values, and the
+ * identity is its own factor, so repeated in-place calls stay valid (no info > 0 early exit). */
+static int raw_potrf(cudaStream_t s, int iters, double *sec) {
+  double *a;
+  int *info;
+  size_t bytes = (size_t)(N8K * N8K) * 8;
+  CK(cudaMalloc((void **)&a, bytes));
+  CK(cudaMalloc((void **)&info, sizeof(int)));
+  CK(cudaMemsetAsync(a, 0, bytes, s));
+  double *ones = malloc((size_t)N8K * 8);
+  for (int64_t i = 0; i < N8K; i++) ones[i] = 1.0;
+  CK(cudaMemcpy2DAsync(a, (size_t)(N8K + 1) * 8, ones, 8, 8, (size_t)N8K, cudaMemcpyHostToDevice, s));
+  CK(cudaStreamSynchronize(s));
+  free(ones);
+  cusolverDnHandle_t h;
+  cusolverDnParams_t p;
+  SK(cusolverDnCreate(&h));
+  SK(cusolverDnSetStream(h, s));
+  SK(cusolverDnCreateParams(&p));
+  size_t dws = 0, hws = 0;
+  SK(cusolverDnXpotrf_bufferSize(h, p, CUBLAS_FILL_MODE_LOWER, N8K, CUDA_R_64F, a, N8K, CUDA_R_64F, &dws, &hws));
+  void *dw = NULL, *hw = hws ? malloc(hws) : NULL;
+  CK(cudaMalloc(&dw, dws ? dws : 1));
+  for (int i = 0; i < iters + 1; i++) {
+    if (i == 1) {
+      CK(cudaStreamSynchronize(s));
+      *sec = (double)now_ns();
+    }
+    SK(cusolverDnXpotrf(h, p, CUBLAS_FILL_MODE_LOWER, N8K, CUDA_R_64F, a, N8K, CUDA_R_64F, dw, dws, hw, hws, info));
+  }
+  CK(cudaStreamSynchronize(s));
+  *sec = ((double)now_ns() - *sec) * 1e-9 / iters;
+  cusolverDnDestroyParams(p);
+  cusolverDnDestroy(h);
+  free(hw);
+  cudaFree(dw), cudaFree(a), cudaFree(info);
+  return 0;
+}
+
 static int run_raw(int device, const char *name, int iters, double *sec) {
   CK(cudaSetDevice(device));
   cudaStream_t s;
@@ -165,6 +278,8 @@ static int run_raw(int device, const char *name, int iters, double *sec) {
   else if (!strcmp(name, "gemm_f32")) rc = raw_gemm(s, CUDA_R_32F, 4, iters, sec);
   else if (!strcmp(name, "rand_normal")) rc = raw_rand(s, iters, sec);
   else if (!strcmp(name, "fft_c2c")) rc = raw_fft(s, iters, sec);
+  else if (!strcmp(name, "lt_gelu_bias")) rc = raw_lt(s, iters, sec);
+  else if (!strcmp(name, "potrf_f64")) rc = raw_potrf(s, iters, sec);
   cudaStreamDestroy(s);
   return rc;
 }
@@ -298,11 +413,74 @@ out:
   return rc;
 }
 
+typedef struct lt_arg {
+  acx_blaslt_t *lt;
+  acx_blaslt_matmul_desc_t d;
+} lt_arg_t;
+
+static acx_status_t submit_lt(void *arg, acx_future_t **done) {
+  lt_arg_t *l = arg;
+  return acx_blaslt_matmul(l->lt, &l->d, done);
+}
+
+static int acx_lt(acx_device_t *dev, int iters, double *sec) {
+  int rc = 0;
+  size_t bytes = (size_t)(N8K * N8K) * 2;
+  acx_buffer_t *a = NULL, *b = NULL, *d = NULL, *bias = NULL;
+  lt_arg_t l = {.d = ACX_BLASLT_MATMUL_DESC_INIT};
+  AK(acx_buffer_alloc(dev, bytes, ACX_DTYPE_BF16, ACX_MEM_DEVICE, T_WAIT, &a));
+  AK(acx_buffer_alloc(dev, bytes, ACX_DTYPE_BF16, ACX_MEM_DEVICE, T_WAIT, &b));
+  AK(acx_buffer_alloc(dev, bytes, ACX_DTYPE_BF16, ACX_MEM_DEVICE, T_WAIT, &d));
+  AK(acx_buffer_alloc(dev, (size_t)N8K * 2, ACX_DTYPE_BF16, ACX_MEM_DEVICE, T_WAIT, &bias));
+  AK(acx_buffer_fill(a, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
+  AK(acx_buffer_fill(b, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
+  AK(acx_buffer_fill(bias, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
+  AK(acx_blaslt_create(dev, NULL, &l.lt));
+  l.d.m = l.d.n = l.d.k = N8K;
+  l.d.a = a, l.d.lda = N8K, l.d.b = b, l.d.ldb = N8K, l.d.d = d, l.d.ldd = N8K;
+  l.d.epilogue = ACX_BLASLT_EPILOGUE_GELU | ACX_BLASLT_EPILOGUE_BIAS, l.d.bias = bias;
+  rc = time_acx(submit_lt, &l, iters, sec);
+out:
+  acx_blaslt_destroy(l.lt);
+  acx_buffer_release(a);
+  acx_buffer_release(b);
+  acx_buffer_release(d);
+  acx_buffer_release(bias);
+  return rc;
+}
+
+typedef struct potrf_arg {
+  acx_solver_t *s;
+  acx_buffer_t *a;
+} potrf_arg_t;
+
+static acx_status_t submit_potrf(void *arg, acx_future_t **done) {
+  potrf_arg_t *p = arg;
+  return acx_solver_potrf(p->s, ACX_SOLVER_LOWER, N8K, p->a, 0, N8K, done);
+}
+
+static int acx_potrf(acx_device_t *dev, int iters, double *sec) {
+  int rc = 0;
+  potrf_arg_t p = {0};
+  const double one = 1.0;
+  AK(acx_buffer_alloc(dev, (size_t)(N8K * N8K) * 8, ACX_DTYPE_F64, ACX_MEM_DEVICE, T_WAIT, &p.a));
+  AK(acx_buffer_fill(p.a, 0, ACX_WHOLE, 0, 1, 0, T_WAIT));
+  for (int64_t i = 0; i < N8K; i++) AK(acx_buffer_write(p.a, (size_t)(i * (N8K + 1)) * 8, &one, 8, 0, T_WAIT));
+  AK(acx_solver_create(dev, NULL, &p.s));
+  rc = time_acx(submit_potrf, &p, iters, sec);
+out:
+  acx_solver_destroy(p.s);
+  acx_buffer_release(p.a);
+  return rc;
+}
+
 static int run_acx(acx_device_t *dev, const char *name, int iters, double *sec) {
   if (!strcmp(name, "gemm_bf16")) return acx_gemm(dev, ACX_DTYPE_BF16, iters, sec);
   if (!strcmp(name, "gemm_f32")) return acx_gemm(dev, ACX_DTYPE_F32, iters, sec);
   if (!strcmp(name, "rand_normal")) return acx_rand(dev, iters, sec);
   if (!strcmp(name, "fft_c2c")) return acx_fft(dev, iters, sec);
+  if (!strcmp(name, "lt_gelu_bias")) return acx_lt(dev, iters, sec);
+  if (!strcmp(name, "potrf_f64")) return acx_potrf(dev, iters, sec);
   return -1;
 }
 

@@ -47,6 +47,8 @@ typedef enum acx_dtype {
   ACX_DTYPE_BF16 = 8,
   ACX_DTYPE_F32 = 9,
   ACX_DTYPE_F64 = 10,
+  ACX_DTYPE_F8E4M3 = 11, /* OCP fp8 E4M3 (CUDA_R_8F_E4M3), e.g. cuBLASLt matmul inputs */
+  ACX_DTYPE_F8E5M2 = 12, /* OCP fp8 E5M2 (CUDA_R_8F_E5M2) */
   ACX_DTYPE_COUNT
 } acx_dtype_t;
 

@@ -88,6 +88,32 @@ static double bf16_to_d(uint16_t b) {
   return f;
 }
 
+/* OCP fp8: E4M3 (bias 7, no infinities, S.1111.111 is NaN) and E5M2 (bias 15, IEEE-like). */
+static double f8_to_d(uint8_t b, int e5m2) {
+  int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  uint32_t e = (b >> mbits) & (e5m2 ? 0x1fu : 0xfu), m = b & ((1u << mbits) - 1);
+  double v;
+  if (e5m2 && e == 31) v = m ? NAN : INFINITY;
+  else if (!e5m2 && e == 15 && m == 7) v = NAN;
+  else if (e == 0) v = ldexp((double)m, 1 - bias - mbits);
+  else v = ldexp((double)((1u << mbits) + m), (int)e - bias - mbits);
+  return (b & 0x80u) ? -v : v;
+}
+
+/* Nearest fp8 code, ties to the even code; beyond the largest finite value: that value (the
+ * tests never go there). */
+static uint8_t d_to_f8(double v, int e5m2) {
+  uint8_t best = 0;
+  double bd = INFINITY;
+  for (unsigned c = 0; c < 256; c++) {
+    double x = f8_to_d((uint8_t)c, e5m2);
+    if (isnan(x) || isinf(x)) continue;
+    double d = fabs(x - v);
+    if (d < bd || (d == bd && !(c & 1))) bd = d, best = (uint8_t)c;
+  }
+  return best;
+}
+
 void lt_pack(void *dst, const double *src, size_t n, acx_dtype_t dtype) {
   for (size_t i = 0; i < n; i++) {
     switch (dtype) {
@@ -97,6 +123,8 @@ void lt_pack(void *dst, const double *src, size_t n, acx_dtype_t dtype) {
       case ACX_DTYPE_BF16: ((uint16_t *)dst)[i] = f32_to_bf16((float)src[i]); break;
       case ACX_DTYPE_I32: ((int32_t *)dst)[i] = (int32_t)src[i]; break;
       case ACX_DTYPE_U32: ((uint32_t *)dst)[i] = (uint32_t)src[i]; break;
+      case ACX_DTYPE_F8E4M3: ((uint8_t *)dst)[i] = d_to_f8(src[i], 0); break;
+      case ACX_DTYPE_F8E5M2: ((uint8_t *)dst)[i] = d_to_f8(src[i], 1); break;
       default: abort();
     }
   }
@@ -111,6 +139,8 @@ void lt_unpack(double *dst, const void *src, size_t n, acx_dtype_t dtype) {
       case ACX_DTYPE_BF16: dst[i] = bf16_to_d(((const uint16_t *)src)[i]); break;
       case ACX_DTYPE_I32: dst[i] = ((const int32_t *)src)[i]; break;
       case ACX_DTYPE_U32: dst[i] = ((const uint32_t *)src)[i]; break;
+      case ACX_DTYPE_F8E4M3: dst[i] = f8_to_d(((const uint8_t *)src)[i], 0); break;
+      case ACX_DTYPE_F8E5M2: dst[i] = f8_to_d(((const uint8_t *)src)[i], 1); break;
       default: abort();
     }
   }

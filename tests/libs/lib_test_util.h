@@ -21,7 +21,7 @@ acx_device_t *lt_open_cuda(int streams);
 
 /* n doubles uniform in [-1, -1/8] U [1/8, 1] (never zero), from seed. */
 void lt_random(double *v, size_t n, uint64_t seed);
-/* Rounds v to what dtype can hold (f16, bf16, f32, f64), in place. */
+/* Rounds v to what dtype can hold (fp8, f16, bf16, f32, f64), in place. */
 void lt_round(double *v, size_t n, acx_dtype_t dtype);
 /* Packs n doubles into dtype elements / unpacks them. */
 void lt_pack(void *dst, const double *src, size_t n, acx_dtype_t dtype);
