@@ -56,6 +56,7 @@ typedef struct gentry {
 typedef struct cstats {
   uint64_t ops, eager, in_progress, replays, captures, capture_fails;
   int64_t wait_ns, wait_max_ns;
+  int64_t replay_ns, launch_ns; /* executor time per replay: all of it, cudaGraphLaunch alone */
 } cstats_t;
 
 typedef struct ncomm {
@@ -283,9 +284,11 @@ static void stats_log(const ncomm_t *c) {
   if (!t->ops) return;
   ACX_INFO(COLL, "communicator %" PRIu64 ": %" PRIu64 " operations: %" PRIu64 " graph replays, %" PRIu64
            " captures (%" PRIu64 " failed), %" PRIu64 " direct NCCL calls; %" PRIu64 " calls returned ncclInProgress, "
-           "waited %.1f us on average, %.1f us at most", c->id, t->ops, t->replays, t->captures, t->capture_fails,
+           "waited %.1f us on average, %.1f us at most; a replay took %.2f us of the executor (%.2f us in "
+           "cudaGraphLaunch)", c->id, t->ops, t->replays, t->captures, t->capture_fails,
            t->eager, t->in_progress, t->in_progress ? (double)t->wait_ns / (double)t->in_progress / 1e3 : 0.0,
-           (double)t->wait_max_ns / 1e3);
+           (double)t->wait_max_ns / 1e3, t->replays ? (double)t->replay_ns / (double)t->replays / 1e3 : 0.0,
+           t->replays ? (double)t->launch_ns / (double)t->replays / 1e3 : 0.0);
 }
 
 static void do_abort(ncomm_t *c, const char *why) {
@@ -511,6 +514,16 @@ static void reorder(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, 
   }
 }
 
+/* A collective is in its stream now. A fire-and-forget one gets no completion record: its
+ * success is never posted anyway, a failure on the GPU surfaces on the next operation that is
+ * waited for (one with a future, a FENCE) or as the communicator's asynchronous error, and
+ * tracking each one would cost an event record and event queries per operation -- executor time
+ * that back-to-back small collectives cannot spare. */
+static void complete_op(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *cmd) {
+  if (cmd->flags & ACXI_CMD_FLAG_NO_REPLY) return;
+  api->complete_after(e, cmd->stream, cmd);
+}
+
 /* Issues a collective or a group and arranges its completion. Only in C_READY. */
 static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const acxi_cmd_t *cmd) {
   cudaStream_t s = (cudaStream_t)api->stream(e, cmd->stream);
@@ -522,6 +535,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
   }
   ncclResult_t r = ncclSuccess;
   acx_status_t st = ACX_OK;
+  int64_t t0 = acxi_now_ns();
   c->st.ops++;
   if (cmd->op == ACXC_OP_GROUP) {
     void *base;
@@ -570,10 +584,13 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
         g = graph_find(c, &k);
       }
       if (g && g->exec) {
+        int64_t t1 = acxi_now_ns();
         cudaError_t err = cudaGraphLaunch(g->exec, s);
         if (err == cudaSuccess) {
+          c->st.launch_ns += acxi_now_ns() - t1;
           c->st.replays++;
-          api->complete_after(e, cmd->stream, cmd);
+          complete_op(e, api, cmd);
+          c->st.replay_ns += acxi_now_ns() - t0;
           return;
         }
         ACX_WARN(COLL, "communicator %" PRIu64 ": replaying a collective's CUDA graph failed: %s (%d); this "
@@ -588,7 +605,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
         r = nccl_call(c, &p, c->cs);
         if (r == ncclSuccess) {
           if (capture_finish(c, s)) {
-            api->complete_after(e, cmd->stream, cmd);
+            complete_op(e, api, cmd);
             return;
           }
           c->st.eager++; /* nothing was launched: directly, then */
@@ -607,7 +624,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
     return;
   }
   if (r == ncclSuccess) {
-    api->complete_after(e, cmd->stream, cmd);
+    complete_op(e, api, cmd);
     return;
   }
   if (r == ncclInProgress) {
@@ -890,7 +907,7 @@ static int progress_one(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x
     }
     /* Now the work is in the stream: record the accesses and the completion after it. */
     reorder(e, api, c, &c->issuing);
-    api->complete_after(e, c->issuing.stream, &c->issuing);
+    complete_op(e, api, &c->issuing);
     return 1 + drain(e, api, x, c);
   }
   case C_FINALIZING: {
