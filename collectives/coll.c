@@ -18,7 +18,9 @@
 #include "runtime/log.h"
 #include "runtime/param.h"
 
-static _Atomic uint64_t next_comm_id = 1;
+#if ACX_HAVE_NCCL
+static _Atomic uint64_t next_comm_id = 1; /* executor-side communicator ids */
+#endif
 static _Atomic int coll_counter;
 
 static const char *const redop_names[ACX_REDOP_COUNT] = {"sum", "prod", "max", "min", "avg"};
