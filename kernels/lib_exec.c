@@ -52,9 +52,11 @@ typedef struct lib_entry {
 
 static const lib_entry_t libs[] = {
     {ACXK_OP_BLAS_FIRST, ACXK_OP_BLASLT_FIRST - 1, ACX_LIB_CUBLAS, acxk_blas_exec, acxk_blas_exec_destroy},
+    {ACXK_OP_BLASLT_FIRST, ACXK_OP_FFT_FIRST - 1, ACX_LIB_CUBLASLT, acxk_blaslt_exec, acxk_blaslt_exec_destroy},
     {ACXK_OP_FFT_FIRST, ACXK_OP_RAND_FIRST - 1, ACX_LIB_CUFFT, acxk_fft_exec, acxk_fft_exec_destroy},
     {ACXK_OP_RAND_FIRST, ACXK_OP_SOLVER_FIRST - 1, ACX_LIB_CURAND, acxk_rand_exec, acxk_rand_exec_destroy},
     {ACXK_OP_SOLVER_FIRST, ACXK_OP_SPARSE_FIRST - 1, ACX_LIB_CUSOLVER, acxk_solver_exec, acxk_solver_exec_destroy},
+    {ACXK_OP_SPARSE_FIRST, ACXK_OP_DNN_FIRST - 1, ACX_LIB_CUSPARSE, acxk_sparse_exec, acxk_sparse_exec_destroy},
 };
 #define NLIBS (sizeof libs / sizeof libs[0])
 

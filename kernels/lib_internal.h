@@ -136,6 +136,8 @@ acx_status_t acxk_fft_exec(acxk_lib_call_t *c);
 void acxk_fft_exec_destroy(void *state);
 acx_status_t acxk_blaslt_exec(acxk_lib_call_t *c);
 void acxk_blaslt_exec_destroy(void *state);
+acx_status_t acxk_sparse_exec(acxk_lib_call_t *c);
+void acxk_sparse_exec_destroy(void *state);
 acx_status_t acxk_solver_exec(acxk_lib_call_t *c);
 void acxk_solver_exec_destroy(void *state);
 

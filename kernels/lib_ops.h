@@ -45,6 +45,11 @@ enum {
 };
 
 enum {
+  ACXK_OP_SPARSE_SPMV = ACXK_OP_SPARSE_FIRST,
+  ACXK_OP_SPARSE_SPMM,
+};
+
+enum {
   ACXK_OP_RAND_GENERATE = ACXK_OP_RAND_FIRST, /* every distribution: acxk_rand_desc_t.dist */
 };
 
@@ -127,6 +132,17 @@ typedef struct acxk_blaslt_desc {
   double alpha, beta;
 } acxk_blaslt_desc_t;
 
+/* cuSPARSE generic API. Operands: 0 row offsets, 1 column indices, 2 values, 3 x / B, 4 y / C. */
+typedef struct acxk_sparse_desc {
+  uint32_t dtype;     /* f32 or f64 (values, x/y, B/C) */
+  uint32_t index;     /* i32 or i64 (offsets and indices) */
+  uint32_t trans;     /* acx_blas_op_t */
+  int32_t base;       /* 0 or 1 */
+  int64_t rows, cols, nnz;
+  int64_t n, ldb, ldc; /* SpMM */
+  double alpha, beta;
+} acxk_sparse_desc_t;
+
 /* cuSOLVER (dense, 64-bit API), column-major. Operands: potrf A; potrs A B; getrf A ipiv;
  * getrs A ipiv B; geqrf A tau; gesvd A S U VT (U, VT absent with job NONE); syevd A W. The info
  * is read back through the scratch slot. */
@@ -155,6 +171,7 @@ typedef struct acxk_desc {
     acxk_rand_desc_t rand;
     acxk_fft_desc_t fft;
     acxk_solver_desc_t solver;
+    acxk_sparse_desc_t sparse;
     uint8_t raw[ACXK_DESC_BODY];
   } u;
 } acxk_desc_t;
