@@ -64,6 +64,19 @@ if(_acx_bench_exes)
   install(TARGETS ${_acx_bench_exes} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
+# Fortran: libacx_fortran in the export set (acx::acx_fortran) and its compiler-specific .mod
+# files in include/acx/fortran, the module path the target carries.
+if(TARGET acx_fortran)
+  set_target_properties(acx_fortran PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+  install(TARGETS acx_fortran EXPORT acxTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  get_target_property(_acx_fortran_moddir acx_fortran Fortran_MODULE_DIRECTORY)
+  install(DIRECTORY ${_acx_fortran_moddir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/acx/fortran
+          FILES_MATCHING PATTERN "*.mod")
+endif()
+
 file(GLOB _acx_public_headers ${PROJECT_SOURCE_DIR}/include/acx/*.h)
 install(FILES ${_acx_public_headers} ${PROJECT_BINARY_DIR}/include/acx/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/acx)

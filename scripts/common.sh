@@ -1,7 +1,7 @@
 # Shared by test.sh and bench.sh: install what is missing (as root, on Debian/Ubuntu), find CUDA.
 # shellcheck shell=bash
 
-ACX_DEBS="cmake ninja-build pkg-config gcc g++ make libopenmpi-dev openmpi-bin libhwloc-dev libcunit1-dev gnuplot-nox
+ACX_DEBS="cmake ninja-build pkg-config gcc g++ gfortran make libopenmpi-dev openmpi-bin libhwloc-dev libcunit1-dev gnuplot-nox
   clang libclang-rt-14-dev
   munge slurmctld slurmd slurm-client python3" # the last line: the single-host Slurm test
 
