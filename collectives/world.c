@@ -11,6 +11,7 @@
 #include "runtime/clock.h"
 #include "runtime/log.h"
 #include "runtime/param.h"
+#include "runtime/token_internal.h"
 #if ACX_HAVE_NCCL
 #include <nccl.h>
 _Static_assert(sizeof(ncclUniqueId) == ACXC_NCCL_ID_BYTES, "ACXC_NCCL_ID_BYTES must match nccl.h");
@@ -202,6 +203,8 @@ acx_status_t acx_world_init(MPI_Comm comm, const acx_world_config_t *cfg, acx_wo
   ACX_INFO(TOPO, "binding: rank %d/%d node %d/%d %s", w->rank, w->size, w->node, w->nodes,
            acx_topo_binding_str(&w->binding, line, sizeof line));
   atomic_store_explicit(&w->epoch, 0, memory_order_relaxed);
+  /* Exports from now on name this rank; the owner-side check refuses other ranks' tokens. */
+  acxi_token_set_identity(w->rank, w->node, 0);
   *world = w;
   return ACX_OK;
 
@@ -228,7 +231,14 @@ acx_status_t acx_world_finalize(acx_world_t *w) {
   }
   acx_topo_destroy(w->topo);
   free(w);
+  acxi_token_set_identity(0, 0, 0);
   return ACX_OK;
+}
+
+void acxc_world_set_epoch(acx_world_t *w, uint64_t epoch) {
+  /* Tokens first: an export made by a thread that already sees the new epoch must carry it. */
+  acxi_token_set_identity(w->rank, w->node, epoch);
+  atomic_store_explicit(&w->epoch, epoch, memory_order_release);
 }
 
 #define WORLD_GETTER(fn, type, expr)                                              \

@@ -30,6 +30,10 @@ acx_status_t acxc_world_bcast_bytes(acx_world_t *w, int root, void *buf, size_t 
  * ACX_ERR_NOT_SUPPORTED in a build without NCCL; ACX_ERR_NCCL (logged with NCCL's message). */
 acx_status_t acxc_world_nccl_unique_id(acx_world_t *w, int root, unsigned char id[ACXC_NCCL_ID_BYTES]);
 
+/* The rebuild protocol (rebuild.c) moved the world to `epoch`: the token identity follows at once,
+ * so exports carry the new epoch and older tokens go stale. Any thread. */
+void acxc_world_set_epoch(acx_world_t *w, uint64_t epoch);
+
 /* The process count the launcher announced through its environment (OMPI_COMM_WORLD_SIZE,
  * PMI_SIZE, MV2_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS), with the variable's name; 0 when none
  * says. The largest claim wins. */

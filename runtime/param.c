@@ -48,6 +48,11 @@ static const param_def_t defs[] = {
     {"ACX_NCCL_INIT_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of NCCL communicator creation (ms)"},
     {"ACX_COLL_GRAPH_CACHE", ACX_PARAM_INT, "64", "CUDA graphs kept per NCCL communicator: a collective seen twice with the same arguments is captured and then replayed without an NCCL call; 0 calls NCCL every time"},
     {"ACX_WORLD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of each bootstrap exchange of acx_world_init (ms): a rank that never arrives fails the others"},
+    {"ACX_CTRL_TIMEOUT", ACX_PARAM_INT, "10000", "Deadline of sending one control-plane message between ranks (ms)"},
+    {"ACX_CTRL_POLL_US", ACX_PARAM_INT, "500", "How long the control plane's progress thread naps between polls when idle (us)"},
+    {"ACX_REMOTE_TIMEOUT", ACX_PARAM_INT, "30000", "Deadline of a remote token get/put, request to completion (ms)"},
+    {"ACX_REBUILD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of a world rebuild, fault to ready world (ms)"},
+    {"ACX_REBUILD_ATTEMPTS", ACX_PARAM_INT, "3", "Attempts at rebuilding the world before it is declared failed"},
     {"ACX_LAUNCH_CHECK", ACX_PARAM_INT, "1", "1: refuse a launch where MPI sees 1 process but the launcher started more (missing PMI/PMIx); 0: skip"},
     /* CUDA library contexts */
     {"ACX_BLASLT_WORKSPACE_MB", ACX_PARAM_INT, "32", "cuBLASLt workspace per executor stream (MiB): the most a matmul algorithm may use"},

@@ -1,0 +1,346 @@
+/* Tests of remote access through tokens (include/acx/remote.h, collectives/remote.c over
+ * collectives/ctrl_plane.c), under mpirun with the host device kind: get/put round trips byte for
+ * byte (whole buffers, sub-ranges, typed buffers, a rank's own token), every refusal of the owner
+ * end to end over the control plane (read-only put, out of bounds, wrong key, forged field, stale
+ * epoch, revoked export, freed buffer, a restarted owner device: stale generation, misrouted
+ * token), the local resolver for collective operands, and bad arguments. --cuda: the same on
+ * GPUs (exit 77 without). */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "acx/remote.h"
+#include "acx/token.h"
+#include "acx/world.h"
+#include "acx_test.h"
+#include "runtime/device_internal.h"
+
+#define T_LONG 30000000000LL
+
+static int rank, nranks, use_cuda;
+static acx_world_t *world;
+static acx_system_t *sys;
+static acx_device_t *dev;
+
+static int right(void) { return (rank + 1) % nranks; }
+static int left(void) { return (rank + nranks - 1) % nranks; }
+
+static acx_buffer_t *alloc(size_t bytes, acx_dtype_t d) {
+  acx_buffer_t *b = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev, bytes, d, ACX_MEM_DEVICE, T_LONG, &b), ACX_OK);
+  return b;
+}
+
+/* Every rank's token, in rank order. */
+static void exchange(const acx_token_t *mine, acx_token_t *all) {
+  unsigned char enc[ACX_TOKEN_BYTES], *encs = malloc((size_t)nranks * ACX_TOKEN_BYTES);
+  ACX_ASSERT_STATUS(acx_token_encode(mine, enc, sizeof enc, NULL), ACX_OK);
+  MPI_Allgather(enc, ACX_TOKEN_BYTES, MPI_BYTE, encs, ACX_TOKEN_BYTES, MPI_BYTE, MPI_COMM_WORLD);
+  for (int r = 0; r < nranks; r++)
+    ACX_ASSERT_STATUS(acx_token_decode(encs + (size_t)r * ACX_TOKEN_BYTES, ACX_TOKEN_BYTES, &all[r]), ACX_OK);
+  free(encs);
+}
+
+static unsigned char pattern(int owner, size_t i) { return (unsigned char)(owner * 37 + i * 11 + (i >> 8)); }
+
+/* ---- round trips ---- */
+static void test_get_put_round_trip(void) {
+  const size_t n = (1u << 20) + 13;
+  unsigned char *host = malloc(n), *back = malloc(n);
+  for (size_t i = 0; i < n; i++) host[i] = pattern(rank, i);
+  acx_buffer_t *mine = alloc(n, ACX_DTYPE_BYTE), *local = alloc(n, ACX_DTYPE_BYTE);
+  ACX_ASSERT_STATUS(acx_buffer_write(mine, 0, host, n, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_fill(local, 0, n, 0xee, 1, 0, T_LONG), ACX_OK);
+  acx_token_t tok, *all = malloc((size_t)nranks * sizeof *all);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_RIGHTS_ALL, &tok), ACX_OK);
+  exchange(&tok, all);
+
+  /* The whole of the right neighbour's buffer. */
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &all[right()], 0, n, local, 0, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_read(local, 0, back, n, 0, T_LONG), ACX_OK);
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += back[i] != pattern(right(), i);
+  CU_ASSERT_EQUAL(wrong, 0);
+
+  /* A sub-range to an offset, asynchronously, several in flight at once. */
+  acx_future_t *f[8];
+  for (int k = 0; k < 8; k++)
+    ACX_ASSERT_STATUS(acx_token_get(world, &all[right()], 77 + (uint64_t)k * 1000, 1000, local,
+                                    (uint64_t)k * 1000 + 5, &f[k]), ACX_OK);
+  for (int k = 0; k < 8; k++) {
+    ACX_ASSERT_STATUS(acx_future_wait(f[k], T_LONG, NULL, 0, NULL), ACX_OK);
+    acx_future_release(f[k]);
+  }
+  ACX_ASSERT_STATUS(acx_buffer_read(local, 0, back, 8005, 0, T_LONG), ACX_OK);
+  wrong = 0;
+  for (size_t i = 0; i < 5; i++) wrong += back[i] != pattern(right(), i); /* from the whole get */
+  for (size_t i = 5; i < 8005; i++) wrong += back[i] != pattern(right(), i - 5 + 77);
+  CU_ASSERT_EQUAL(wrong, 0);
+
+  /* Put 4096 bytes of this rank's pattern into the left neighbour at offset 100, once every rank
+   * has read its right neighbour's original bytes. */
+  MPI_Barrier(MPI_COMM_WORLD);
+  ACX_ASSERT_STATUS(acx_buffer_write(local, 0, host, 4096, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_token_put_sync(world, &all[left()], 100, 4096, local, 0, -1), ACX_OK);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ACX_ASSERT_STATUS(acx_buffer_read(mine, 0, back, n, 0, T_LONG), ACX_OK);
+  wrong = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char want = i >= 100 && i < 4196 ? pattern(right(), i - 100) : pattern(rank, i);
+    if (nranks == 1) want = i >= 100 && i < 4196 ? pattern(rank, i - 100) : pattern(rank, i);
+    wrong += back[i] != want;
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
+
+  /* This rank's own token: served locally with the same checks. */
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &all[rank], 0, 64, local, 0, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_read(local, 0, back, 64, 0, T_LONG), ACX_OK);
+  CU_ASSERT_EQUAL(back[0], pattern(rank, 0));
+  CU_ASSERT_EQUAL(back[63], pattern(rank, 63));
+
+  acx_remote_stats_t rs = {.size = sizeof rs};
+  ACX_ASSERT_STATUS(acx_remote_stats(world, &rs), ACX_OK);
+  CU_ASSERT(rs.gets >= 10);
+  CU_ASSERT(rs.puts >= 1);
+  CU_ASSERT(nranks == 1 || rs.served >= 10);
+  CU_ASSERT(nranks == 1 || rs.bytes_in >= n + 8000);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ACX_ASSERT_STATUS(acx_buffer_unexport(mine), ACX_OK);
+  acx_buffer_release(mine);
+  acx_buffer_release(local);
+  free(all);
+  free(host);
+  free(back);
+}
+
+/* Typed buffers: f64 ranges, element-aligned. */
+static void test_typed_round_trip(void) {
+  enum { N = 1000 };
+  double v[N], o[N];
+  for (int i = 0; i < N; i++) v[i] = rank * 1e6 + i * 0.25;
+  acx_buffer_t *mine = alloc(N * 8, ACX_DTYPE_F64), *local = alloc(N * 8, ACX_DTYPE_F64);
+  ACX_ASSERT_STATUS(acx_buffer_write(mine, 0, v, sizeof v, 0, T_LONG), ACX_OK);
+  acx_token_t tok, *all = malloc((size_t)nranks * sizeof *all);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_READ, &tok), ACX_OK);
+  exchange(&tok, all);
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &all[right()], 8 * 10, 8 * 500, local, 8 * 3, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_read(local, 8 * 3, o, 8 * 500, 0, T_LONG), ACX_OK);
+  for (int i = 0; i < 500; i++) CU_ASSERT_EQUAL(o[i], right() * 1e6 + (i + 10) * 0.25);
+  /* Not a multiple of the element size: the owner's check refuses it. */
+  if (nranks > 1) ACX_ASSERT_STATUS(acx_token_get_sync(world, &all[right()], 4, 8, local, 0, -1), ACX_ERR_INVALID_ARG);
+  MPI_Barrier(MPI_COMM_WORLD);
+  acx_buffer_unexport(mine);
+  acx_buffer_release(mine);
+  acx_buffer_release(local);
+  free(all);
+}
+
+/* ---- every refusal of the owner, end to end ---- */
+static void test_refusals(void) {
+  const size_t n = 1024;
+  acx_buffer_t *mine = alloc(n, ACX_DTYPE_BYTE), *gone = alloc(n, ACX_DTYPE_BYTE), *revk = alloc(n, ACX_DTYPE_BYTE);
+  acx_buffer_t *local = alloc(4 * n, ACX_DTYPE_BYTE);
+  acx_token_t ro, rw, tg, tr, *a_ro = malloc((size_t)nranks * sizeof ro), *a_rw = malloc((size_t)nranks * sizeof ro);
+  acx_token_t *a_gone = malloc((size_t)nranks * sizeof ro), *a_revk = malloc((size_t)nranks * sizeof ro);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_READ, &ro), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_RIGHTS_ALL, &rw), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_export(gone, ACX_TOKEN_RIGHTS_ALL, &tg), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_export(revk, ACX_TOKEN_RIGHTS_ALL, &tr), ACX_OK);
+  exchange(&ro, a_ro);
+  exchange(&rw, a_rw);
+  exchange(&tg, a_gone);
+  exchange(&tr, a_revk);
+  /* The owners revoke one export and free one buffer before anyone asks. */
+  ACX_ASSERT_STATUS(acx_buffer_unexport(revk), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_free(gone, T_LONG), ACX_OK);
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  int p = right();
+  acx_remote_stats_t before = {.size = sizeof before}, after = {.size = sizeof after};
+  ACX_ASSERT_STATUS(acx_remote_stats(world, &before), ACX_OK);
+  /* Read-only token used for a put. */
+  ACX_ASSERT_STATUS(acx_token_put_sync(world, &a_ro[p], 0, 16, local, 0, -1), ACX_ERR_DENIED);
+  /* The read-only token still reads. */
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &a_ro[p], 0, 16, local, 0, -1), ACX_OK);
+  /* Out of bounds: past the end, straddling it, and an offset overflowing with the size. */
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &a_rw[p], n, 1, local, 0, -1), ACX_ERR_OUT_OF_RANGE);
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &a_rw[p], n - 8, 16, local, 0, -1), ACX_ERR_OUT_OF_RANGE);
+  ACX_ASSERT_STATUS(acx_token_put_sync(world, &a_rw[p], UINT64_MAX - 4, 16, local, 0, -1), ACX_ERR_OUT_OF_RANGE);
+  /* Wrong key. */
+  acx_token_t t = a_rw[p];
+  t.key ^= 0x5a5a5a5a00000000ull;
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &t, 0, 16, local, 0, -1), ACX_ERR_DENIED);
+  /* A forged field under a right key: more rights than the export granted. */
+  t = a_ro[p];
+  t.rights = ACX_TOKEN_RIGHTS_ALL;
+  ACX_ASSERT_STATUS(acx_token_put_sync(world, &t, 0, 16, local, 0, -1), ACX_ERR_DENIED);
+  /* Another world epoch. */
+  t = a_rw[p];
+  t.epoch += 3;
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &t, 0, 16, local, 0, -1), ACX_ERR_STALE_TOKEN);
+  /* Revoked export; freed buffer. */
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &a_revk[p], 0, 16, local, 0, -1), ACX_ERR_STALE_TOKEN);
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &a_gone[p], 0, 16, local, 0, -1), ACX_ERR_STALE_TOKEN);
+  /* Misrouted: the owner's node does not match. */
+  t = a_rw[p];
+  t.node += 5;
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &t, 0, 16, local, 0, -1), ACX_ERR_BAD_TOKEN);
+  /* A rank outside the world never leaves this rank. */
+  t = a_rw[p];
+  t.owner_rank = nranks + 3;
+  acx_future_t *f = NULL;
+  ACX_ASSERT_STATUS(acx_token_get(world, &t, 0, 16, local, 0, &f), ACX_ERR_BAD_TOKEN);
+  CU_ASSERT_PTR_NULL(f);
+  MPI_Barrier(MPI_COMM_WORLD); /* the left neighbour's requests have all been answered */
+  ACX_ASSERT_STATUS(acx_remote_stats(world, &after), ACX_OK);
+  if (nranks > 1) {
+    CU_ASSERT(after.refused - before.refused >= 9); /* served for the left neighbour */
+    CU_ASSERT(after.failed - before.failed >= 9);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  acx_buffer_unexport(mine);
+  acx_buffer_unexport(gone);
+  acx_buffer_release(mine);
+  acx_buffer_release(gone);
+  acx_buffer_release(revk);
+  acx_buffer_release(local);
+  free(a_ro);
+  free(a_rw);
+  free(a_gone);
+  free(a_revk);
+}
+
+/* ---- a restarted owner device: tokens of the old generation are stale ---- */
+static void test_stale_generation(void) {
+  if (nranks < 2) return;
+  acx_buffer_t *mine = alloc(256, ACX_DTYPE_BYTE);
+  acx_token_t tok, *all = malloc((size_t)nranks * sizeof tok);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_RIGHTS_ALL, &tok), ACX_OK);
+  exchange(&tok, all);
+  if (rank == 1) {
+    uint64_t g0 = 0, g = 0;
+    acx_device_generation(dev, &g0);
+    g = g0;
+    kill(atomic_load(&dev->pid), SIGKILL);
+    for (int i = 0; i < 3000 && g == g0; i++) {
+      nanosleep(&(struct timespec){0, 10000000}, NULL);
+      acx_device_generation(dev, &g);
+    }
+    CU_ASSERT_EQUAL(g, g0 + 1);
+    /* The generation moves as the new executor is being set up: calls fail (retryable) a moment. */
+    acx_status_t ps = ACX_ERR_DEVICE_LOST;
+    for (int i = 0; i < 1000 && ACX_IS_RETRYABLE(ps); i++) {
+      ps = acx_device_ping(dev, T_LONG);
+      if (ps != ACX_OK) nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    ACX_ASSERT_STATUS(ps, ACX_OK);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    acx_buffer_t *local = alloc(256, ACX_DTYPE_BYTE);
+    ACX_ASSERT_STATUS(acx_token_get_sync(world, &all[1], 0, 16, local, 0, -1), ACX_ERR_STALE_TOKEN);
+    acx_buffer_release(local);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  acx_buffer_unexport(mine);
+  acx_buffer_release(mine);
+  free(all);
+}
+
+/* ---- tokens as collective operands: only this rank's ---- */
+static void test_local_buffer(void) {
+  acx_buffer_t *mine = alloc(512, ACX_DTYPE_F32), *b = NULL;
+  acx_token_t tok, *all = malloc((size_t)nranks * sizeof tok);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_READ, &tok), ACX_OK);
+  exchange(&tok, all);
+  ACX_ASSERT_STATUS(acx_token_local_buffer(&all[rank], ACX_TOKEN_READ, &b), ACX_OK);
+  CU_ASSERT_PTR_EQUAL(b, mine);
+  acx_buffer_release(b);
+  ACX_ASSERT_STATUS(acx_token_local_buffer(&all[rank], ACX_TOKEN_WRITE, &b), ACX_ERR_DENIED);
+  if (nranks > 1) ACX_ASSERT_STATUS(acx_token_local_buffer(&all[right()], ACX_TOKEN_READ, &b), ACX_ERR_BAD_TOKEN);
+  CU_ASSERT_PTR_NULL(b);
+  MPI_Barrier(MPI_COMM_WORLD);
+  acx_buffer_unexport(mine);
+  acx_buffer_release(mine);
+  free(all);
+}
+
+/* ---- bad arguments ---- */
+static void test_bad_args(void) {
+  acx_buffer_t *local = alloc(64, ACX_DTYPE_BYTE);
+  acx_token_t tok;
+  ACX_ASSERT_STATUS(acx_buffer_export(local, ACX_TOKEN_READ, &tok), ACX_OK);
+  acx_future_t *f = NULL;
+  ACX_ASSERT_STATUS(acx_token_get(NULL, &tok, 0, 8, local, 0, &f), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_token_get(world, NULL, 0, 8, local, 0, &f), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_token_get(world, &tok, 0, 8, NULL, 0, &f), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_token_get(world, &tok, 0, 8, local, 0, NULL), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_token_get(world, &tok, 0, 0, local, 0, &f), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_token_put(world, &tok, 0, 65, local, 0, &f), ACX_ERR_OUT_OF_RANGE);
+  ACX_ASSERT_STATUS(acx_token_get(world, &tok, 0, 8, local, 60, &f), ACX_ERR_OUT_OF_RANGE);
+  acx_remote_stats_t rs = {.size = 3};
+  ACX_ASSERT_STATUS(acx_remote_stats(world, &rs), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_remote_start(world), ACX_ERR_INVALID_STATE);
+  acx_buffer_unexport(local);
+  acx_buffer_release(local);
+}
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
+    else {
+      fprintf(stderr, "test_remote: unknown argument '%s'\n", argv[i]);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (acx_world_init(MPI_COMM_WORLD, NULL, &world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  if (acx_system_create(NULL, &sys) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
+  acx_topo_binding_t bind;
+  acx_world_binding(world, &bind);
+  if (use_cuda && bind.pci_bus_id[0]) cfg.pci_bus_id = bind.pci_bus_id;
+  acx_status_t st = acx_device_open(sys, &cfg, &dev);
+  int ok = st == ACX_OK, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all) {
+    if (dev) acx_device_close(dev, T_LONG);
+    acx_system_destroy(sys, T_LONG);
+    acx_world_finalize(world);
+    MPI_Finalize();
+    if (use_cuda) {
+      if (rank == 0) printf("test_remote: no GPU on every rank: skipped\n");
+      return ACX_TEST_SKIP;
+    }
+    fprintf(stderr, "rank %d: acx_device_open: %s\n", rank, acx_status_str(st));
+    return 1;
+  }
+  if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  static const acx_test_case_t cases[] = {ACX_TEST(test_get_put_round_trip), ACX_TEST(test_typed_round_trip),
+                                          ACX_TEST(test_refusals),           ACX_TEST(test_local_buffer),
+                                          ACX_TEST(test_bad_args),           ACX_TEST(test_stale_generation),
+                                          ACX_TEST_END};
+  int rc = acx_test_run("remote", cases, NULL, NULL);
+  st = acx_remote_stop(world, T_LONG);
+  if (st != ACX_OK) {
+    fprintf(stderr, "rank %d: acx_remote_stop: %s\n", rank, acx_status_str(st));
+    rc = 1;
+  }
+  acx_device_close(dev, T_LONG);
+  acx_system_destroy(sys, T_LONG);
+  acx_world_finalize(world);
+  int any = 0;
+  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any ? 1 : 0;
+}
