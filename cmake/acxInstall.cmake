@@ -67,7 +67,8 @@ endif()
 # Fortran: libacx_fortran in the export set (acx::acx_fortran) and its compiler-specific .mod
 # files in include/acx/fortran, the module path the target carries.
 if(TARGET acx_fortran)
-  set_target_properties(acx_fortran PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+  # $ORIGIN: libacx sits beside it, and a RUNPATH only serves the object that carries it.
+  set_target_properties(acx_fortran PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS acx_fortran EXPORT acxTargets
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -184,10 +184,10 @@ module acx
       integer(c_int) :: c_system_destroy
     end function c_system_destroy
 
-    function c_world_init(comm, device, world) bind(c, name='acx_world_init_f')
+    function c_world_init(comm, device, bind_caller, world) bind(c, name='acx_world_init_f')
       import :: c_int, c_ptr
       integer(c_int), value :: comm
-      integer(c_int), value :: device
+      integer(c_int), value :: device, bind_caller
       type(c_ptr), intent(out) :: world
       integer(c_int) :: c_world_init
     end function c_world_init
@@ -569,25 +569,33 @@ contains
   ! ---- world ----
 
   ! Collective over comm. MPI must be initialised with MPI_THREAD_MULTIPLE. device: the CUDA
-  ! ordinal for this rank (absent or < 0: ACX_DEVICE, else the topology's choice).
-  subroutine world_init_int(comm, world, device, stat)
+  ! ordinal for this rank (absent or < 0: ACX_DEVICE, else the topology's choice). bind: bind
+  ! the calling thread to the cores chosen for the rank (absent: no); threads and processes it
+  ! starts afterwards (acx's workers and executor included) inherit that binding.
+  subroutine world_init_int(comm, world, device, bind, stat)
     integer, intent(in) :: comm
     type(acx_world), intent(out) :: world
     integer, intent(in), optional :: device
+    logical, intent(in), optional :: bind
     integer(c_int), intent(out), optional :: stat
-    integer(c_int) :: d
+    integer(c_int) :: d, b
     d = -1
+    b = 0
     if (present(device)) d = device
-    call finish(c_world_init(int(comm, c_int), d, world%ptr), 'acx_world_init', stat)
+    if (present(bind)) then
+      if (bind) b = 1
+    end if
+    call finish(c_world_init(int(comm, c_int), d, b, world%ptr), 'acx_world_init', stat)
   end subroutine world_init_int
 
 #ifdef ACX_FORTRAN_MPI_F08
-  subroutine world_init_f08(comm, world, device, stat)
+  subroutine world_init_f08(comm, world, device, bind, stat)
     type(MPI_Comm), intent(in) :: comm
     type(acx_world), intent(out) :: world
     integer, intent(in), optional :: device
+    logical, intent(in), optional :: bind
     integer(c_int), intent(out), optional :: stat
-    call world_init_int(comm%MPI_VAL, world, device, stat)
+    call world_init_int(comm%MPI_VAL, world, device, bind, stat)
   end subroutine world_init_f08
 #endif
 

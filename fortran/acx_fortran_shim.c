@@ -34,7 +34,7 @@ typedef struct acx_token_info_f {
 
 _Static_assert(sizeof(acx_token_info_f_t) == 104, "acx_token_info_f_t must match type(acx_token_info)");
 
-acx_status_t acx_world_init_f(MPI_Fint comm, int device, acx_world_t **world);
+acx_status_t acx_world_init_f(MPI_Fint comm, int device, int bind_caller, acx_world_t **world);
 acx_status_t acx_system_create_f(int threads, acx_system_t **sys);
 acx_status_t acx_device_open_f(acx_system_t *sys, int kind, int transport, int streams, const acx_world_t *world,
                                acx_device_t **dev);
@@ -61,7 +61,7 @@ acx_status_t acx_buffer_export_f(acx_buffer_t *buf, unsigned rights, uint8_t *to
 acx_status_t acx_token_encode_f(const acx_token_info_f_t *info, uint8_t *token);
 acx_status_t acx_token_decode_f(const uint8_t *token, int64_t len, acx_token_info_f_t *info);
 
-acx_status_t acx_world_init_f(MPI_Fint comm, int device, acx_world_t **world) {
+acx_status_t acx_world_init_f(MPI_Fint comm, int device, int bind_caller, acx_world_t **world) {
   ACX_CHECK_NULL(world);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -74,6 +74,7 @@ acx_status_t acx_world_init_f(MPI_Fint comm, int device, acx_world_t **world) {
   }
   acx_world_config_t cfg = ACX_WORLD_CONFIG_INIT;
   cfg.device = device < 0 ? -1 : device;
+  cfg.bind_caller = bind_caller ? 1 : 0;
   return acx_world_init(MPI_Comm_f2c(comm), &cfg, world);
 }
 

@@ -33,8 +33,8 @@ program test_fortran_coll
               'acx_world_query: local rank and node in range')
   where = acx_world_binding_str(world, stat=st)
   call expect(st == ACX_OK .and. index(where, 'local rank') == 1, 'binding: "'//where//'"')
-  ! The integer handle of `use mpi` names the same communicator.
-  call acx_world_init(MPI_COMM_WORLD%MPI_VAL, world2, stat=st)
+  ! The integer handle of `use mpi` names the same communicator; bind the main thread this time.
+  call acx_world_init(MPI_COMM_WORLD%MPI_VAL, world2, bind=.true., stat=st)
   call expect(st == ACX_OK, 'acx_world_init(integer handle): '//acx_status_name(st))
   call acx_world_finalize(world2, stat=st)
   call expect(st == ACX_OK .and. .not. acx_associated(world2), 'acx_world_finalize of the second world')
