@@ -408,6 +408,12 @@ static acx_status_t submit_op(acx_coll_t *c, acxc_opdesc_t *d, acx_future_t **do
   }
   if (st != ACX_OK) return st;
   ACXCHECK(lock_submit(c, fn));
+  /* A rebuild may have retired the communicator while this call waited for the order: an
+   * operation validated before must not land in the next world on this rank only. */
+  if ((st = broken(c)) != ACX_OK) {
+    pthread_mutex_unlock(&c->submit_lock);
+    return st;
+  }
   if (c->host) {
     acxc_opdesc_t m = *d;
     hold_desc(&m);
@@ -767,7 +773,7 @@ static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
   ACX_WARN(COLL, "acx_coll_create: a cuda device needs NCCL, and this libacx was built without it");
   return ACX_ERR_NOT_SUPPORTED;
 #else
-  ACXCHECK(acx_host_alloc(c->dev, sizeof(acxc_region_t), &c->region));
+  if (!c->region) ACXCHECK(acx_host_alloc(c->dev, sizeof(acxc_region_t), &c->region)); /* kept by rebuilds */
   void *p;
   size_t bytes;
   ACXCHECK(acx_host_mem_ptr(c->region, &p, &bytes));
@@ -905,5 +911,53 @@ acx_status_t acx_coll_destroy(acx_coll_t *c, int64_t timeout_ns) {
   }
   fail_tracked(c, ACX_ERR_CANCELLED);
   coll_free(c);
+  return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* world rebuild (collectives/rebuild.c)                                                      */
+
+void acxc_coll_retire(acx_coll_t *c, acx_status_t cause) {
+  acxc_coll_break(c, cause, 1, "the world is being rebuilt");
+  /* An earlier cause (deadline, NCCL error, lost device) gives way to the retryable one. */
+  atomic_store_explicit(&c->broken, (int)cause, memory_order_release);
+  fail_tracked(c, cause);
+  if (c->host) acxc_mpi_break(c, cause);
+}
+
+acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns) {
+  ACXCHECK(lock_submit(c, __func__));
+  /* A watchdog probe of the old communicator must not break the new one. */
+  int64_t deadline = acxi_deadline(2000000000LL);
+  while (atomic_load_explicit(&c->check_outstanding, memory_order_acquire) && acxi_now_ns() < deadline)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  fail_tracked(c, ACX_ERR_WORLD_REBUILDING);
+  acx_status_t st;
+  uint64_t gen = atomic_load_explicit(&c->dev->generation, memory_order_acquire);
+  if (c->host) {
+    /* A fresh MPI communicator: collectives a peer abandoned on the old one must not match. */
+    acxc_mpi_destroy(c, 0);
+    st = acxc_mpi_create(c);
+  } else {
+    if (c->comm_id && gen == c->generation) {
+      acxi_cmd_t cmd = {.op = ACXC_OP_DESTROY, .arg = {c->comm_id, 0, 0, 0, 1000}};
+      (void)acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, 5000000000LL, NULL);
+    }
+    c->group_seq = 0; /* nccl_init clears the region's `consumed` */
+    st = nccl_init(c, init_timeout_ns > 0 ? init_timeout_ns : acxi_param_int("ACX_NCCL_INIT_TIMEOUT") * 1000000);
+  }
+  int ok = 0;
+  acx_status_t ag = agree_min(c, st == ACX_OK, &ok);
+  if (st == ACX_OK && ag != ACX_OK) st = ag;
+  if (st == ACX_OK && !ok) st = ACX_ERR_PEER_LOST;
+  if (st == ACX_OK) {
+    c->generation = gen;
+    atomic_store_explicit(&c->unreported, ACX_OK, memory_order_relaxed);
+    atomic_store_explicit(&c->broken, ACX_OK, memory_order_release);
+    ACX_INFO(COLL, "coll rebuilt: rank %d of %d, device generation %" PRIu64, c->rank, c->size, gen);
+  } else {
+    ACX_WARN(COLL, "coll rebuild (rank %d of %d) failed: %s", c->rank, c->size, acx_status_name(st));
+  }
+  pthread_mutex_unlock(&c->submit_lock);
   return st;
 }

@@ -83,6 +83,15 @@ void acxc_coll_watchdog(acx_coll_t *c);
 /* The probe's answer (cpl of the CHECK command). */
 void acxc_coll_check_done(acx_coll_t *c, acx_future_t *f);
 
+/* World rebuild (rebuild.c). retire: the coll is broken with `cause` (ACX_ERR_WORLD_REBUILDING),
+ * replacing an earlier cause, its communicator aborted, waiting operations failed. reinit:
+ * collective over the world's ranks: a new communicator in place of the old (host: a fresh MPI
+ * duplicate; cuda: the old one destroyed where it still exists, a new ncclUniqueId from rank 0, a
+ * new NCCL communicator in the executor), agreed by every rank; ACX_OK makes the coll usable
+ * again under the same handle. Not a worker thread. */
+void acxc_coll_retire(acx_coll_t *c, acx_status_t cause);
+acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns);
+
 /* The CollectiveActor. */
 acx_status_t acxc_coll_actor_start(acx_coll_t *c, const char *name);
 void acxc_coll_actor_stop(acx_coll_t *c);
