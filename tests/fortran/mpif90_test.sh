@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix (no rebuild), compiles a Fortran program with the
-# MPI Fortran wrapper against the installed module and libraries the way docs/fortran.md tells
-# users to, and runs it on 2 ranks with --check.
-#   mpif90_test.sh <build dir> <program.f90> <mpif90> <mpiexec>
+# Installs the build into a temporary prefix (no rebuild), builds a Fortran program against the
+# installed module and libraries the two ways docs/fortran.md tells users to -- the MPI Fortran
+# wrapper, and CMake with find_package(acx) and acx::acx_fortran -- and runs both on 2 ranks with
+# --check.
+#   mpif90_test.sh <build dir> <program.f90> <mpif90> <mpiexec> <Fortran compiler> <generator>
 set -euo pipefail
-build=$1 program=$2 mpif90=$3 mpiexec=$4
+build=$1 program=$2 mpif90=$3 mpiexec=$4 fc=$5 generator=$6
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/acx-fortran.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
@@ -23,7 +24,30 @@ unset ACX_EXECUTOR_PATH
 echo "mpif90_test: $mpif90 -I$prefix/include/acx/fortran $(basename "$program") -L$libdir -lacx_fortran -lacx"
 "$mpif90" -o "$tmp/prog" "$program" -I"$prefix/include/acx/fortran" -L"$libdir" -lacx_fortran -lacx \
   -Wl,-rpath,"$libdir" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log" >&2; fail "$mpif90 could not build the program"; }
-out=$(timeout 120 "$mpiexec" -n 2 --oversubscribe "$tmp/prog" --check --steps 300 2>&1) || { echo "$out" >&2; fail "the program failed"; }
-echo "$out"
-grep -q "check: OK" <<<"$out" || fail "no 'check: OK' line"
+run() { # program: 2 ranks, checked against the serial run
+  local out
+  out=$(timeout 120 "$mpiexec" -n 2 --oversubscribe "$1" --check --steps 300 2>&1) || { echo "$out" >&2; fail "$1 failed"; }
+  echo "$out"
+  grep -q "check: OK" <<<"$out" || fail "$1 printed no 'check: OK' line"
+}
+run "$tmp/prog"
+
+echo "mpif90_test: find_package(acx) consumer, target acx::acx_fortran"
+mkdir -p "$tmp/src"
+cp "$program" "$tmp/src/prog.f90"
+cat >"$tmp/src/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(acx_fortran_consumer LANGUAGES C Fortran)
+find_package(MPI REQUIRED COMPONENTS Fortran)
+find_package(acx REQUIRED)
+if(NOT TARGET acx::acx_fortran)
+  message(FATAL_ERROR "the installed acx has no acx::acx_fortran")
+endif()
+add_executable(prog prog.f90)
+target_link_libraries(prog PRIVATE acx::acx_fortran MPI::MPI_Fortran)
+CMAKE
+cmake -S "$tmp/src" -B "$tmp/cbuild" -G "$generator" -DCMAKE_Fortran_COMPILER="$fc" -DCMAKE_PREFIX_PATH="$prefix" \
+  >"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log" >&2; fail "configure of the CMake consumer"; }
+cmake --build "$tmp/cbuild" >"$tmp/cbuild.log" 2>&1 || { cat "$tmp/cbuild.log" >&2; fail "build of the CMake consumer"; }
+run "$tmp/cbuild/prog"
 echo "mpif90_test: OK"
