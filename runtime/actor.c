@@ -541,7 +541,24 @@ static void begin_stop(struct acx_actor *a) {
   }
   pthread_mutex_unlock(&sys->tree_lock);
   a->children_waiting = n;
-  if (n == 0) finish_stop(a);
+}
+
+/* Turn of a, between two messages: takes the stop as far as it can go now. Stop transitions run
+ * only here, never inside handle(): finish_stop drains the mailbox, and the mailbox's current node
+ * (the envelope handle() is using) is what the drain's first pop frees. Checking after every
+ * message, not only before the next pop, is what makes a STOP handled as a turn's last message,
+ * or an INIT handled after an early STOP, start the stop before the actor goes idle. */
+static void stop_step(struct acx_actor *a) {
+  int life = atomic_load_explicit(&a->life, memory_order_relaxed); /* relaxed: this turn writes it */
+  if (life == ACXI_LIFE_RUNNING) {
+    /* relaxed: the STOP envelope follows the flag; popping it (acquire) makes the flag visible,
+     * and this check runs after every handled message. Not before init: INIT is handled before
+     * any stop, so a started actor always gets post_stop. */
+    if (!a->initialized || !atomic_load_explicit(&a->stop_req, memory_order_relaxed)) return;
+    begin_stop(a);
+    life = ACXI_LIFE_STOPPING;
+  }
+  if (life == ACXI_LIFE_STOPPING && a->children_waiting == 0) finish_stop(a);
 }
 
 static void unlink_child(struct acx_actor *p, struct acx_actor *c) {
@@ -691,16 +708,18 @@ static void supervise(struct acx_actor *p, struct acx_actor *c, acx_status_t s) 
 
 static void deliver(struct acx_actor *a, acxi_env_t *e) {
   acx_ctx_t *ctx = &a->ctx;
+  /* counted before the hook runs: a reply the hook sends then comes after the count, so an asker
+   * that reads the statistics after its answer sees its own message counted */
+  acxi_worker_t *w = acxi_sched_current();
+  if (w) /* relaxed load+store: only this worker writes its counter */
+    atomic_store_explicit(&w->delivered, atomic_load_explicit(&w->delivered, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
   ctx->cur = e;
   ctx->fail = ACX_OK;
   ctx->in_hook = 1;
   acx_status_t s = a->props.receive(ctx, a->state, &e->msg);
   ctx->in_hook = 0;
   ctx->cur = NULL;
-  acxi_worker_t *w = acxi_sched_current();
-  if (w) /* relaxed load+store: only this worker writes its counter */
-    atomic_store_explicit(&w->delivered, atomic_load_explicit(&w->delivered, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
   if (s == ACX_OK) s = ctx->fail;
   if (ctx->stop_self) {
     ctx->stop_self = 0;
@@ -796,12 +815,7 @@ static void handle(struct acx_actor *a, acxi_env_t *e) {
     break;
   case ACXI_ENV_CHILD_STOPPED:
     unlink_child(a, e->aux);
-    if (life == ACXI_LIFE_STOPPING && --a->children_waiting == 0) {
-      /* e is the mailbox's current node: finish_stop's drain frees it, so release it first */
-      env_release(e);
-      finish_stop(a);
-      return;
-    }
+    if (life == ACXI_LIFE_STOPPING) a->children_waiting--; /* stop_step finishes at 0 */
     break;
   default:
     ACX_WARN(ACTOR, "%s: unknown envelope kind %d", a->path, e->kind);
@@ -812,12 +826,8 @@ static void handle(struct acx_actor *a, acxi_env_t *e) {
 static bool run_turn(acxi_worker_t *w, acxi_runnable_t *r) {
   struct acx_actor *a = (struct acx_actor *)r;
   int batch = a->sys->batch;
+  stop_step(a); /* a request made while the actor was idle and the STOP is still on its way */
   for (int n = 0; n < batch; n++) {
-    /* relaxed: a request seen late is seen at the next message or turn (its STOP follows).
-     * Not before init: INIT is the first message, so a started actor always gets post_stop. */
-    if (a->initialized && atomic_load_explicit(&a->stop_req, memory_order_relaxed) &&
-        atomic_load_explicit(&a->life, memory_order_relaxed) == ACXI_LIFE_RUNNING)
-      begin_stop(a);
     if (!a->suspended && a->stash_head &&
         atomic_load_explicit(&a->life, memory_order_relaxed) == ACXI_LIFE_RUNNING) {
       acxi_env_t *e = a->stash_head;
@@ -825,11 +835,13 @@ static bool run_turn(acxi_worker_t *w, acxi_runnable_t *r) {
       if (!a->stash_head) a->stash_tail = NULL;
       handle(a, e);
       acxi_env_free(e);
+      stop_step(a);
       continue;
     }
     acxi_env_t *e = acxi_mbox_pop(&a->mbox);
     if (!e) break;
     handle(a, e);
+    stop_step(a);
   }
   flush_sender_releases();
   if (!a->suspended && a->stash_head && atomic_load_explicit(&a->life, memory_order_relaxed) == ACXI_LIFE_RUNNING)

@@ -726,6 +726,163 @@ static void test_destroy_runs_post_stop(void) {
   acx_ref_release(kept);
 }
 
+/* ---- regression: a parent that stops itself while its children are stopping. Its stop ends on
+ * the last child's CHILD_STOPPED, and the stop drains a mailbox whose current node is that very
+ * envelope; messages queued behind it make the drain free it (ASan: heap-use-after-free; without
+ * ASan the envelope pool got the same envelope twice and a CHILD_STOPPED was lost). */
+enum { M_CLOSE = 40 };
+static _Atomic int sp_inits, sp_post_stops;
+
+static acx_status_t sp_child_receive(acx_ctx_t *ctx, void *st, const acx_msg_t *msg) { return ACX_OK; }
+static acx_status_t sp_child_init(acx_ctx_t *ctx, void *st, const void *arg) {
+  atomic_fetch_add(&sp_inits, 1);
+  return ACX_OK;
+}
+static void sp_post_stop(acx_ctx_t *ctx, void *st) { atomic_fetch_add(&sp_post_stops, 1); }
+
+static acx_status_t sp_parent_init(acx_ctx_t *ctx, void *st, const void *arg) {
+  acx_props_t p = ACX_PROPS_INIT;
+  p.init = sp_child_init;
+  p.receive = sp_child_receive;
+  p.post_stop = sp_post_stop;
+  atomic_fetch_add(&sp_inits, 1);
+  for (int i = 0; i < 4; i++) {
+    acx_ref_t c = NULL;
+    CHECK(acx_spawn_child(ctx, &p, NULL, &c));
+    acx_ref_release(c);
+  }
+  return ACX_OK;
+}
+
+/* Like the DeviceActor's close: answer, then stop itself (its children stop first). */
+static acx_status_t sp_parent_receive(acx_ctx_t *ctx, void *st, const acx_msg_t *msg) {
+  if (msg->type != M_CLOSE) return ACX_OK;
+  CHECK(acx_reply(ctx, msg, ACX_OK, NULL, 0));
+  return acx_stop_self(ctx);
+}
+
+static void test_stop_self_with_children(void) {
+  const int rounds = SLOW_SANITIZER ? 200 : 2000;
+  atomic_store(&sp_inits, 0);
+  atomic_store(&sp_post_stops, 0);
+  acx_props_t p = ACX_PROPS_INIT;
+  p.init = sp_parent_init;
+  p.receive = sp_parent_receive;
+  p.post_stop = sp_post_stop;
+  for (int r = 0; r < rounds; r++) {
+    acx_ref_t a = NULL;
+    ACX_ASSERT_STATUS(acx_spawn(sys, NULL, &p, NULL, &a), ACX_OK);
+    acx_future_t *f = NULL;
+    ACX_ASSERT_STATUS(acx_ask(a, M_CLOSE, NULL, 0, &f), ACX_OK);
+    ACX_ASSERT_STATUS(acx_future_wait(f, 10 * SEC, NULL, 0, NULL), ACX_OK);
+    acx_future_release(f);
+    /* keep the mailbox busy while the stop completes: the drain then has envelopes to free */
+    int64_t dl = acxi_now_ns() + 10 * SEC;
+    while (acx_tell(a, NULL, M_INC, NULL, 0) == ACX_OK && acxi_now_ns() < dl) continue;
+    CU_ASSERT(acxi_now_ns() < dl);
+    acx_ref_release(a);
+  }
+  WAIT_FOR(atomic_load(&sp_post_stops) == 5 * rounds);
+  CU_ASSERT_EQUAL(atomic_load(&sp_inits), 5 * rounds);
+}
+
+/* ---- stress: trees spawned, grown and stopped from another thread while the system is being
+ * destroyed, with one message per turn (the smallest batch puts every stop transition at a turn's
+ * edge). Every destroy must finish well inside its deadline, and every started actor must have
+ * run post_stop. */
+static _Atomic int st_inits, st_post_stops;
+static void st_post_stop(acx_ctx_t *ctx, void *st) { atomic_fetch_add(&st_post_stops, 1); }
+
+static acx_status_t st_init(acx_ctx_t *ctx, void *st, const void *arg) {
+  atomic_fetch_add(&st_inits, 1);
+  int depth = (int)(intptr_t)arg;
+  if (depth <= 0) return ACX_OK;
+  acx_props_t p = ACX_PROPS_INIT;
+  p.init = st_init;
+  p.receive = sp_child_receive;
+  p.post_stop = st_post_stop;
+  p.arg = (const void *)(intptr_t)(depth - 1);
+  for (int i = 0; i < 3; i++) {
+    acx_ref_t c = NULL;
+    if (acx_spawn_child(ctx, &p, NULL, &c) != ACX_OK) break; /* we are being stopped */
+    acx_ref_release(c);
+  }
+  return ACX_OK;
+}
+
+typedef struct {
+  acx_system_t *sys;
+  acx_ref_t tops[4]; /* held by the test: keeps the system struct alive for this thread */
+  unsigned seed;
+} st_arg_t;
+
+/* Grows and stops subtrees until the system refuses spawns. */
+static void *st_meddler(void *argp) {
+  st_arg_t *x = argp;
+  acx_props_t p = ACX_PROPS_INIT;
+  p.init = st_init;
+  p.receive = sp_child_receive;
+  p.post_stop = st_post_stop;
+  p.arg = (const void *)(intptr_t)1;
+  acx_ref_t mine[16] = {0};
+  int64_t dl = acxi_now_ns() + 10 * SEC;
+  for (unsigned i = 0; acxi_now_ns() < dl; i++) {
+    x->seed = x->seed * 1103515245u + 12345u;
+    unsigned r = x->seed >> 16;
+    acx_ref_t *slot = &mine[r % 16];
+    if (*slot && (r & 1)) {
+      acx_stop(*slot);
+      acx_ref_release(*slot);
+      *slot = NULL;
+      continue;
+    }
+    acx_ref_t parent = *slot ? *slot : x->tops[r % 4];
+    acx_ref_t c = NULL;
+    acx_status_t s = acx_spawn(x->sys, parent, &p, NULL, &c);
+    if (s == ACX_ERR_SYSTEM_STOPPING) break;
+    if (s != ACX_OK) continue; /* that parent is stopping */
+    if (*slot) acx_ref_release(*slot);
+    *slot = c;
+  }
+  for (int i = 0; i < 16; i++) acx_ref_release(mine[i]);
+  return NULL;
+}
+
+static void test_destroy_while_stopping(void) {
+  const int rounds = SLOW_SANITIZER ? 60 : 400;
+  int64_t worst = 0;
+  for (int r = 0; r < rounds; r++) {
+    atomic_store(&st_inits, 0);
+    atomic_store(&st_post_stops, 0);
+    acx_system_config_t cfg = ACX_SYSTEM_CONFIG_INIT;
+    cfg.threads = 2;
+    cfg.batch = r % 2 ? 1 : 2;
+    cfg.name = "stress";
+    st_arg_t x = {.seed = (unsigned)r * 2654435761u + 1};
+    ACX_ASSERT_STATUS(acx_system_create(&cfg, &x.sys), ACX_OK);
+    acx_props_t p = ACX_PROPS_INIT;
+    p.init = st_init;
+    p.receive = sp_child_receive;
+    p.post_stop = st_post_stop;
+    p.arg = (const void *)(intptr_t)2;
+    for (int i = 0; i < 4; i++) ACX_ASSERT_STATUS(acx_spawn(x.sys, NULL, &p, NULL, &x.tops[i]), ACX_OK);
+    pthread_t th;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, st_meddler, &x), 0);
+    acx_stop(x.tops[r % 4]);
+    if (r % 3) sleep_ms(r % 3);
+    int64_t t0 = acxi_now_ns();
+    acx_status_t s = acx_system_destroy(x.sys, 10 * SEC);
+    int64_t took = acxi_now_ns() - t0;
+    pthread_join(th, NULL);
+    ACX_ASSERT_STATUS(s, ACX_OK);
+    if (took > worst) worst = took;
+    for (int i = 0; i < 4; i++) acx_ref_release(x.tops[i]);
+    CU_ASSERT_EQUAL(atomic_load(&st_post_stops), atomic_load(&st_inits));
+  }
+  printf("(%d destroys, slowest %.1f ms) ", rounds, worst / 1e6);
+  CU_ASSERT(worst < 5 * SEC);
+}
+
 int main(void) {
   static const acx_test_case_t cases[] = {ACX_TEST(test_tell_ask),
                                           ACX_TEST(test_ask_deadline),
@@ -742,6 +899,8 @@ int main(void) {
                                           ACX_TEST(test_future_then),
                                           ACX_TEST(test_bad_input),
                                           ACX_TEST(test_destroy_runs_post_stop),
+                                          ACX_TEST(test_stop_self_with_children),
+                                          ACX_TEST(test_destroy_while_stopping),
                                           ACX_TEST_END};
   return acx_test_run("actor", cases, setup, teardown);
 }
