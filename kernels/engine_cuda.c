@@ -1099,6 +1099,10 @@ static void submit_one(acxi_engine_t *e, const acxi_cmd_t *c) {
       post(e, &cpl, c->flags);
       return;
     }
+    /* Fire-and-forget and enqueued: a success posts nothing, so there is nothing to wait for (no
+     * completion record, event or host function per command). The only failure left is a device
+     * fault, which is sticky: the next command that does wait for the stream sees it. */
+    if ((c->flags & ACXI_CMD_FLAG_NO_REPLY) && !o.managed_free) return;
     st = defer(e, o.after, &cpl, c->flags, o.managed_free);
     if (st == ACX_OK && !e->poisoned) return;
     /* The buffer entry is gone already: free it now rather than leak it. cudaFree waits for the

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#define ACXI_PROTOCOL_VERSION 1u
+#define ACXI_PROTOCOL_VERSION 2u /* 2: standby executors (acxi_ctrl_t.promote) */
 
 typedef enum acxi_op {
   ACXI_OP_NOP = 1,          /* round trip through the executor, no device work */

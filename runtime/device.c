@@ -33,6 +33,13 @@ extern char **environ;
 #define DEV_MSG_LOST (ACX_MSG_DEVICE_BASE + 0x81)  /* tell, payload uint64_t generation lost */
 #define DEV_MSG_FATAL (ACX_MSG_DEVICE_BASE + 0x82) /* tell, payload uint64_t generation */
 #define DEV_MSG_CLOSE (ACX_MSG_DEVICE_BASE + 0x83) /* ask, payload int64_t timeout_ns */
+#define DEV_MSG_STANDBY_LOST (ACX_MSG_DEVICE_BASE + 0x84) /* tell, payload sb_loss_t */
+
+/* Standby losses within ACX_RESTART_WINDOW_MS after which no new standby is made (the device
+ * then restarts by spawning on demand). */
+#define STANDBY_MAX_LOSSES 3
+_Static_assert(sizeof(((acx_device_t *)0)->sb_losses) == STANDBY_MAX_LOSSES * sizeof(int64_t),
+               "acx_device_t.sb_losses holds STANDBY_MAX_LOSSES timestamps");
 
 static _Atomic int device_counter;
 
@@ -346,18 +353,34 @@ static void notify_watchers(acx_device_t *dev, uint32_t type, const acx_device_e
 /* ------------------------------------------------------------------------------------------ */
 /* the reply poller                                                                           */
 
+/* Keeps the first unreported failure of a fire-and-forget command for acx_device_synchronize. */
+static void note_ff_failure(acx_device_t *dev, acx_status_t st) {
+  int expect = 0;
+  /* relaxed: the reader learns of it through a later reply's future (release/acquire). */
+  atomic_compare_exchange_strong_explicit(&dev->ff_error, &expect, (int)st, memory_order_relaxed,
+                                          memory_order_relaxed);
+}
+
+/* Completes the request of one reply. The poller calls it (process transport), or the inline
+ * executor's threads directly (complete_direct): it is thread-safe. */
 static void complete_reply(acx_device_t *dev, const acxi_cpl_t *c) {
   acx_future_t *f = pend_take(dev, c->req_id);
   if (!f) {
-    /* A fire-and-forget command failed, or a reply to a request already failed by recovery. */
-    if (c->status != ACX_OK)
-      ACX_WARN(DEVICE, "fire-and-forget command failed in the executor: %s (library code %d)",
-               acx_status_str((acx_status_t)c->status), c->lib_code);
+    /* A fire-and-forget command failed (req_id 0), or a reply to a request already failed by
+     * recovery. */
+    if (c->status != ACX_OK && c->req_id == 0) {
+      ACX_WARN(DEVICE, "fire-and-forget command failed in the executor: %s (library code %d); reported by the "
+               "next acx_device_synchronize", acx_status_str((acx_status_t)c->status), c->lib_code);
+      atomic_fetch_add_explicit(&dev->ff_failures, 1, memory_order_relaxed); /* a statistic */
+      note_ff_failure(dev, (acx_status_t)c->status);
+    }
     return;
   }
   acx_future_complete(f, (acx_status_t)c->status, c, sizeof *c);
   acx_future_release(f);
 }
+
+static void complete_direct(void *sink, const acxi_cpl_t *c) { complete_reply(sink, c); }
 
 static int drain_replies(acx_device_t *dev, acxi_ring_t *ring) {
   acxi_cpl_t c;
@@ -430,6 +453,10 @@ static void begin_loss(acx_device_t *dev, acxi_ring_t *replies, dev_loss_t *loss
   loss->generation = gen;
   wait_submitters_gone(dev);
   drain_replies(dev, replies); /* whatever the executor answered before it went */
+  /* Fire-and-forget launches that no all-stream synchronize covered may have been dropped. */
+  uint64_t sent = atomic_load_explicit(&dev->ff_sent, memory_order_relaxed);
+  if (sent != atomic_exchange_explicit(&dev->ff_fenced, sent, memory_order_relaxed))
+    note_ff_failure(dev, fatal ? ACX_ERR_DEVICE_FATAL : ACX_ERR_DEVICE_LOST);
   acx_status_t fail_with = fatal ? ACX_ERR_DEVICE_FATAL : ACX_ERR_DEVICE_LOST;
   uint64_t failed = pend_fail_all(dev, fail_with);
   if (fatal) {
@@ -446,6 +473,47 @@ static void begin_loss(acx_device_t *dev, acxi_ring_t *replies, dev_loss_t *loss
     ACX_WARN(DEVICE, "the DeviceActor is gone (%s): the device is unavailable", acx_status_name(st));
     atomic_store_explicit(&dev->state, ACXI_DEV_UNAVAILABLE, memory_order_seq_cst);
   }
+}
+
+/* What the poller saw when it declared the standby lost. */
+typedef struct sb_loss {
+  pid_t pid;
+  char reason[128];
+} sb_loss_t;
+
+/* Poller, with poll_lock held (sb_* cannot change): tells the DeviceActor once when the standby
+ * died, reported an error, stopped beating, or did not get ready within ACX_EXEC_TIMEOUT_MS. */
+static void standby_watch(acx_device_t *dev, int64_t now) {
+  acxi_ctrl_t *c = dev->sb_ctrl;
+  if (!c || atomic_load_explicit(&dev->sb_reported, memory_order_relaxed)) return;
+  sb_loss_t loss = {.pid = atomic_load_explicit(&dev->sb_pid, memory_order_relaxed)};
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  /* acquire: pairs with the standby's release stores of state and sticky. */
+  uint32_t es = atomic_load_explicit(&c->state, memory_order_acquire);
+  /* relaxed: a statistic (acx_device_stats), at most one check period old. */
+  atomic_store_explicit(&dev->sb_ready, es == ACXI_EXEC_STANDBY, memory_order_relaxed);
+  if (waitid(P_PID, (id_t)loss.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == loss.pid) {
+    if (si.si_code == CLD_EXITED)
+      snprintf(loss.reason, sizeof loss.reason, "exited with status %d", si.si_status);
+    else
+      snprintf(loss.reason, sizeof loss.reason, "killed by signal %d (%s)", si.si_status, strsignal(si.si_status));
+  } else if (atomic_load_explicit(&c->sticky, memory_order_acquire) == 1) {
+    snprintf(loss.reason, sizeof loss.reason, "reported: %.100s", c->sticky_msg);
+  } else if (es == ACXI_EXEC_STANDBY) {
+    int64_t beat = atomic_load_explicit(&c->heartbeat_ns, memory_order_relaxed);
+    if (now - beat <= dev->heartbeat_ns) return;
+    snprintf(loss.reason, sizeof loss.reason, "no heartbeat for %" PRId64 " ms", (now - beat) / 1000000);
+  } else if (es == ACXI_EXEC_STARTING) {
+    if (now - dev->sb_spawned_ns <= dev->exec_timeout_ns) return;
+    snprintf(loss.reason, sizeof loss.reason, "not ready within %" PRId64 " ms", dev->exec_timeout_ns / 1000000);
+  } else {
+    snprintf(loss.reason, sizeof loss.reason, "in executor state %u", es);
+  }
+  atomic_store_explicit(&dev->sb_reported, 1, memory_order_relaxed);
+  atomic_store_explicit(&dev->sb_ready, 0, memory_order_relaxed);
+  if (acx_tell(dev->actor, NULL, DEV_MSG_STANDBY_LOST, &loss, sizeof loss) != ACX_OK)
+    ACX_WARN(DEVICE, "standby executor pid %d lost (%s) and the DeviceActor is gone", (int)loss.pid, loss.reason);
 }
 
 static void *poller_main(void *arg) {
@@ -469,7 +537,12 @@ static void *poller_main(void *arg) {
     int n = drain_replies(dev, replies);
     int64_t now = acxi_now_ns();
     if (n) last_active = now;
-    if ((s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING) && now - last_check >= check_period) {
+    /* relaxed: a hint to check now rather than at the period (a sticky executor wakes us). */
+    int sticky = atomic_load_explicit(&ctrl->sticky, memory_order_relaxed) != 0;
+    /* While requests wait (and we spin anyway), look for a dead executor every millisecond: they
+     * fail, and the device recovers, that much sooner. */
+    int64_t period = !dev->inline_mode && pend_outstanding(dev) > 0 ? 1000000 : check_period;
+    if ((s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING) && (sticky || now - last_check >= period)) {
       last_check = now;
       dev_loss_t loss = {.detected_ns = now, .cause = ACX_ERR_DEVICE_LOST};
       if (executor_lost(dev, ctrl, now, &loss)) {
@@ -484,9 +557,11 @@ static void *poller_main(void *arg) {
         }
         continue;
       }
+      if (s == ACXI_DEV_RUNNING) standby_watch(dev, now);
     }
     if (n) continue;
-    if (pend_outstanding(dev) > 0 || now - last_active < dev->spin_ns) {
+    /* Inline, replies do not come through the ring (complete_direct): nothing to spin for. */
+    if (!dev->inline_mode && (pend_outstanding(dev) > 0 || now - last_active < dev->spin_ns)) {
       acxi_cpu_relax();
       continue;
     }
@@ -521,8 +596,9 @@ static void *inline_main(void *arg) {
   return NULL;
 }
 
-/* Spawns acx-executor with the control block on fd 3 and the socket on fd 4. */
-static acx_status_t spawn_executor(acx_device_t *dev, uint64_t gen, int shm_fd, int sock_fd) {
+/* Spawns acx-executor with the control block on fd 3 and the socket on fd 4: generation `gen`,
+ * or a standby (gen 0) that creates its engine and waits to be promoted. */
+static acx_status_t spawn_executor(acx_device_t *dev, uint64_t gen, int shm_fd, int sock_fd, pid_t *out_pid) {
   acx_status_t res = ACX_OK;
   /* Move both fds above the fixed targets first: dup2 onto an fd that is one of the sources
    * would clobber it, and dup2(fd, fd) would keep its close-on-exec flag. */
@@ -539,7 +615,8 @@ static acx_status_t spawn_executor(acx_device_t *dev, uint64_t gen, int shm_fd, 
   snprintf(a_streams, sizeof a_streams, "%d", dev->streams);
   snprintf(a_parent, sizeof a_parent, "%d", (int)getpid());
   snprintf(a_hb, sizeof a_hb, "%" PRId64, dev->heartbeat_ns / 1000000 > 0 ? dev->heartbeat_ns / 1000000 : 1);
-  char *argv[] = {dev->exe_path, "--kind", dev->kind, "--generation", a_gen, "--shm-fd", "3", "--sock-fd", "4",
+  char *argv[] = {dev->exe_path, "--kind", dev->kind, gen ? "--generation" : "--standby", gen ? a_gen : "1",
+                  "--shm-fd", "3", "--sock-fd", "4",
                   "--ordinal", a_ord, "--pci-bus-id", dev->pci_bus_id[0] ? dev->pci_bus_id : "",
                   "--streams", a_streams, "--parent-pid", a_parent, "--heartbeat-ms", a_hb,
                   "--completion", dev->completion, "--fault-inject", dev->fault_inject, NULL};
@@ -582,12 +659,37 @@ static acx_status_t spawn_executor(acx_device_t *dev, uint64_t gen, int shm_fd, 
     res = ACX_ERR_SYSTEM;
     goto err_close_fds;
   }
-  dev->pid = pid;
-  ACX_INFO(DEVICE, "spawned %s executor generation %" PRIu64 ": pid %d (%s)", dev->kind, gen, (int)pid, dev->exe_path);
+  *out_pid = pid;
+  if (gen)
+    ACX_INFO(DEVICE, "spawned %s executor generation %" PRIu64 ": pid %d (%s)", dev->kind, gen, (int)pid, dev->exe_path);
+  else
+    ACX_INFO(DEVICE, "spawned standby %s executor: pid %d (%s)", dev->kind, (int)pid, dev->exe_path);
 err_close_fds:
   close(hi_shm);
   close(hi_sock);
   return res;
+}
+
+/* Waits up to grace_ns for an executor process to leave, then SIGKILLs it and reaps it (10 s at
+ * most). Returns its wait status, -1 when it could not be reaped. */
+static int reap_pid(pid_t pid, int64_t grace_ns) {
+  int ws = 0;
+  int64_t deadline = acxi_now_ns() + grace_ns;
+  pid_t r;
+  while ((r = waitpid(pid, &ws, WNOHANG)) == 0 && acxi_now_ns() < deadline) sleep_ns(1000000);
+  if (r == 0) {
+    kill(pid, SIGKILL);
+    deadline = acxi_now_ns() + 10000000000LL;
+    while ((r = waitpid(pid, &ws, WNOHANG)) == 0 && acxi_now_ns() < deadline) sleep_ns(200000);
+  }
+  if (r != pid) {
+    ACX_WARN(DEVICE, "executor pid %d did not die after SIGKILL within 10 s; left behind", (int)pid);
+    return -1;
+  }
+  char how[96];
+  describe_wait_status(ws, how, sizeof how);
+  ACX_INFO(DEVICE, "executor pid %d reaped: %s", (int)pid, how);
+  return ws;
 }
 
 /* Kills (when still running) and reaps the current executor; records its wait status. */
@@ -609,27 +711,13 @@ static void reap_executor(acx_device_t *dev, int64_t grace_ns) {
     return;
   }
   if (dev->pid <= 0) return;
-  int ws = 0;
-  int64_t deadline = acxi_now_ns() + grace_ns;
-  pid_t r;
-  while ((r = waitpid(dev->pid, &ws, WNOHANG)) == 0 && acxi_now_ns() < deadline) sleep_ns(1000000);
-  if (r == 0) {
-    kill(dev->pid, SIGKILL);
-    deadline = acxi_now_ns() + 10000000000LL;
-    while ((r = waitpid(dev->pid, &ws, WNOHANG)) == 0 && acxi_now_ns() < deadline) sleep_ns(1000000);
-  }
-  if (r == dev->pid) {
-    dev->loss_exit_status = ws;
-    char how[96];
-    describe_wait_status(ws, how, sizeof how);
-    ACX_INFO(DEVICE, "executor pid %d reaped: %s", (int)dev->pid, how);
-  } else {
-    ACX_WARN(DEVICE, "executor pid %d did not die after SIGKILL within 10 s; left behind", (int)dev->pid);
-  }
+  dev->loss_exit_status = reap_pid(dev->pid, grace_ns);
   dev->pid = 0;
   if (dev->sock >= 0) close(dev->sock);
   dev->sock = -1;
 }
+
+static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadline);
 
 /* Brings up generation `gen`: control block, executor, READY, host regions, RUNNING. */
 static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
@@ -651,6 +739,8 @@ static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
         .heartbeat_period_ns = dev->heartbeat_ns / 4,
         .spin_ns = dev->spin_ns,
         .stop = &dev->exec_stop,
+        .direct = complete_direct, /* no reply ring, no poller hop: the future completes here */
+        .direct_sink = dev,
     };
     memcpy(dev->loop.engine.pci_bus_id, dev->pci_bus_id, sizeof dev->pci_bus_id);
     int rc = pthread_create(&dev->exec_thread, NULL, inline_main, dev);
@@ -665,16 +755,24 @@ static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
       ACX_WARN(DEVICE, "socketpair failed: %s", strerror(errno));
       return ACX_ERR_SYSTEM;
     }
-    res = spawn_executor(dev, gen, dev->shm.fd, sv[1]);
+    pid_t pid = 0;
+    res = spawn_executor(dev, gen, dev->shm.fd, sv[1], &pid);
     close(sv[1]);
     if (res != ACX_OK) {
       close(sv[0]);
       return res;
     }
+    atomic_store_explicit(&dev->pid, pid, memory_order_relaxed); /* the poller reads it once RUNNING */
     dev->sock = sv[0];
   }
-  /* Wait for READY (or FAILED, or an early death) until the command deadline. */
-  int64_t deadline = acxi_deadline(dev->exec_timeout_ns);
+  return finish_start(dev, gen, acxi_deadline(dev->exec_timeout_ns));
+}
+
+/* Waits until the executor of generation `gen` (dev->ctrl, dev->pid) is READY, FAILED or dead,
+ * or the deadline passes; then registers the host regions with it and goes RUNNING. */
+static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadline) {
+  acx_status_t res;
+  acxi_ctrl_t *ctrl = dev->ctrl;
   for (;;) {
     /* acquire: pairs with the executor's release store of READY. */
     uint32_t es = atomic_load_explicit(&ctrl->state, memory_order_acquire);
@@ -697,11 +795,10 @@ static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
       }
     }
     if (acxi_now_ns() >= deadline) {
-      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " not ready within %" PRId64 " ms", dev->kind, gen,
-               dev->exec_timeout_ns / 1000000);
+      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " not ready before its deadline", dev->kind, gen);
       return ACX_ERR_TIMEOUT;
     }
-    sleep_ns(200000);
+    sleep_ns(50000);
   }
   set_state(dev, ACXI_DEV_STARTING); /* the poller polls; internal submissions only */
   res = acxi_host_mem_register_all(dev);
@@ -722,6 +819,182 @@ static void end_incarnation(acx_device_t *dev, int64_t grace_ns) {
   reap_executor(dev, grace_ns);
   pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
   ctrl_swap(dev, NULL);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the hot standby executor (process transport)                                               */
+
+/* Spawns a standby when the device runs without one. It loads, creates its engine (a second CUDA
+ * context on the GPU) and waits idle; the poller watches it. DeviceActor only. */
+static void standby_spawn(acx_device_t *dev) {
+  if (!dev->standby_enabled || dev->sb_gave_up || dev->sb_ctrl || load_state(dev) != ACXI_DEV_RUNNING) return;
+  acxi_shm_t shm;
+  if (acxi_ctrl_create(dev->slots, 0, &shm) != ACX_OK) return; /* logged; the next restart spawns on demand */
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    ACX_WARN(DEVICE, "socketpair for a standby executor failed: %s", strerror(errno));
+    goto err_destroy_shm;
+  }
+  pid_t pid = 0;
+  acx_status_t st = spawn_executor(dev, 0, shm.fd, sv[1], &pid);
+  close(sv[1]);
+  if (st != ACX_OK) goto err_close_sock;
+  poll_pause(dev);
+  dev->sb_shm = shm;
+  dev->sb_ctrl = acxi_ctrl(&dev->sb_shm);
+  atomic_store_explicit(&dev->sb_pid, pid, memory_order_relaxed);
+  dev->sb_sock = sv[0];
+  dev->sb_spawned_ns = acxi_now_ns();
+  atomic_store_explicit(&dev->sb_reported, 0, memory_order_relaxed);
+  poll_resume(dev);
+  atomic_fetch_add_explicit(&dev->standby_spawns, 1, memory_order_relaxed);
+  return;
+err_close_sock:
+  close(sv[0]);
+err_destroy_shm:
+  acxi_shm_destroy(&shm);
+}
+
+/* Asks the standby to leave (it may be initialising or waiting), without waiting for it. */
+static void standby_ask_leave(acx_device_t *dev) {
+  if (!dev->sb_ctrl) return;
+  /* release: as the promotion store; the standby reads it with acquire. */
+  atomic_store_explicit(&dev->sb_ctrl->promote, ACXI_STANDBY_LEAVE, memory_order_release);
+  acxi_futex_wake(&dev->sb_ctrl->promote, 1);
+}
+
+/* Detaches the standby from the device (poller included) and returns what is left to clean up. */
+static void standby_detach(acx_device_t *dev, acxi_shm_t *shm, pid_t *pid, int *sock) {
+  poll_pause(dev);
+  *shm = dev->sb_shm;
+  *pid = atomic_load_explicit(&dev->sb_pid, memory_order_relaxed);
+  *sock = dev->sb_sock;
+  dev->sb_shm = (acxi_shm_t){.fd = -1};
+  dev->sb_ctrl = NULL;
+  atomic_store_explicit(&dev->sb_pid, 0, memory_order_relaxed);
+  atomic_store_explicit(&dev->sb_ready, 0, memory_order_relaxed);
+  dev->sb_sock = -1;
+  poll_resume(dev);
+}
+
+/* Stops the standby: asks it to leave, gives it grace_ns, then SIGKILL; reaps it. */
+static void standby_discard(acx_device_t *dev, int64_t grace_ns, const char *why) {
+  if (!dev->sb_ctrl) return;
+  standby_ask_leave(dev);
+  acxi_shm_t shm;
+  pid_t pid;
+  int sock;
+  standby_detach(dev, &shm, &pid, &sock);
+  ACX_INFO(DEVICE, "stopping the standby %s executor pid %d: %s", dev->kind, (int)pid, why);
+  if (pid > 0) reap_pid(pid, grace_ns);
+  if (sock >= 0) close(sock);
+  acxi_shm_destroy(&shm);
+}
+
+/* Counts a standby loss; 0 when STANDBY_MAX_LOSSES happened within the restart window. */
+static int standby_loss_allowed(acx_device_t *dev, int64_t now) {
+  memmove(&dev->sb_losses[0], &dev->sb_losses[1], sizeof dev->sb_losses - sizeof dev->sb_losses[0]);
+  dev->sb_losses[STANDBY_MAX_LOSSES - 1] = now;
+  return !(dev->sb_losses[0] && now - dev->sb_losses[0] < dev->restart_window_ns);
+}
+
+/* A standby that died, failed or went silent: replace it, unless that keeps happening. */
+static void standby_lost(acx_device_t *dev, const char *reason) {
+  ACX_WARN(DEVICE, "standby %s executor pid %d lost: %s", dev->kind,
+           (int)atomic_load_explicit(&dev->sb_pid, memory_order_relaxed), reason);
+  standby_discard(dev, 0, reason);
+  if (!standby_loss_allowed(dev, acxi_now_ns())) {
+    dev->sb_gave_up = 1;
+    ACX_WARN(DEVICE, "%s device: %d standby executors lost within %" PRId64 " ms: no more standbys; a restart "
+             "spawns its executor on demand", dev->kind, STANDBY_MAX_LOSSES, dev->restart_window_ns / 1000000);
+    return;
+  }
+  standby_spawn(dev);
+}
+
+/* 1 when the standby can be promoted: alive, engine made, no error, heartbeat fresh. One still
+ * initialising is waited for until its start deadline (it is ahead of a fresh spawn anyway). */
+static int standby_usable(acx_device_t *dev, char *why, size_t cap) {
+  acxi_ctrl_t *c = dev->sb_ctrl;
+  pid_t pid = atomic_load_explicit(&dev->sb_pid, memory_order_relaxed);
+  int64_t deadline = dev->sb_spawned_ns + dev->exec_timeout_ns;
+  for (;;) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    /* acquire: pairs with the standby's release stores of state and sticky. */
+    uint32_t es = atomic_load_explicit(&c->state, memory_order_acquire);
+    int64_t now = acxi_now_ns();
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
+      snprintf(why, cap, "it is gone (code %d, status %d)", si.si_code, si.si_status);
+      return 0;
+    }
+    if (atomic_load_explicit(&c->sticky, memory_order_acquire) == 1) {
+      snprintf(why, cap, "it reported: %.100s", c->sticky_msg);
+      return 0;
+    }
+    if (es == ACXI_EXEC_STANDBY) {
+      int64_t age = now - atomic_load_explicit(&c->heartbeat_ns, memory_order_relaxed);
+      if (age <= dev->heartbeat_ns) return 1;
+      snprintf(why, cap, "no heartbeat for %" PRId64 " ms", age / 1000000);
+      return 0;
+    }
+    if (es != ACXI_EXEC_STARTING) {
+      snprintf(why, cap, "executor state %u", es);
+      return 0;
+    }
+    if (now >= deadline) {
+      snprintf(why, cap, "not ready within %" PRId64 " ms", dev->exec_timeout_ns / 1000000);
+      return 0;
+    }
+    sleep_ns(50000);
+  }
+}
+
+/* Makes the standby generation `gen`: it becomes the device's executor (control block, pid,
+ * socket), is told its generation, and gets the host regions; RUNNING on success. Returns
+ * ACX_ERR_NO_DEVICE when there was no usable standby (nothing changed but its removal). */
+static acx_status_t standby_promote(acx_device_t *dev, uint64_t gen) {
+  if (!dev->sb_ctrl) return ACX_ERR_NO_DEVICE;
+  char why[160];
+  if (!standby_usable(dev, why, sizeof why)) {
+    ACX_WARN(DEVICE, "the standby %s executor cannot take generation %" PRIu64 " (%s): spawning one", dev->kind, gen,
+             why);
+    standby_discard(dev, 0, why);
+    return ACX_ERR_NO_DEVICE;
+  }
+  acxi_shm_t shm;
+  pid_t pid;
+  int sock;
+  standby_detach(dev, &shm, &pid, &sock);
+  acxi_ctrl_t *c = acxi_ctrl(&shm);
+  c->generation = gen; /* published by the release store of PROMOTE */
+  ctrl_swap(dev, &shm);
+  atomic_store_explicit(&dev->pid, pid, memory_order_relaxed);
+  dev->sock = sock;
+  /* relaxed: no submitter is inside (the state is RECOVERING). */
+  atomic_store_explicit(&dev->generation, gen, memory_order_relaxed);
+  /* release: the standby reads ctrl->generation after its acquire load of PROMOTE. */
+  atomic_store_explicit(&c->promote, ACXI_STANDBY_PROMOTE, memory_order_release);
+  acxi_futex_wake(&c->promote, 1);
+  ACX_INFO(DEVICE, "standby %s executor pid %d promoted to generation %" PRIu64, dev->kind, (int)pid, gen);
+  /* It only has to wake up: a heartbeat's time is plenty, else it is as good as hung. */
+  return finish_start(dev, gen, acxi_now_ns() + dev->heartbeat_ns);
+}
+
+/* As end_incarnation, but the executor is only sent SIGKILL: the caller reaps the returned pid
+ * (0: none) once a successor serves. */
+static pid_t end_incarnation_kill(acx_device_t *dev) {
+  int s = load_state(dev);
+  if (s == ACXI_DEV_STARTING || s == ACXI_DEV_RUNNING) atomic_store(&dev->state, ACXI_DEV_RECOVERING);
+  wait_submitters_gone(dev);
+  pid_t pid = atomic_load_explicit(&dev->pid, memory_order_relaxed);
+  if (pid > 0) kill(pid, SIGKILL);
+  atomic_store_explicit(&dev->pid, 0, memory_order_relaxed);
+  if (dev->sock >= 0) close(dev->sock);
+  dev->sock = -1;
+  pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
+  ctrl_swap(dev, NULL);
+  return pid;
 }
 
 /* Counts a restart; 0 when the limit within the window is reached. */
@@ -766,6 +1039,19 @@ static void actor_pre_restart(acx_ctx_t *ctx, void *state, acx_status_t cause) {
   a->dev = NULL;
 }
 
+/* Records the lost executor's wait status in ev (and the log). */
+static void note_exit_status(acx_device_t *dev, const dev_loss_t *loss, acx_device_event_t *ev) {
+  ev->exit_status = dev->loss_exit_status;
+  if (dev->loss_exit_status != -1 && loss->cause == ACX_ERR_DEVICE_LOST) {
+    char how[96];
+    describe_wait_status(dev->loss_exit_status, how, sizeof how);
+    ACX_INFO(DEVICE, "lost executor generation %" PRIu64 ": %s", loss->generation, how);
+  }
+}
+
+/* After a loss: the standby, when there is a usable one, becomes generation + 1 (the lost
+ * executor is only SIGKILLed first and reaped once its successor serves: a CUDA context's
+ * teardown takes time); else a fresh executor is spawned. Then a new standby is spawned. */
 static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
   uint64_t lost_gen = loss->generation;
   if (atomic_load_explicit(&dev->generation, memory_order_relaxed) != lost_gen ||
@@ -773,15 +1059,20 @@ static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
     return; /* a stale report */
   acx_device_event_t ev = {.old_generation = lost_gen, .cause = loss->cause};
   memcpy(ev.reason, loss->reason, sizeof ev.reason);
-  end_incarnation(dev, 0);
-  ev.exit_status = dev->loss_exit_status;
-  if (dev->loss_exit_status != -1 && loss->cause == ACX_ERR_DEVICE_LOST) {
-    char how[96];
-    describe_wait_status(dev->loss_exit_status, how, sizeof how);
-    ACX_INFO(DEVICE, "lost executor generation %" PRIu64 ": %s", lost_gen, how);
+  pid_t unreaped = 0;
+  if (dev->sb_ctrl) {
+    unreaped = end_incarnation_kill(dev);
+  } else {
+    end_incarnation(dev, 0);
+    note_exit_status(dev, loss, &ev);
   }
   for (;;) {
     if (!restart_allowed(dev, acxi_now_ns())) {
+      if (unreaped) {
+        dev->loss_exit_status = reap_pid(unreaped, 0);
+        note_exit_status(dev, loss, &ev);
+      }
+      standby_discard(dev, 0, "the restart limit is reached");
       set_state(dev, ACXI_DEV_UNAVAILABLE);
       pend_fail_all(dev, ACX_ERR_DEVICE_UNAVAILABLE);
       ACX_WARN(DEVICE, "%s device: %d restarts within %" PRId64 " ms reached: the device is unavailable; telling its "
@@ -792,15 +1083,25 @@ static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
       return;
     }
     uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed) + 1;
-    acx_status_t st = start_incarnation(dev, gen);
+    acx_status_t st = standby_promote(dev, gen);
+    int promoted = st != ACX_ERR_NO_DEVICE;
+    if (!promoted) st = start_incarnation(dev, gen);
+    int64_t took = acxi_now_ns() - loss->detected_ns;
+    if (unreaped) {
+      dev->loss_exit_status = reap_pid(unreaped, 0);
+      note_exit_status(dev, loss, &ev);
+      unreaped = 0;
+    }
     if (st == ACX_OK) {
-      int64_t took = acxi_now_ns() - loss->detected_ns;
       atomic_fetch_add_explicit(&dev->restarts, 1, memory_order_relaxed);
+      if (promoted) atomic_fetch_add_explicit(&dev->standby_promotions, 1, memory_order_relaxed);
       atomic_store_explicit(&dev->last_recovery_ns, took, memory_order_relaxed);
-      ACX_WARN(DEVICE, "%s device recovered: executor generation %" PRIu64 " serves it, %.1f ms after the loss of "
-               "generation %" PRIu64, dev->kind, gen, took / 1e6, lost_gen);
+      ACX_WARN(DEVICE, "%s device recovered: executor generation %" PRIu64 " (%s) serves it, %.1f ms after the loss "
+               "of generation %" PRIu64, dev->kind, gen, promoted ? "the promoted standby" : "freshly spawned",
+               took / 1e6, lost_gen);
       ev.new_generation = gen;
       notify_watchers(dev, ACX_MSG_DEVICE_RESTARTED, &ev);
+      standby_spawn(dev);
       return;
     }
     end_incarnation(dev, 0);
@@ -814,8 +1115,18 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
     acx_status_t st = start_incarnation(dev, 1);
     if (st != ACX_OK) end_incarnation(dev, 0); /* the opener closes the device */
     acx_reply(ctx, msg, st, NULL, 0);
+    if (st == ACX_OK) standby_spawn(dev);
     return ACX_OK;
   }
+  case DEV_MSG_STANDBY_LOST:
+    if (msg->len == sizeof(sb_loss_t)) {
+      const sb_loss_t *l = msg->data;
+      /* A stale report when that standby was promoted or replaced meanwhile. */
+      if (dev->sb_ctrl && l->pid == atomic_load_explicit(&dev->sb_pid, memory_order_relaxed) &&
+          load_state(dev) == ACXI_DEV_RUNNING)
+        standby_lost(dev, l->reason);
+    }
+    return ACX_OK;
   case DEV_MSG_LOST:
     if (msg->len == sizeof(dev_loss_t)) recover(ctx, dev, (const dev_loss_t *)msg->data);
     return ACX_OK;
@@ -892,6 +1203,7 @@ static void close_device(acx_device_t *dev, int64_t timeout_ns) {
     if (s == ACXI_DEV_CLOSED || s == ACXI_DEV_CLOSING) return;
   } while (!cas_state(dev, s, ACXI_DEV_CLOSING));
   wait_submitters_gone(dev);
+  standby_ask_leave(dev); /* it winds down while the active executor finishes */
   int64_t grace = timeout_ns;
   if (s == ACXI_DEV_RUNNING && dev->ctrl) {
     acxi_cmd_t cmd = {.op = ACXI_OP_SHUTDOWN, .stream = ACXI_STREAM_ALL};
@@ -903,6 +1215,7 @@ static void close_device(acx_device_t *dev, int64_t timeout_ns) {
   }
   atomic_store(&dev->state, ACXI_DEV_CLOSED);
   reap_executor(dev, grace);
+  standby_discard(dev, grace > 1000000000LL ? grace : 1000000000LL, "the device closes");
   pend_fail_all(dev, ACX_ERR_CANCELLED);
   atomic_store_explicit(&dev->poller_stop, 1, memory_order_relaxed);
   ctrl_swap(dev, NULL);
@@ -1049,6 +1362,12 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
     return ACX_ERR_BAD_PARAM;
   }
   snprintf(dev->completion, sizeof dev->completion, "%s", comp);
+  int64_t standby = acxi_param_int("ACX_EXECUTOR_STANDBY");
+  if (standby != 0 && standby != 1) {
+    ACX_WARN(DEVICE, "ACX_EXECUTOR_STANDBY=%" PRId64 ": expected 0 or 1", standby);
+    return ACX_ERR_BAD_PARAM;
+  }
+  dev->standby_enabled = !dev->inline_mode && standby == 1; /* inline: no process to stand in for */
   if (!dev->inline_mode) ACXCHECK(find_executor(dev));
   return ACX_OK;
 }
@@ -1064,6 +1383,8 @@ acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, 
   dev->sys = sys;
   dev->sock = -1;
   dev->shm.fd = -1;
+  dev->sb_sock = -1;
+  dev->sb_shm.fd = -1;
   atomic_init(&dev->state, ACXI_DEV_STARTING);
   atomic_init(&dev->next_buffer_id, 1);
   atomic_init(&dev->next_region_id, 1);
@@ -1208,6 +1529,10 @@ acx_status_t acx_device_stats(acx_device_t *dev, acx_device_stats_t *stats) {
   stats->device_bytes = atomic_load_explicit(&dev->device_bytes, memory_order_relaxed);
   stats->managed_bytes = atomic_load_explicit(&dev->managed_bytes, memory_order_relaxed);
   stats->host_bytes = atomic_load_explicit(&dev->host_bytes, memory_order_relaxed);
+  stats->standby_promotions = atomic_load_explicit(&dev->standby_promotions, memory_order_relaxed);
+  stats->standby_spawns = atomic_load_explicit(&dev->standby_spawns, memory_order_relaxed);
+  stats->async_failures = atomic_load_explicit(&dev->ff_failures, memory_order_relaxed);
+  stats->standby_ready = atomic_load_explicit(&dev->sb_ready, memory_order_relaxed);
   int s = load_state(dev);
   stats->available = s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING || s == ACXI_DEV_RECOVERING;
   ACX_TRACE(DEVICE, "stats: state %s", state_name(s));
@@ -1227,8 +1552,21 @@ static acx_status_t check_stream(acx_device_t *dev, const char *fn, uint32_t str
 acx_status_t acx_device_synchronize(acx_device_t *dev, uint32_t stream, int64_t timeout_ns) {
   ACX_CHECK_NULL(dev);
   ACXCHECK(check_stream(dev, __func__, stream, 1));
+  /* relaxed: counted before our SYNC is pushed, so every launch it counts is ahead of the SYNC. */
+  uint64_t sent = atomic_load_explicit(&dev->ff_sent, memory_order_relaxed);
   acxi_cmd_t cmd = {.op = ACXI_OP_SYNC, .stream = stream};
-  return acxi_device_call(dev, &cmd, NULL, 0, 0, -1, timeout_ns, NULL);
+  ACXCHECK(acxi_device_call(dev, &cmd, NULL, 0, 0, -1, timeout_ns, NULL));
+  if (stream == ACX_STREAM_ALL) {
+    /* relaxed: a watermark; a racing loss at worst reports one DEVICE_LOST too many. */
+    uint64_t fenced = atomic_load_explicit(&dev->ff_fenced, memory_order_relaxed);
+    while (fenced < sent && !atomic_compare_exchange_weak_explicit(&dev->ff_fenced, &fenced, sent,
+                                                                   memory_order_relaxed, memory_order_relaxed)) {
+    }
+  }
+  /* relaxed: the failure was noted before the SYNC's reply completed our future (same poller or
+   * executor thread, in reply order), and that completion is a release our wait acquired. */
+  int err = atomic_exchange_explicit(&dev->ff_error, 0, memory_order_relaxed);
+  return (acx_status_t)err;
 }
 
 acx_status_t acx_device_synchronize_async(acx_device_t *dev, uint32_t stream, acx_future_t **done) {
@@ -1267,10 +1605,12 @@ acx_status_t acx_device_launch_empty(acx_device_t *dev, uint32_t stream, int64_t
 
 acx_status_t acx_device_launch_empty_async(acx_device_t *dev, uint32_t stream, acx_future_t **done) {
   ACX_CHECK_NULL(dev);
-  ACX_CHECK_NULL(done);
   ACXCHECK(check_stream(dev, __func__, stream, 0));
   acxi_cmd_t cmd = {.op = ACXI_OP_KERNEL_EMPTY, .stream = stream};
-  return acxi_device_submit(dev, &cmd, NULL, 0, 0, -1, acxi_deadline(dev->exec_timeout_ns), done);
+  acx_status_t st = acxi_device_submit(dev, &cmd, NULL, 0, 0, -1, acxi_deadline(dev->exec_timeout_ns), done);
+  /* relaxed: a counter compared at the next loss and all-stream synchronize. */
+  if (st == ACX_OK && !done) atomic_fetch_add_explicit(&dev->ff_sent, 1, memory_order_relaxed);
+  return st;
 }
 
 acx_status_t acx_device_inject_fault(acx_device_t *dev, int sticky, int64_t timeout_ns) {

@@ -89,6 +89,19 @@ struct acx_device {
   _Atomic int exec_stop;
   acxi_exec_loop_params_t loop; /* inline transport: the thread's parameters */
   int loss_exit_status;       /* wait status of the last reaped executor (DeviceActor) */
+  /* Process transport: the hot standby (ACX_EXECUTOR_STANDBY), an executor with its engine made,
+   * promoted on a loss instead of a fresh spawn. Changed by the DeviceActor under poll_pause
+   * (the poller reads sb_ctrl and sb_pid under poll_lock to watch it). */
+  int standby_enabled;
+  acxi_shm_t sb_shm;
+  acxi_ctrl_t *sb_ctrl;       /* NULL: no standby */
+  _Atomic pid_t sb_pid;
+  int sb_sock;
+  int64_t sb_spawned_ns;
+  int64_t sb_losses[3];      /* times of the last standby losses, oldest first (DeviceActor) */
+  int sb_gave_up;             /* too many losses in the window: no more standbys (DeviceActor) */
+  _Atomic int sb_reported;    /* the poller told the DeviceActor this standby is lost */
+  _Atomic int sb_ready;       /* the poller last saw it waiting, engine made (a statistic) */
   int64_t *restart_times;     /* max_restarts + 1 timestamps, a ring */
   int n_restart_times;
 
@@ -129,8 +142,16 @@ struct acx_device {
   int n_free_events, cap_free_events;
   uint64_t next_event_id;
 
+  /* Fire-and-forget commands: the first failure not reported yet (0: none), returned by the
+   * next acx_device_synchronize; ff_sent/ff_fenced: user fire-and-forget launches sent, and how
+   * many of them an all-stream synchronize had covered (a loss with more sent than fenced may
+   * have dropped some: the next synchronize says ACX_ERR_DEVICE_LOST). */
+  _Atomic int ff_error;
+  _Atomic uint64_t ff_sent, ff_fenced;
+
   /* Statistics. */
   _Atomic uint64_t restarts, commands, buffers_live, device_bytes, managed_bytes, host_bytes;
+  _Atomic uint64_t standby_promotions, standby_spawns, ff_failures;
   _Atomic int64_t last_recovery_ns;
 };
 

@@ -39,7 +39,10 @@ static void post(void *sink, const acxi_cpl_t *cpl) {
 static void reply(loop_t *l, const acxi_cmd_t *cmd, acx_status_t st) {
   if (st == ACX_OK && (cmd->flags & ACXI_CMD_FLAG_NO_REPLY)) return;
   acxi_cpl_t c = {.req_id = cmd->req_id, .status = st};
-  post(l, &c);
+  if (l->p->direct)
+    l->p->direct(l->p->direct_sink, &c);
+  else
+    post(l, &c);
 }
 
 acx_status_t acxi_fault_schedule(const char *spec, uint64_t generation, uint64_t *nth) {
@@ -161,14 +164,53 @@ static int parent_gone(const acxi_exec_loop_params_t *p) {
   return p->parent_pid > 0 && getppid() != p->parent_pid;
 }
 
+/* A standby with its engine created: sleeps on ctrl->promote (no spinning: it may wait for hours)
+ * and stamps the heartbeat so that the rank can tell a live standby from a hung one. Returns -1
+ * once promoted, else why it leaves. */
+static int standby_wait(const acxi_exec_loop_params_t *p) {
+  acxi_ctrl_t *ctrl = p->ctrl;
+  atomic_store_explicit(&ctrl->heartbeat_ns, acxi_now_ns(), memory_order_relaxed);
+  /* release: the rank may promote us once it sees STANDBY; the engine is complete. */
+  atomic_store_explicit(&ctrl->state, ACXI_EXEC_STANDBY, memory_order_release);
+  acxi_ring_wake(acxi_ctrl_cpl_ring(ctrl));
+  ACX_INFO(EXEC, "%s executor standing by (pid %d)", p->ops->kind, (int)getpid());
+  for (;;) {
+    /* acquire: pairs with the rank's release store of PROMOTE; ctrl->generation is set. Read
+     * before the checks below so that a promotion after them makes the futex wait return. */
+    uint32_t cmd = atomic_load_explicit(&ctrl->promote, memory_order_acquire);
+    if (cmd == ACXI_STANDBY_PROMOTE) return -1;
+    if (cmd == ACXI_STANDBY_LEAVE) return ACXI_LOOP_STOPPED;
+    int64_t now = acxi_now_ns();
+    atomic_store_explicit(&ctrl->heartbeat_ns, now, memory_order_relaxed); /* a lone timestamp */
+    if (parent_gone(p)) {
+      ACX_WARN(EXEC, "the rank (pid %d) is gone: standby executor leaves", p->parent_pid);
+      return ACXI_LOOP_ORPHANED;
+    }
+    /* relaxed: a request, as in the main loop. */
+    if (p->stop && atomic_load_explicit(p->stop, memory_order_relaxed)) return ACXI_LOOP_STOPPED;
+    acxi_futex_wait(&ctrl->promote, cmd, now + p->heartbeat_period_ns);
+  }
+}
+
 acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
   loop_t l = {.p = p, .cmds = acxi_ctrl_cmd_ring(p->ctrl), .cpls = acxi_ctrl_cpl_ring(p->ctrl)};
   acxi_ctrl_t *ctrl = p->ctrl;
   l.post_timeout_ns = acxi_param_int("ACX_EXEC_TIMEOUT_MS") * 1000000;
-  acx_status_t st = p->ops->create(&p->engine, post, &l, &l.engine);
+  acx_status_t st = p->direct ? p->ops->create(&p->engine, p->direct, p->direct_sink, &l.engine)
+                              : p->ops->create(&p->engine, post, &l, &l.engine);
   if (st != ACX_OK) {
     acxi_ctrl_set_sticky(ctrl, st, 0, "the %s engine could not start: %s", p->ops->kind, acx_status_str(st));
     return ACXI_LOOP_START_FAILED;
+  }
+  acxi_loop_exit_t why;
+  if (p->standby) {
+    int w = standby_wait(p);
+    if (w >= 0) {
+      why = (acxi_loop_exit_t)w;
+      goto out_destroy;
+    }
+    ACX_INFO(EXEC, "standby %s executor (pid %d) promoted to generation %" PRIu64, p->ops->kind, (int)getpid(),
+             ctrl->generation);
   }
   uint64_t fault_nth = 0, count = 0;
   if (acxi_fault_schedule(p->engine.fault_inject, ctrl->generation, &fault_nth) != ACX_OK) fault_nth = 0;
@@ -180,7 +222,6 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
   ACX_INFO(EXEC, "%s executor generation %" PRIu64 " ready (%s)", p->ops->kind, ctrl->generation,
            p->engine.inline_mode ? "inline" : "process");
 
-  acxi_loop_exit_t why;
   int shutting_down = 0;
   int64_t now = acxi_now_ns(), last_beat = now, last_active = now;
   for (;;) {
@@ -239,6 +280,7 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
     }
     acxi_ring_consumer_wait(l.cmds, last_beat + p->heartbeat_period_ns);
   }
+out_destroy:
   p->ops->destroy(l.engine);
   while (l.n_regions) region_drop(&l, &l.regions[l.n_regions - 1]);
   free(l.regions);

@@ -19,6 +19,14 @@ typedef struct acxi_exec_loop_params {
   int64_t heartbeat_period_ns;      /* stamp the heartbeat at least this often */
   int64_t spin_ns;                  /* keep busy-polling this long after the last activity */
   _Atomic int *stop;                /* optional: set (then acxi_ring_wake the command ring) to leave */
+  /* Process mode: a hot standby. The loop creates the engine, sets ACXI_EXEC_STANDBY and sleeps on
+   * ctrl->promote (stamping the heartbeat) until the rank promotes it (ctrl->generation is then
+   * its generation; engine.generation stays 0) or tells it to leave. */
+  int standby;
+  /* Inline mode, optional: completions go straight to direct(direct_sink, cpl) (the executor
+   * thread or a CUDA callback thread; must be thread-safe) instead of through the reply ring. */
+  acxi_complete_fn direct;
+  void *direct_sink;
 } acxi_exec_loop_params_t;
 
 typedef enum acxi_loop_exit {
@@ -26,11 +34,12 @@ typedef enum acxi_loop_exit {
   ACXI_LOOP_POISONED = 1,     /* the engine reported a sticky error (written to ctrl) */
   ACXI_LOOP_START_FAILED = 2, /* the engine could not be created (written to ctrl) */
   ACXI_LOOP_ORPHANED = 3,     /* the rank process is gone */
-  ACXI_LOOP_STOPPED = 4       /* *stop was set */
+  ACXI_LOOP_STOPPED = 4       /* *stop was set, or a standby was told to leave */
 } acxi_loop_exit_t;
 
 /* Runs until one of acxi_loop_exit_t happens; returns which. Sets ctrl->state READY once the
- * engine exists and STOPPED or FAILED when it leaves. */
+ * engine exists (a standby: STANDBY, then READY once promoted) and STOPPED or FAILED when it
+ * leaves. */
 acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p);
 
 /* Parses an ACX_FAULT_INJECT schedule: "" (none), "cmd:N" (the Nth command of every

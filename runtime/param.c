@@ -30,6 +30,7 @@ static const param_def_t defs[] = {
     {"ACX_SPIN_NS", ACX_PARAM_INT, "20000", "How long waits spin before they park (ns)"},
     /* device layer */
     {"ACX_EXECUTOR", ACX_PARAM_STRING, "process", "GPU executor transport: process (fault-isolated) or inline (in-process thread)"},
+    {"ACX_EXECUTOR_STANDBY", ACX_PARAM_INT, "1", "1: keep a hot standby executor per process-transport device (a second process and CUDA context, ~0.5 GB of GPU memory) so that a restart promotes it instead of spawning; 0: spawn on demand"},
     {"ACX_EXECUTOR_PATH", ACX_PARAM_STRING, "", "Path of the acx-executor program (default: next to libacx, then the install bindir)"},
     {"ACX_DEVICE_KIND", ACX_PARAM_STRING, "auto", "Device kind: auto (cuda when a GPU is visible, else host), cuda or host"},
     {"ACX_DEVICE", ACX_PARAM_INT, "-1", "CUDA device ordinal for this rank, overriding topology-based choice (-1: choose)"},

@@ -33,8 +33,14 @@ typedef enum acxi_exec_state {
   ACXI_EXEC_STARTING = 0, /* mapped by the rank, the executor has not created its engine yet */
   ACXI_EXEC_READY = 1,    /* engine created; commands are served */
   ACXI_EXEC_STOPPED = 2,  /* left its loop after SHUTDOWN */
-  ACXI_EXEC_FAILED = 3    /* could not start, or a sticky error: see sticky_* */
+  ACXI_EXEC_FAILED = 3,   /* could not start, or a sticky error: see sticky_* */
+  ACXI_EXEC_STANDBY = 4   /* a hot standby: engine created, idle until promoted (acxi_ctrl_t.promote) */
 } acxi_exec_state_t;
+
+/* acxi_ctrl_t.promote: what the rank asks of a standby executor. Also the futex word it sleeps on. */
+#define ACXI_STANDBY_WAIT 0u    /* stay idle */
+#define ACXI_STANDBY_PROMOTE 1u /* serve: `generation` is set, commands follow */
+#define ACXI_STANDBY_LEAVE 2u   /* exit without serving (device closing, standby replaced) */
 
 /* The control block of one executor incarnation: written once by the rank, then the executor
  * owns heartbeat/state/sticky_*. Both rings follow it in the same mapping. */
@@ -53,6 +59,9 @@ typedef struct acxi_ctrl {
   int32_t sticky_status;         /* acx_status_t */
   int32_t sticky_lib_code;
   char sticky_msg[256];
+  /* Standby executors only: ACXI_STANDBY_*. The rank writes `generation` before it stores
+   * PROMOTE (release) and wakes this word; the standby reads generation after its acquire load. */
+  _Atomic uint32_t promote;
 } acxi_ctrl_t;
 
 /* Creates the control block with both rings (`slots` each). */

@@ -14,9 +14,10 @@
 #include "runtime/param.h"
 
 static void usage(void) {
-  fprintf(stderr, "usage: acx-executor --kind host|cuda --generation G --shm-fd FD --sock-fd FD\n"
+  fprintf(stderr, "usage: acx-executor --kind host|cuda (--generation G | --standby 1) --shm-fd FD --sock-fd FD\n"
                   "                    [--ordinal N] [--pci-bus-id ID] [--streams N] [--parent-pid PID]\n"
                   "                    [--heartbeat-ms MS] [--completion auto|event|hostfn] [--fault-inject SPEC]\n"
+                  "--standby 1: create the engine, then wait idle until the rank promotes this executor.\n"
                   "Started by libacx; not meant to be run by hand.\n");
 }
 
@@ -34,7 +35,7 @@ static int parse_i64(const char *opt, const char *s, int64_t lo, int64_t *out) {
 
 int main(int argc, char **argv) {
   const char *kind = NULL, *pci = "", *completion = "auto", *fault = "";
-  int64_t generation = -1, shm_fd = -1, sock_fd = -1, ordinal = 0, streams = 1, parent = 0, hb_ms = 0;
+  int64_t generation = -1, shm_fd = -1, sock_fd = -1, ordinal = 0, streams = 1, parent = 0, hb_ms = 0, standby = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -59,6 +60,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--streams")) bad = parse_i64(a, v, 1, &streams);
     else if (!strcmp(a, "--parent-pid")) bad = parse_i64(a, v, 0, &parent);
     else if (!strcmp(a, "--heartbeat-ms")) bad = parse_i64(a, v, 1, &hb_ms);
+    else if (!strcmp(a, "--standby")) bad = parse_i64(a, v, 0, &standby);
     else {
       fprintf(stderr, "acx-executor: unknown argument '%s'\n", a);
       bad = 1;
@@ -68,9 +70,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (!kind || generation < 1 || shm_fd < 0 || sock_fd < 0 || streams > 1024 || strlen(pci) >= 32) {
-    fprintf(stderr, "acx-executor: --kind, --generation, --shm-fd and --sock-fd are required "
-                    "(streams <= 1024, PCI bus id < 32 chars)\n");
+  if (!kind || (generation < 1) == !standby || standby > 1 || shm_fd < 0 || sock_fd < 0 || streams > 1024 ||
+      strlen(pci) >= 32) {
+    fprintf(stderr, "acx-executor: --kind, --shm-fd, --sock-fd and one of --generation or --standby 1 are "
+                    "required (streams <= 1024, PCI bus id < 32 chars)\n");
     usage();
     return 2;
   }
@@ -83,7 +86,7 @@ int main(int argc, char **argv) {
   close((int)shm_fd); /* acxi_ctrl_attach keeps its own descriptor */
   acxi_ctrl_t *ctrl = acxi_ctrl(&shm);
   atomic_store_explicit(&ctrl->executor_pid, (int32_t)getpid(), memory_order_relaxed);
-  if (ctrl->generation != (uint64_t)generation) {
+  if (!standby && ctrl->generation != (uint64_t)generation) {
     acxi_ctrl_set_sticky(ctrl, ACX_ERR_INVALID_ARG, 0, "executor started for generation %" PRId64
                          ", control block is for %" PRIu64, generation, ctrl->generation);
     return 2;
@@ -95,12 +98,14 @@ int main(int argc, char **argv) {
   acxi_exec_loop_params_t p = {
       .ctrl = ctrl,
       .ops = ops,
-      .engine = {.cuda_ordinal = (int)ordinal, .streams = (int)streams, .generation = (uint64_t)generation,
-                 .inline_mode = 0, .completion = completion, .fault_inject = fault},
+      .engine = {.cuda_ordinal = (int)ordinal, .streams = (int)streams,
+                 .generation = standby ? 0 : (uint64_t)generation, .inline_mode = 0, .completion = completion,
+                 .fault_inject = fault},
       .sock_fd = (int)sock_fd,
       .parent_pid = (int)parent,
       .heartbeat_period_ns = (hb_ms ? hb_ms : acxi_param_int("ACX_HEARTBEAT_MS")) * 1000000 / 4,
       .spin_ns = acxi_param_int("ACX_EXEC_SPIN_NS"),
+      .standby = (int)standby,
   };
   snprintf(p.engine.pci_bus_id, sizeof p.engine.pci_bus_id, "%s", pci);
   if (p.heartbeat_period_ns < 1000000) p.heartbeat_period_ns = 1000000;

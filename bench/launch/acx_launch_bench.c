@@ -1,7 +1,8 @@
 /* acx-launch-bench: what acx costs per GPU command. One run prints, side by side, raw CUDA (an
  * empty kernel + cudaStreamSynchronize), acx inline and acx process (an empty-kernel command and
  * its reply), each acx mode with both completion strategies: median and p99 round trip, pipelined
- * commands per second, and, in process mode, the time from an injected fault to the first
+ * commands per second (fire-and-forget launches + one synchronize, as raw CUDA launches + one
+ * stream synchronize; and with a future per command), and, in process mode, the time from an injected fault to the first
  * successful command on the new executor. Each measurement runs in a child process of its own
  * (a fresh CUDA context, ACX_COMPLETION read at start, a fault that cannot touch the others). */
 #include <errno.h>
@@ -154,7 +155,23 @@ static int acx_child(const opts_t *o, acx_transport_t transport) {
   percentiles(lat, (size_t)o->iters, &med, &p99);
   printf("ACXB rt_median_us %.3f\nACXB rt_p99_us %.3f\n", med, p99);
 
+  /* Pipelined as the raw peer does it: `depth` fire-and-forget launches (done NULL: no future,
+   * no reply), then acx_device_synchronize (which also reports any of them that failed). */
   int64_t total = 0;
+  for (long b = 0; b < o->batches; b++) {
+    int64_t t0 = now_ns();
+    for (long j = 0; j < o->depth && st == ACX_OK; j++) st = acx_device_launch_empty_async(dev, 0, NULL);
+    if (st == ACX_OK) st = acx_device_synchronize(dev, 0, CMD_TIMEOUT_NS);
+    total += now_ns() - t0;
+    if (st != ACX_OK) {
+      fprintf(stderr, "%s: pipelined fire-and-forget launches: %s\n", tname, acx_status_str(st));
+      goto out_close;
+    }
+  }
+  printf("ACXB pipe_rate %.1f\n", (double)(o->depth * o->batches) / ((double)total / 1e9));
+
+  /* The same with a future per launch, each waited for. */
+  total = 0;
   for (long b = 0; b < o->batches; b++) {
     int64_t t0 = now_ns();
     long sent = 0;
@@ -173,12 +190,19 @@ static int acx_child(const opts_t *o, acx_transport_t transport) {
       goto out_close;
     }
   }
-  printf("ACXB pipe_rate %.1f\n", (double)(o->depth * o->batches) / ((double)total / 1e9));
+  printf("ACXB pipe_fut_rate %.1f\n", (double)(o->depth * o->batches) / ((double)total / 1e9));
 
   /* Recovery: only the process transport restarts (inline, the fault ends GPU use for good). */
   long nrec = 0;
   double reported = 0;
+  long promoted = 0;
   for (long k = 0; transport == ACX_TRANSPORT_PROCESS && k < o->recoveries; k++) {
+    /* The steady state: a fault finds the device back at full strength, i.e. with its standby
+     * executor (ACX_EXECUTOR_STANDBY) initialised, as it is unless faults come back to back. */
+    acx_device_stats_t ds = {.size = sizeof ds};
+    for (int64_t dl = now_ns() + RECOVERY_DEADLINE_NS; acx_device_stats(dev, &ds) == ACX_OK && ds.standby_spawns > 0 &&
+                                                       !ds.standby_ready && now_ns() < dl;)
+      usleep(1000);
     int64_t t0 = now_ns();
     st = acx_device_inject_fault(dev, 0, CMD_TIMEOUT_NS);
     if (st != ACX_ERR_DEVICE_LOST) {
@@ -197,15 +221,18 @@ static int acx_child(const opts_t *o, acx_transport_t transport) {
     }
     rec[nrec++] = (double)(t1 - t0) / 1e6;
     acx_device_stats_t stats = {.size = sizeof stats};
-    if (acx_device_stats(dev, &stats) == ACX_OK) reported += (double)stats.last_recovery_ns / 1e6;
+    if (acx_device_stats(dev, &stats) == ACX_OK) {
+      reported += (double)stats.last_recovery_ns / 1e6;
+      promoted = (long)stats.standby_promotions;
+    }
   }
   if (nrec > 0) {
     double rmax = 0;
     for (long k = 0; k < nrec; k++) rmax = rec[k] > rmax ? rec[k] : rmax;
     double rmed, rp99;
     percentiles(rec, (size_t)nrec, &rmed, &rp99);
-    printf("ACXB rec_n %ld\nACXB rec_median_ms %.2f\nACXB rec_max_ms %.2f\nACXB rec_reported_ms %.2f\n", nrec, rmed,
-           rmax, reported / (double)nrec);
+    printf("ACXB rec_n %ld\nACXB rec_median_ms %.2f\nACXB rec_max_ms %.2f\nACXB rec_reported_ms %.2f\n"
+           "ACXB rec_promoted %ld\n", nrec, rmed, rmax, reported / (double)nrec, promoted);
   }
   rc = 0;
 
@@ -227,8 +254,8 @@ typedef struct result {
   const char *mode, *completion;
   int ran, skipped;
   char device_name[160];
-  double rt_median, rt_p99, pipe_rate, rec_median, rec_max, rec_reported;
-  long rec_n;
+  double rt_median, rt_p99, pipe_rate, pipe_fut_rate, rec_median, rec_max, rec_reported;
+  long rec_n, rec_promoted;
   int no_gpu;
 } result_t;
 
@@ -240,7 +267,9 @@ static void parse_line(result_t *r, char *line) {
   else if (!strcmp(key, "rt_median_us")) r->rt_median = atof(val);
   else if (!strcmp(key, "rt_p99_us")) r->rt_p99 = atof(val);
   else if (!strcmp(key, "pipe_rate")) r->pipe_rate = atof(val);
+  else if (!strcmp(key, "pipe_fut_rate")) r->pipe_fut_rate = atof(val);
   else if (!strcmp(key, "rec_n")) r->rec_n = atol(val);
+  else if (!strcmp(key, "rec_promoted")) r->rec_promoted = atol(val);
   else if (!strcmp(key, "rec_median_ms")) r->rec_median = atof(val);
   else if (!strcmp(key, "rec_max_ms")) r->rec_max = atof(val);
   else if (!strcmp(key, "rec_reported_ms")) r->rec_reported = atof(val);
@@ -337,11 +366,11 @@ static void print_table(const opts_t *o, const result_t *res, int n) {
          o->host_kind ? "host device kind (smoke run: no GPU, goals do not apply)"
                       : (raw->device_name[0] ? raw->device_name : "?"),
          o->device, o->iters, o->warmup, o->batches, o->depth);
-  printf("%-8s %-7s | %9s %9s %9s %-10s | %12s %7s %-8s | %s\n", "mode", "compl", "median_us", "p99_us", "vs_raw",
-         "goal", "pipelined/s", "x_raw", "goal", "verdict");
+  printf("%-8s %-7s | %9s %9s %9s %-10s | %12s %7s %-8s | %11s | %s\n", "mode", "compl", "median_us", "p99_us",
+         "vs_raw", "goal", "pipelined/s", "x_raw", "goal", "w/future/s", "verdict");
   if (!o->host_kind)
-    printf("%-8s %-7s | %9.2f %9.2f %9s %-10s | %12.0f %7s %-8s |\n", "raw", "-", raw->rt_median, raw->rt_p99, "-",
-           "-", raw->pipe_rate, "-", "-");
+    printf("%-8s %-7s | %9.2f %9.2f %9s %-10s | %12.0f %7s %-8s | %11s |\n", "raw", "-", raw->rt_median, raw->rt_p99,
+           "-", "-", raw->pipe_rate, "-", "-", "-");
   for (int i = 1; i < n; i++) {
     const result_t *r = &res[i];
     if (!r->ran || r->skipped || r->rt_median == 0) {
@@ -350,8 +379,8 @@ static void print_table(const opts_t *o, const result_t *res, int n) {
       continue;
     }
     if (o->host_kind) {
-      printf("%-8s %-7s | %9.2f %9.2f %9s %-10s | %12.0f %7s %-8s |\n", r->mode, r->completion, r->rt_median,
-             r->rt_p99, "-", "-", r->pipe_rate, "-", "-");
+      printf("%-8s %-7s | %9.2f %9.2f %9s %-10s | %12.0f %7s %-8s | %11.0f |\n", r->mode, r->completion, r->rt_median,
+             r->rt_p99, "-", "-", r->pipe_rate, "-", "-", r->pipe_fut_rate);
       continue;
     }
     double goal_us = strcmp(r->mode, "inline") == 0 ? GOAL_INLINE_US : GOAL_PROCESS_US;
@@ -360,17 +389,18 @@ static void print_table(const opts_t *o, const result_t *res, int n) {
     char g1[16], g2[16];
     snprintf(g1, sizeof g1, "<= +%.0f us", goal_us);
     snprintf(g2, sizeof g2, ">= %.2fx", GOAL_PIPELINE_RATIO);
-    printf("%-8s %-7s | %9.2f %9.2f %+9.2f %-10s | %12.0f %7.2f %-8s | latency %s, rate %s\n", r->mode, r->completion,
-           r->rt_median, r->rt_p99, diff, g1, r->pipe_rate, ratio, g2, verdict(diff <= goal_us),
+    printf("%-8s %-7s | %9.2f %9.2f %+9.2f %-10s | %12.0f %7.2f %-8s | %11.0f | latency %s, rate %s\n", r->mode,
+           r->completion, r->rt_median, r->rt_p99, diff, g1, r->pipe_rate, ratio, g2, r->pipe_fut_rate,
+           verdict(diff <= goal_us),
            verdict(ratio >= GOAL_PIPELINE_RATIO));
   }
   for (int i = 1; i < n; i++) {
     const result_t *r = &res[i];
     if (r->rec_n > 0)
       printf("recovery %-7s %-6s: fault -> first good command: median %.1f ms, max %.1f ms over %ld "
-             "(device-reported loss -> ready %.1f ms); goal < %.0f ms: %s\n",
-             r->mode, r->completion, r->rec_median, r->rec_max, r->rec_n, r->rec_reported, GOAL_RECOVERY_MS,
-             verdict(r->rec_max < GOAL_RECOVERY_MS));
+             "(device-reported loss -> ready %.1f ms; %ld through the standby); goal < %.0f ms: %s\n",
+             r->mode, r->completion, r->rec_median, r->rec_max, r->rec_n, r->rec_reported, r->rec_promoted,
+             GOAL_RECOVERY_MS, verdict(r->rec_max < GOAL_RECOVERY_MS));
   }
   /* Which completion strategy won, per transport: the input for AUTO_COMPLETION (engine_cuda.c). */
   for (int t = 0; t < 2; t++) {

@@ -142,6 +142,12 @@ typedef struct acx_device_stats {
   uint64_t managed_bytes;      /* bytes of live managed buffers */
   uint64_t host_bytes;         /* bytes of live acx_host_alloc regions */
   int available;               /* 0 once unavailable, fatal or closed */
+  uint64_t standby_promotions; /* restarts served by promoting the hot standby executor
+                                  (ACX_EXECUTOR_STANDBY) rather than spawning one */
+  uint64_t standby_spawns;     /* standby executors started since open */
+  int standby_ready;           /* 1 while a standby executor waits with its engine made (as
+                                  last seen by the device's supervision, at most ~20 ms ago) */
+  uint64_t async_failures;     /* fire-and-forget commands that failed in the executor */
 } acx_device_stats_t;
 acx_status_t acx_device_stats(acx_device_t *dev, acx_device_stats_t *stats);
 

@@ -1,7 +1,8 @@
 /* Devices of the host kind (runtime/device.c): open/close, round trips, both transports, and the
  * supervision path with real signals: kill -9 of the executor mid-stream, SIGSTOP (missed
- * heartbeats), the restart limit, injected faults, the ACX_FAULT_INJECT schedule, watchers.
- * Usage: test_device process|inline|schedule */
+ * heartbeats), the restart limit, injected faults, the ACX_FAULT_INJECT schedule, watchers, and
+ * the hot standby executor (promotion, replacement, fallback to spawning, ACX_EXECUTOR_STANDBY=0).
+ * Usage: test_device process|inline|schedule|nostandby */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -94,6 +95,32 @@ static int wait_generation(acx_device_t *dev, uint64_t gen) {
 }
 
 static pid_t executor_pid(acx_device_t *dev) { return atomic_load(&dev->pid); }
+static pid_t standby_pid(acx_device_t *dev) { return atomic_load(&dev->sb_pid); }
+
+static acx_device_stats_t stats_of(acx_device_t *dev) {
+  acx_device_stats_t st = {.size = sizeof st};
+  ACX_ASSERT_STATUS(acx_device_stats(dev, &st), ACX_OK);
+  return st;
+}
+
+/* Waits until the device has a standby, engine made, other than `not_this` (0: any). */
+static pid_t wait_standby(acx_device_t *dev, pid_t not_this) {
+  for (int64_t dl = acxi_deadline(T_LONG); acxi_now_ns() < dl;) {
+    pid_t p = standby_pid(dev);
+    if (p > 0 && p != not_this && stats_of(dev).standby_ready) return p;
+    usleep(1000);
+  }
+  return 0;
+}
+
+/* 1 once pid is gone (killed and reaped by the device). */
+static int wait_gone(pid_t pid) {
+  for (int64_t dl = acxi_deadline(T_LONG); acxi_now_ns() < dl;) {
+    if (kill(pid, 0) != 0) return 1;
+    usleep(1000);
+  }
+  return 0;
+}
 
 static void check_roundtrip(acx_device_t *dev, size_t bytes, uint64_t seed) {
   unsigned char *in = malloc(bytes), *out = malloc(bytes);
@@ -264,7 +291,7 @@ static void test_missed_heartbeat(void) {
   printf("\n    SIGSTOP: request failed after %.0f ms\n", took / 1e6);
   CU_ASSERT(wait_generation(dev, 2));
   ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
-  CU_ASSERT(kill(victim, 0) != 0); /* the stopped one was killed and reaped */
+  CU_ASSERT(wait_gone(victim)); /* the stopped one was killed and reaped (after its successor runs) */
   ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
 }
 
@@ -455,6 +482,135 @@ static void test_fault_schedule(void) {
   ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
 }
 
+/* ---- the hot standby executor (ACX_EXECUTOR_STANDBY=1, the default) ---- */
+
+/* kill -9 of the active executor: the standby takes over (generation + 1), a new standby is made,
+ * and a second kill goes through that one. */
+static void test_standby_promotion(void) {
+  if (inline_mode) return;
+  acx_device_t *dev = open_dev(5, 0);
+  for (uint64_t g = 1; g <= 2; g++) {
+    pid_t sb = wait_standby(dev, 0);
+    CU_ASSERT_FATAL(sb > 0);
+    pid_t victim = executor_pid(dev);
+    CU_ASSERT_NOT_EQUAL(sb, victim);
+    int64_t t0 = acxi_now_ns();
+    CU_ASSERT_EQUAL_FATAL(kill(victim, SIGKILL), 0);
+    /* The first command that succeeds after the kill: how long the device was away. */
+    acx_status_t st;
+    do {
+      st = acx_device_ping(dev, T_LONG);
+    } while (st == ACX_ERR_DEVICE_LOST && acxi_now_ns() - t0 < T_LONG);
+    int64_t took = acxi_now_ns() - t0;
+    ACX_ASSERT_STATUS(st, ACX_OK);
+    CU_ASSERT_EQUAL(generation(dev), g + 1);
+    CU_ASSERT_EQUAL(executor_pid(dev), sb); /* the standby, not a fresh spawn */
+    acx_device_stats_t s = stats_of(dev);
+    CU_ASSERT_EQUAL(s.restarts, g);
+    CU_ASSERT_EQUAL(s.standby_promotions, g);
+    printf("%s    kill -9 #%llu: standby pid %d promoted; kill -> first good ping %.2f ms (loss -> ready %.2f ms)\n",
+           g == 1 ? "\n" : "", (unsigned long long)g, (int)sb, took / 1e6, s.last_recovery_ns / 1e6);
+    CU_ASSERT(wait_gone(victim));
+    check_roundtrip(dev, 70000, 20 + g);
+    CU_ASSERT(wait_standby(dev, sb) > 0); /* a new one was made */
+  }
+  CU_ASSERT(stats_of(dev).standby_spawns >= 3);
+  pid_t last_sb = standby_pid(dev), last = executor_pid(dev);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  CU_ASSERT(wait_gone(last)); /* close stops both */
+  CU_ASSERT(wait_gone(last_sb));
+}
+
+/* The standby dies (kill -9) or goes silent (SIGSTOP): it is replaced, the active one is left
+ * alone. After STANDBY_MAX_LOSSES within the window no more standbys are made, and a restart
+ * spawns on demand. */
+static void test_standby_replaced(void) {
+  if (inline_mode) return;
+  acx_device_t *dev = open_dev(5, 200000000); /* 200 ms heartbeat: a silent standby is noticed fast */
+  pid_t active = executor_pid(dev);
+  pid_t sb = wait_standby(dev, 0);
+  CU_ASSERT_FATAL(sb > 0);
+  CU_ASSERT_EQUAL_FATAL(kill(sb, SIGKILL), 0);
+  pid_t sb2 = wait_standby(dev, sb);
+  CU_ASSERT_FATAL(sb2 > 0);
+  CU_ASSERT(wait_gone(sb));
+  CU_ASSERT_EQUAL_FATAL(kill(sb2, SIGSTOP), 0);
+  pid_t sb3 = wait_standby(dev, sb2);
+  CU_ASSERT_FATAL(sb3 > 0);
+  CU_ASSERT(wait_gone(sb2));
+  /* The active executor never noticed. */
+  CU_ASSERT_EQUAL(executor_pid(dev), active);
+  CU_ASSERT_EQUAL(generation(dev), 1);
+  acx_device_stats_t s = stats_of(dev);
+  CU_ASSERT_EQUAL(s.restarts, 0);
+  CU_ASSERT_EQUAL(s.standby_spawns, 3);
+  check_roundtrip(dev, 5000, 31);
+  /* The third loss in the window: given up. */
+  CU_ASSERT_EQUAL_FATAL(kill(sb3, SIGKILL), 0);
+  CU_ASSERT(wait_gone(sb3));
+  for (int64_t dl = acxi_deadline(T_LONG); standby_pid(dev) != 0 && acxi_now_ns() < dl;) usleep(1000);
+  usleep(300000); /* several poller periods: no new standby may appear */
+  CU_ASSERT_EQUAL(standby_pid(dev), 0);
+  CU_ASSERT_EQUAL(stats_of(dev).standby_spawns, 3);
+  /* A restart now spawns a fresh executor. */
+  CU_ASSERT_EQUAL_FATAL(kill(active, SIGKILL), 0);
+  CU_ASSERT(wait_generation(dev, 2));
+  s = stats_of(dev);
+  CU_ASSERT_EQUAL(s.restarts, 1);
+  CU_ASSERT_EQUAL(s.standby_promotions, 0);
+  check_roundtrip(dev, 5000, 32);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
+/* A dead standby is never promoted: both die at once, the device still recovers, not through it. */
+static void test_standby_dead_not_promoted(void) {
+  if (inline_mode) return;
+  acx_device_t *dev = open_dev(5, 0);
+  pid_t sb = wait_standby(dev, 0);
+  CU_ASSERT_FATAL(sb > 0);
+  pid_t active = executor_pid(dev);
+  CU_ASSERT_EQUAL_FATAL(kill(sb, SIGKILL), 0);
+  CU_ASSERT_EQUAL_FATAL(kill(active, SIGKILL), 0);
+  CU_ASSERT(wait_generation(dev, 2));
+  CU_ASSERT_NOT_EQUAL(executor_pid(dev), sb);
+  CU_ASSERT_NOT_EQUAL(executor_pid(dev), active);
+  check_roundtrip(dev, 5000, 41);
+  CU_ASSERT(wait_gone(sb));
+  CU_ASSERT(wait_gone(active));
+  printf("\n    both killed: recovered through %s\n",
+         stats_of(dev).standby_promotions ? "a replacement standby" : "a fresh spawn");
+  CU_ASSERT(wait_standby(dev, sb) > 0);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
+/* ACX_EXECUTOR_STANDBY=0 (set by ctest): no standby; restarts spawn on demand as before. */
+static void test_standby_off(void) {
+  acx_device_t *dev = open_dev(3, 0);
+  usleep(200000);
+  acx_device_stats_t s = stats_of(dev);
+  CU_ASSERT_EQUAL(s.standby_spawns, 0);
+  CU_ASSERT_EQUAL(s.standby_ready, 0);
+  CU_ASSERT_EQUAL(standby_pid(dev), 0);
+  pid_t victim = executor_pid(dev);
+  int64_t t0 = acxi_now_ns();
+  CU_ASSERT_EQUAL_FATAL(kill(victim, SIGKILL), 0);
+  acx_status_t st;
+  do {
+    st = acx_device_ping(dev, T_LONG);
+  } while (st == ACX_ERR_DEVICE_LOST && acxi_now_ns() - t0 < T_LONG);
+  ACX_ASSERT_STATUS(st, ACX_OK);
+  s = stats_of(dev);
+  printf("\n    no standby: kill -> first good ping %.2f ms (loss -> ready %.2f ms)\n", (acxi_now_ns() - t0) / 1e6,
+         s.last_recovery_ns / 1e6);
+  CU_ASSERT_EQUAL(generation(dev), 2);
+  CU_ASSERT_EQUAL(s.restarts, 1);
+  CU_ASSERT_EQUAL(s.standby_promotions, 0);
+  CU_ASSERT_EQUAL(s.standby_spawns, 0);
+  CU_ASSERT(kill(victim, 0) != 0); /* reaped before the new one was spawned */
+  check_roundtrip(dev, 5000, 51);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
 static int setup(void) { return acx_system_create(NULL, &sys) == ACX_OK ? 0 : 1; }
 static int teardown(void) { return acx_system_destroy(sys, T_LONG) == ACX_OK ? 0 : 1; }
 
@@ -464,11 +620,17 @@ int main(int argc, char **argv) {
     static const acx_test_case_t cases[] = {ACX_TEST(test_fault_schedule), ACX_TEST_END};
     return acx_test_run("device-schedule", cases, setup, teardown);
   }
+  if (!strcmp(mode, "nostandby")) {
+    static const acx_test_case_t cases[] = {ACX_TEST(test_standby_off), ACX_TEST(test_kill9_mid_stream),
+                                            ACX_TEST(test_restart_limit), ACX_TEST_END};
+    return acx_test_run("device-nostandby", cases, setup, teardown);
+  }
   inline_mode = !strcmp(mode, "inline");
   static const acx_test_case_t cases[] = {
       ACX_TEST(test_open_close),      ACX_TEST(test_open_rejects_bad_config), ACX_TEST(test_round_trips),
       ACX_TEST(test_host_mem_zero_copy), ACX_TEST(test_injected_faults),   ACX_TEST(test_kill9_mid_stream),
       ACX_TEST(test_missed_heartbeat), ACX_TEST(test_restart_limit),        ACX_TEST(test_use_after_close),
+      ACX_TEST(test_standby_promotion), ACX_TEST(test_standby_replaced),   ACX_TEST(test_standby_dead_not_promoted),
       ACX_TEST_END};
   return acx_test_run(inline_mode ? "device-inline" : "device-process", cases, setup, teardown);
 }
