@@ -1,0 +1,236 @@
+/* Tests of the supervised world rebuild (include/acx/rebuild.h, collectives/rebuild.c) under
+ * mpirun with the host device kind: rank 1's executor is killed with SIGKILL while the others wait
+ * in an all-reduce; that all-reduce fails with the retryable ACX_ERR_WORLD_REBUILDING (not at the
+ * collective deadline), every rank sees the world ready at epoch 1, old tokens answer
+ * ACX_ERR_STALE_TOKEN, fresh exports work byte for byte, collectives resume under the same handle,
+ * the fault-to-ready time is reported; then an application-requested rebuild moves to epoch 2.
+ * --cuda: the same through NCCL (exit 77 without GPUs). */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "acx/coll.h"
+#include "acx/rebuild.h"
+#include "acx/remote.h"
+#include "acx/token.h"
+#include "acx/world.h"
+#include "acx_test.h"
+#include "runtime/device_internal.h"
+
+#define T_LONG 60000000000LL
+
+static int rank, nranks, use_cuda;
+static acx_world_t *world;
+static acx_system_t *sys;
+static acx_device_t *dev;
+static acx_coll_t *coll;
+
+static acx_buffer_t *alloc(size_t bytes, acx_dtype_t d) {
+  acx_buffer_t *b = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev, bytes, d, ACX_MEM_DEVICE, T_LONG, &b), ACX_OK);
+  return b;
+}
+
+static void exchange(const acx_token_t *mine, acx_token_t *all) {
+  unsigned char enc[ACX_TOKEN_BYTES], *encs = malloc((size_t)nranks * ACX_TOKEN_BYTES);
+  ACX_ASSERT_STATUS(acx_token_encode(mine, enc, sizeof enc, NULL), ACX_OK);
+  MPI_Allgather(enc, ACX_TOKEN_BYTES, MPI_BYTE, encs, ACX_TOKEN_BYTES, MPI_BYTE, MPI_COMM_WORLD);
+  for (int r = 0; r < nranks; r++)
+    ACX_ASSERT_STATUS(acx_token_decode(encs + (size_t)r * ACX_TOKEN_BYTES, ACX_TOKEN_BYTES, &all[r]), ACX_OK);
+  free(encs);
+}
+
+/* sum over ranks of (rank + 1) * (i + 1), checked exactly in f64. */
+static void check_allreduce(void) {
+  enum { N = 257 };
+  double v[N], o[N];
+  for (int i = 0; i < N; i++) v[i] = (double)(rank + 1) * (i + 1);
+  acx_buffer_t *b = alloc(sizeof v, ACX_DTYPE_F64);
+  ACX_ASSERT_STATUS(acx_buffer_write(b, 0, v, sizeof v, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_allreduce_sync(coll, b, b, N, ACX_DTYPE_F64, ACX_REDOP_SUM, 0, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_read(b, 0, o, sizeof o, 0, T_LONG), ACX_OK);
+  double s = nranks * (nranks + 1) / 2.0;
+  for (int i = 0; i < N; i++) CU_ASSERT_EQUAL(o[i], s * (i + 1));
+  acx_buffer_release(b);
+}
+
+static void test_rebuild_after_kill(void) {
+  uint64_t e0 = 0;
+  acx_world_epoch(world, &e0);
+  CU_ASSERT_EQUAL(e0, 0);
+  ACX_ASSERT_STATUS(acx_world_state(world), ACX_OK);
+  check_allreduce();
+
+  const size_t n = 4096 + 8;
+  unsigned char *host = malloc(n), *back = malloc(n);
+  for (size_t i = 0; i < n; i++) host[i] = (unsigned char)(rank * 31 + i);
+  acx_buffer_t *old = alloc(n, ACX_DTYPE_BYTE), *local = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_write(old, 0, host, n, 0, T_LONG), ACX_OK);
+  acx_token_t tok, *olds = malloc((size_t)nranks * sizeof tok), *news = malloc((size_t)nranks * sizeof tok);
+  ACX_ASSERT_STATUS(acx_buffer_export(old, ACX_TOKEN_READ, &tok), ACX_OK);
+  exchange(&tok, olds);
+
+  /* Everyone but rank 1 enters an all-reduce rank 1 never joins; then rank 1's executor dies. */
+  acx_buffer_t *pend = NULL;
+  acx_future_t *f = NULL;
+  if (rank != 1) {
+    pend = alloc(64, ACX_DTYPE_F32);
+    ACX_ASSERT_STATUS(acx_allreduce(coll, pend, pend, 16, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &f), ACX_OK);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  int64_t t0 = 0;
+  if (rank == 1) kill(atomic_load(&dev->pid), SIGKILL);
+  if (f) {
+    t0 = 0;
+    acx_status_t st = acx_future_wait(f, T_LONG, NULL, 0, NULL);
+    acx_future_release(f);
+    ACX_ASSERT_STATUS(st, ACX_ERR_WORLD_REBUILDING);
+    CU_ASSERT(ACX_IS_RETRYABLE(st));
+    acx_buffer_release(pend);
+  }
+  (void)t0;
+  ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e0, T_LONG), ACX_OK);
+  uint64_t e1 = 0;
+  acx_world_epoch(world, &e1);
+  CU_ASSERT_EQUAL(e1, 1);
+
+  acx_rebuild_stats_t rs = {.size = sizeof rs};
+  ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &rs), ACX_OK);
+  CU_ASSERT_EQUAL(rs.epoch, 1);
+  CU_ASSERT_EQUAL(rs.rebuilds, 1);
+  CU_ASSERT_EQUAL(rs.last_initiator, 1);
+  CU_ASSERT(rs.last_fault_to_ready_ns > 0);
+  CU_ASSERT(rank != 1 || rs.last_device_recovery_ns > 0);
+  printf("rank %d: world rebuilt to epoch %llu: fault to ready %.1f ms (initiator rank %d, %s; executor restart %.1f "
+         "ms)\n", rank, (unsigned long long)rs.epoch, rs.last_fault_to_ready_ns / 1e6, rs.last_initiator,
+         acx_status_name(rs.last_cause), rs.last_device_recovery_ns / 1e6);
+
+  /* Old tokens are stale on every owner: the epoch moved (and rank 1's generation). */
+  int p = (rank + 1) % nranks;
+  local = alloc(n, ACX_DTYPE_BYTE);
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &olds[p], 0, 16, local, 0, -1), ACX_ERR_STALE_TOKEN);
+  /* Fresh exports work (rank 1's old buffer went with its executor: it makes a new one). */
+  acx_buffer_t *cur = old;
+  if (acx_buffer_check(old) != ACX_OK) {
+    CU_ASSERT_EQUAL(rank, 1);
+    cur = alloc(n, ACX_DTYPE_BYTE);
+    ACX_ASSERT_STATUS(acx_buffer_write(cur, 0, host, n, 0, T_LONG), ACX_OK);
+  }
+  ACX_ASSERT_STATUS(acx_buffer_export(cur, ACX_TOKEN_READ, &tok), ACX_OK);
+  CU_ASSERT_EQUAL(tok.epoch, 1);
+  exchange(&tok, news);
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &news[p], 0, n, local, 0, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_read(local, 0, back, n, 0, T_LONG), ACX_OK);
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += back[i] != (unsigned char)(p * 31 + i);
+  CU_ASSERT_EQUAL(wrong, 0);
+
+  /* Collectives resume under the same handle. */
+  ACX_ASSERT_STATUS(acx_coll_state(coll), ACX_OK);
+  check_allreduce();
+  MPI_Barrier(MPI_COMM_WORLD);
+  acx_buffer_unexport(old);
+  if (cur != old) {
+    acx_buffer_unexport(cur);
+    acx_buffer_release(cur);
+  }
+  acx_buffer_release(old);
+  acx_buffer_release(local);
+  free(olds);
+  free(news);
+  free(host);
+  free(back);
+}
+
+static void test_requested_rebuild(void) {
+  uint64_t e = 0;
+  acx_world_epoch(world, &e);
+  if (rank == 0) ACX_ASSERT_STATUS(acx_world_request_rebuild(world, ACX_ERR_PEER_LOST), ACX_OK);
+  ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
+  uint64_t e2 = 0;
+  acx_world_epoch(world, &e2);
+  CU_ASSERT_EQUAL(e2, e + 1);
+  acx_rebuild_stats_t rs = {.size = sizeof rs};
+  ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &rs), ACX_OK);
+  CU_ASSERT_EQUAL(rs.last_initiator, 0);
+  CU_ASSERT_EQUAL(rs.last_cause, ACX_ERR_PEER_LOST);
+  CU_ASSERT(rs.max_fault_to_ready_ns >= rs.last_fault_to_ready_ns);
+  check_allreduce();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void test_bad_args(void) {
+  ACX_ASSERT_STATUS(acx_world_supervise(world, sys, dev, coll, NULL), ACX_ERR_INVALID_STATE);
+  ACX_ASSERT_STATUS(acx_world_supervise(NULL, sys, dev, coll, NULL), ACX_ERR_NULL_ARG);
+  acx_rebuild_config_t bad = {.size = 1};
+  ACX_ASSERT_STATUS(acx_world_supervise(world, sys, dev, coll, &bad), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_world_request_rebuild(world, ACX_OK), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_world_wait_ready(NULL, 0), ACX_ERR_NULL_ARG);
+  acx_rebuild_stats_t rs = {.size = 2};
+  ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &rs), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_world_wait_ready(world, 1000000000LL), ACX_OK);
+}
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
+    else {
+      fprintf(stderr, "test_rebuild: unknown argument '%s'\n", argv[i]);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (acx_world_init(MPI_COMM_WORLD, NULL, &world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  if (acx_system_create(NULL, &sys) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
+  acx_topo_binding_t bind;
+  acx_world_binding(world, &bind);
+  if (use_cuda && bind.pci_bus_id[0]) cfg.pci_bus_id = bind.pci_bus_id;
+  acx_status_t st = acx_device_open(sys, &cfg, &dev);
+  int ok = st == ACX_OK, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all) {
+    if (dev) acx_device_close(dev, T_LONG);
+    acx_system_destroy(sys, T_LONG);
+    acx_world_finalize(world);
+    MPI_Finalize();
+    if (use_cuda) {
+      if (rank == 0) printf("test_rebuild: no GPU on every rank: skipped\n");
+      return ACX_TEST_SKIP;
+    }
+    fprintf(stderr, "rank %d: acx_device_open: %s\n", rank, acx_status_str(st));
+    return 1;
+  }
+  if (acx_coll_create(world, dev, sys, NULL, &coll) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  if (acx_world_supervise(world, sys, dev, coll, NULL) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  static const acx_test_case_t cases[] = {ACX_TEST(test_rebuild_after_kill), ACX_TEST(test_requested_rebuild),
+                                          ACX_TEST(test_bad_args), ACX_TEST_END};
+  int rc = acx_test_run("rebuild", cases, NULL, NULL);
+  fflush(stdout);
+  if ((st = acx_world_unsupervise(world, T_LONG)) != ACX_OK) {
+    fprintf(stderr, "rank %d: acx_world_unsupervise: %s\n", rank, acx_status_str(st));
+    rc = 1;
+  }
+  if ((st = acx_remote_stop(world, T_LONG)) != ACX_OK) {
+    fprintf(stderr, "rank %d: acx_remote_stop: %s\n", rank, acx_status_str(st));
+    rc = 1;
+  }
+  acx_coll_destroy(coll, T_LONG);
+  acx_device_close(dev, T_LONG);
+  acx_system_destroy(sys, T_LONG);
+  acx_world_finalize(world);
+  int any = 0;
+  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any ? 1 : 0;
+}
