@@ -151,8 +151,15 @@ typedef struct acx_device_stats {
 } acx_device_stats_t;
 acx_status_t acx_device_stats(acx_device_t *dev, acx_device_stats_t *stats);
 
-/* Blocks until the work queued on `stream` (ACX_STREAM_ALL: every stream) has finished. */
+/* Blocks until the work queued on `stream` (ACX_STREAM_ALL: every stream) has finished. Then
+ * returns (and forgets) the first failure of a fire-and-forget command (an async call with done
+ * NULL) not reported yet, whichever its stream: the executor's status for it, or
+ * ACX_ERR_DEVICE_LOST (ACX_ERR_DEVICE_FATAL inline) when the executor was lost after such
+ * commands were sent and before an ACX_STREAM_ALL synchronize covered them, so they may not have
+ * run. */
 acx_status_t acx_device_synchronize(acx_device_t *dev, uint32_t stream, int64_t timeout_ns);
+/* As acx_device_synchronize, as a future; it does not report fire-and-forget failures. done must
+ * not be NULL. */
 acx_status_t acx_device_synchronize_async(acx_device_t *dev, uint32_t stream, acx_future_t **done);
 /* Free and total device memory (host kind: the machine's RAM). */
 acx_status_t acx_device_mem_info(acx_device_t *dev, uint64_t *free_bytes, uint64_t *total_bytes,
@@ -161,6 +168,10 @@ acx_status_t acx_device_mem_info(acx_device_t *dev, uint64_t *free_bytes, uint64
 acx_status_t acx_device_ping(acx_device_t *dev, int64_t timeout_ns);
 /* Launches an empty kernel on `stream` and waits for it (host kind: a round trip). */
 acx_status_t acx_device_launch_empty(acx_device_t *dev, uint32_t stream, int64_t timeout_ns);
+/* As acx_device_launch_empty without waiting: *done (held for the caller) completes with its
+ * status. done NULL: fire-and-forget, the cheapest way to pipeline (no future, no reply: n
+ * launches then one acx_device_synchronize, as with CUDA). Its failure is logged, counted in
+ * acx_device_stats (async_failures) and returned by the next acx_device_synchronize. */
 acx_status_t acx_device_launch_empty_async(acx_device_t *dev, uint32_t stream, acx_future_t **done);
 
 /* Fault injection, for tests and demos. sticky = 0: the executor crashes (cuda: an illegal

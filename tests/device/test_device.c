@@ -482,6 +482,40 @@ static void test_fault_schedule(void) {
   ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
 }
 
+/* Fire-and-forget launches (done NULL): no future, and a failure still surfaces at the next
+ * acx_device_synchronize, once; so does a loss that may have dropped some. */
+static void test_fire_and_forget(void) {
+  acx_device_t *dev = open_dev(3, 0);
+  for (int i = 0; i < 1000; i++) ACX_ASSERT_STATUS(acx_device_launch_empty_async(dev, (uint32_t)(i & 1), NULL), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACX_STREAM_ALL, T_LONG), ACX_OK);
+  CU_ASSERT_EQUAL(stats_of(dev).outstanding, 0);
+  /* A fire-and-forget command the executor refuses (a stream it does not have: the public calls
+   * check that before sending, so it goes in below them). */
+  acxi_cmd_t bad = {.op = ACXI_OP_KERNEL_EMPTY, .stream = 77};
+  ACX_ASSERT_STATUS(acxi_device_submit(dev, &bad, NULL, 0, 0, -1, acxi_deadline(T_LONG), NULL), ACX_OK);
+  for (int i = 0; i < 10; i++) ACX_ASSERT_STATUS(acx_device_launch_empty_async(dev, 0, NULL), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_synchronize(dev, 0, T_LONG), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_device_synchronize(dev, 0, T_LONG), ACX_OK); /* reported once */
+  CU_ASSERT_EQUAL(stats_of(dev).async_failures, 1);
+  ACX_ASSERT_STATUS(acx_device_launch_empty_async(dev, 2, NULL), ACX_ERR_INVALID_ARG);
+  if (!inline_mode) {
+    /* Launched, not fenced by an all-stream synchronize, then the executor dies: they may not have
+     * run, and the next synchronize says so. */
+    for (int i = 0; i < 10; i++) ACX_ASSERT_STATUS(acx_device_launch_empty_async(dev, 1, NULL), ACX_OK);
+    CU_ASSERT_EQUAL_FATAL(kill(executor_pid(dev), SIGKILL), 0);
+    CU_ASSERT(wait_generation(dev, 2));
+    ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACX_STREAM_ALL, T_LONG), ACX_ERR_DEVICE_LOST);
+    ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACX_STREAM_ALL, T_LONG), ACX_OK);
+    /* Fenced ones are not reported after a loss. */
+    for (int i = 0; i < 10; i++) ACX_ASSERT_STATUS(acx_device_launch_empty_async(dev, 1, NULL), ACX_OK);
+    ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACX_STREAM_ALL, T_LONG), ACX_OK);
+    CU_ASSERT_EQUAL_FATAL(kill(executor_pid(dev), SIGKILL), 0);
+    CU_ASSERT(wait_generation(dev, 3));
+    ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACX_STREAM_ALL, T_LONG), ACX_OK);
+  }
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
 /* ---- the hot standby executor (ACX_EXECUTOR_STANDBY=1, the default) ---- */
 
 /* kill -9 of the active executor: the standby takes over (generation + 1), a new standby is made,
@@ -630,7 +664,7 @@ int main(int argc, char **argv) {
       ACX_TEST(test_open_close),      ACX_TEST(test_open_rejects_bad_config), ACX_TEST(test_round_trips),
       ACX_TEST(test_host_mem_zero_copy), ACX_TEST(test_injected_faults),   ACX_TEST(test_kill9_mid_stream),
       ACX_TEST(test_missed_heartbeat), ACX_TEST(test_restart_limit),        ACX_TEST(test_use_after_close),
-      ACX_TEST(test_standby_promotion), ACX_TEST(test_standby_replaced),   ACX_TEST(test_standby_dead_not_promoted),
-      ACX_TEST_END};
+      ACX_TEST(test_fire_and_forget),   ACX_TEST(test_standby_promotion),  ACX_TEST(test_standby_replaced),
+      ACX_TEST(test_standby_dead_not_promoted), ACX_TEST_END};
   return acx_test_run(inline_mode ? "device-inline" : "device-process", cases, setup, teardown);
 }
