@@ -409,14 +409,17 @@ acx_status_t acx_lib_result(acx_future_t *future, acx_lib_result_t *result) {
   return ACX_OK;
 }
 
+acx_status_t acxk_lib_refuse_host(const acxk_lib_ctx_t *x, const char *fn) {
+  if (!x->host_kind) return ACX_OK;
+  ACX_WARN(LIB, "%s: the request is valid, but %s needs a CUDA device and this one is of the host kind", fn,
+           acx_lib_name(x->lib));
+  return ACX_ERR_NOT_SUPPORTED;
+}
+
 acx_status_t acxk_lib_submit(acxk_lib_ctx_t *x, const char *fn, acxk_req_t *req, acx_future_t **done,
                              acx_lib_result_t *result) {
   if (done) *done = NULL;
-  if (x->host_kind) {
-    ACX_WARN(LIB, "%s: the request is valid, but %s needs a CUDA device and this one is of the host kind", fn,
-             acx_lib_name(x->lib));
-    return ACX_ERR_NOT_SUPPORTED;
-  }
+  ACXCHECK(acxk_lib_refuse_host(x, fn));
   acxi_bufarg_t bufs[ACXK_MAX_OPERANDS];
   int nb = 0;
   for (uint32_t i = 0; i < req->d.nops; i++)

@@ -57,6 +57,7 @@ static const lib_entry_t libs[] = {
     {ACXK_OP_RAND_FIRST, ACXK_OP_SOLVER_FIRST - 1, ACX_LIB_CURAND, acxk_rand_exec, acxk_rand_exec_destroy},
     {ACXK_OP_SOLVER_FIRST, ACXK_OP_SPARSE_FIRST - 1, ACX_LIB_CUSOLVER, acxk_solver_exec, acxk_solver_exec_destroy},
     {ACXK_OP_SPARSE_FIRST, ACXK_OP_DNN_FIRST - 1, ACX_LIB_CUSPARSE, acxk_sparse_exec, acxk_sparse_exec_destroy},
+    {ACXK_OP_RTC_FIRST, ACXK_OP_TENSOR_FIRST - 1, ACX_LIB_NVRTC, acxk_rtc_exec, acxk_rtc_exec_destroy},
 };
 #define NLIBS (sizeof libs / sizeof libs[0])
 
@@ -81,6 +82,17 @@ acx_status_t acxk_lib_cuda_fail(acxk_lib_call_t *c, int err, const char *call) {
   c->lib = ACX_LIB_NONE;
   c->lib_code = err;
   return err == cudaErrorMemoryAllocation ? ACX_ERR_DEVICE_OOM : ACX_ERR_DEVICE;
+}
+
+static int lib_error(acx_status_t st) {
+  return st == ACX_ERR_LIBRARY || st == ACX_ERR_LIBRARY_INFO || st == ACX_ERR_COMPILE;
+}
+
+void acxk_lib_post(acxi_engine_t *e, const acxi_engine_api_t *api, uint64_t req_id, acx_status_t st, acx_lib_id_t lib,
+                   int lib_code, uint64_t value) {
+  acxi_cpl_t cpl = {.req_id = req_id, .status = st, .lib_code = lib_code,
+                    .value = {value, ACXK_CPL_V1(lib_error(st) ? lib : ACX_LIB_NONE, 0)}};
+  api->complete(e, &cpl);
 }
 
 acx_status_t acxk_lib_bad(acxk_lib_call_t *c, acx_status_t st, const char *what) {
@@ -333,6 +345,11 @@ static void libs_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const ac
     c.lib = L->lib;
     st = prepare(&c);
     if (st == ACX_OK) st = L->exec(&c);
+    if (st == ACX_OK && c.readback == ACXK_READBACK_HANDLER) return;
+    if (st == ACX_OK && c.readback == ACXK_READBACK_NOW) {
+      acxk_lib_post(e, api, cmd->req_id, ACX_OK, c.lib, 0, c.value);
+      return;
+    }
     if (st == ACX_OK && c.readback != ACXK_READBACK_NONE) {
       if (c.slot < 0) st = acxk_lib_bad(&c, ACX_ERR_INVALID_STATE, "a readback without a scratch slot");
       else st = finish_readback(&c);
@@ -343,9 +360,7 @@ static void libs_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const ac
     }
   }
   if (c.slot >= 0) c.le->free_slots[c.le->n_free++] = c.slot;
-  acxi_cpl_t cpl = {.req_id = cmd->req_id, .status = st, .lib_code = c.lib_code,
-                    .value = {0, ACXK_CPL_V1(st == ACX_ERR_LIBRARY || st == ACX_ERR_LIBRARY_INFO ? c.lib : ACX_LIB_NONE, 0)}};
-  api->complete(e, &cpl);
+  acxk_lib_post(e, api, cmd->req_id, st, c.lib, c.lib_code, 0);
 }
 
 static int libs_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {

@@ -66,11 +66,36 @@ acx_status_t acxk_req_span(acxk_req_t *req, int idx, const char *fn, const char 
  * their byte ranges intersect: a library would read what it is writing. */
 acx_status_t acxk_req_disjoint(const acxk_req_t *req, const char *fn, int i, int j);
 
+/* On a device of the host kind: logs that the valid request needs a CUDA device and returns
+ * ACX_ERR_NOT_SUPPORTED; ACX_OK otherwise. For requests that prepare more than a descriptor
+ * (host regions) before acxk_lib_submit, which makes the same check. */
+acx_status_t acxk_lib_refuse_host(const acxk_lib_ctx_t *ctx, const char *fn);
+
 /* Submits a validated request (on the host kind: logs and returns ACX_ERR_NOT_SUPPORTED). With
  * done, hands over the future; without, waits up to the context's timeout and fills *result
  * (may be NULL). */
 acx_status_t acxk_lib_submit(acxk_lib_ctx_t *ctx, const char *fn, acxk_req_t *req, acx_future_t **done,
                              acx_lib_result_t *result);
+
+/* NVRTC / module handles (lib_rtc.c). Here rather than in lib_rtc.c so that the unit tests can
+ * build a function handle on a host-kind device, where no module can be loaded, and test the
+ * launch validation there. */
+struct acx_rtc {
+  acxk_lib_ctx_t *ctx;
+  _Atomic int modules; /* loaded modules not unloaded yet */
+};
+struct acx_module {
+  struct acx_rtc *rtc;
+  uint64_t id;         /* the executor's module id */
+  uint64_t generation; /* of the executor that loaded it */
+  struct acx_function *fns;
+};
+struct acx_function {
+  struct acx_module *module;
+  uint32_t index; /* in the executor's table of the module's kernels */
+  char name[ACXK_RTC_NAME_MAX];
+  struct acx_function *next;
+};
 
 /* ------------------------------------------------------------------------------------------ */
 /* executor side                                                                              */
@@ -81,7 +106,10 @@ typedef struct acxk_lib_engine acxk_lib_engine_t;
 typedef enum acxk_readback {
   ACXK_READBACK_NONE = 0,  /* reply when the stream passes the work */
   ACXK_READBACK_VALUE = 1, /* reply with the scalar in the scratch slot (readback_dtype) */
-  ACXK_READBACK_INFO = 2   /* the slot holds a solver's int32 info: != 0 -> ACX_ERR_LIBRARY_INFO */
+  ACXK_READBACK_INFO = 2,  /* the slot holds a solver's int32 info: != 0 -> ACX_ERR_LIBRARY_INFO */
+  ACXK_READBACK_NOW = 3,   /* reply at once with `value` (no stream work: a handle, an index) */
+  ACXK_READBACK_HANDLER = 4 /* the handler has replied or will reply itself (acxk_lib_post), possibly
+                              from another thread */
 } acxk_readback_t;
 
 /* One request in the executor, handed to a library handler. */
@@ -100,7 +128,13 @@ typedef struct acxk_lib_call {
   uint32_t readback_dtype;           /* acx_dtype_t of a VALUE readback */
   void *scratch;                     /* from acxk_lib_scratch: device memory for the readback */
   int slot;
+  uint64_t value;                    /* ACXK_READBACK_NOW: the reply's value[0] */
 } acxk_lib_call_t;
+
+/* Posts a library request's reply (any thread: the engine's completion sink is thread-safe).
+ * `lib` is reported with ACX_ERR_LIBRARY, _INFO and ACX_ERR_COMPILE. */
+void acxk_lib_post(acxi_engine_t *e, const acxi_engine_api_t *api, uint64_t req_id, acx_status_t st, acx_lib_id_t lib,
+                   int lib_code, uint64_t value);
 
 /* The library's executor-side state in this engine incarnation (NULL until created). */
 void **acxk_lib_state(acxk_lib_call_t *c, acx_lib_id_t lib);
@@ -140,5 +174,7 @@ acx_status_t acxk_sparse_exec(acxk_lib_call_t *c);
 void acxk_sparse_exec_destroy(void *state);
 acx_status_t acxk_solver_exec(acxk_lib_call_t *c);
 void acxk_solver_exec_destroy(void *state);
+acx_status_t acxk_rtc_exec(acxk_lib_call_t *c);
+void acxk_rtc_exec_destroy(void *state);
 
 #endif

@@ -49,6 +49,17 @@ enum {
   ACXK_OP_SPARSE_SPMM,
 };
 
+/* NVRTC and modules. COMPILE and LOAD run on the executor's library worker thread (they may take
+ * longer than a heartbeat period); GET_FUNCTION, LAUNCH and UNLOAD's bookkeeping on the executor
+ * thread. */
+enum {
+  ACXK_OP_RTC_COMPILE = ACXK_OP_RTC_FIRST,
+  ACXK_OP_RTC_LOAD,
+  ACXK_OP_RTC_GET_FUNCTION,
+  ACXK_OP_RTC_LAUNCH,
+  ACXK_OP_RTC_UNLOAD,
+};
+
 enum {
   ACXK_OP_RAND_GENERATE = ACXK_OP_RAND_FIRST, /* every distribution: acxk_rand_desc_t.dist */
 };
@@ -156,6 +167,55 @@ typedef struct acxk_solver_desc {
   int64_t lda, ldb, ldu, ldvt;
 } acxk_solver_desc_t;
 
+/* NVRTC and modules. A launch argument: a buffer operand (opnd) or a scalar's bits (4-byte
+ * scalars in the low half). */
+#define ACXK_RTC_MAX_ARGS 24
+#define ACXK_RTC_NAME_MAX 256
+typedef struct acxk_rtc_arg {
+  uint32_t type; /* acx_kernel_arg_type_t */
+  uint32_t opnd; /* operand index for buffer arguments */
+  uint64_t bits;
+} acxk_rtc_arg_t;
+
+/* COMPILE and LOAD carry their inputs and outputs in the host region `region` (not a buffer):
+ * an acxk_rtc_out_t at offset 0, written by the executor, then the inputs at the offsets below.
+ * GET_FUNCTION, LAUNCH and UNLOAD name a module by the id its LOAD returned and the generation
+ * of the executor that loaded it. */
+typedef struct acxk_rtc_desc {
+  uint64_t region;
+  uint64_t module;
+  uint64_t generation;
+  uint32_t function; /* index returned by GET_FUNCTION */
+  uint32_t target;   /* acx_rtc_target_t (COMPILE) */
+  union {
+    struct {
+      uint64_t src_off, src_len; /* NUL-terminated source; src_len without the NUL */
+      uint64_t name_off;         /* NUL-terminated program name */
+      uint64_t opt_off, opt_len; /* nopts NUL-terminated options back to back */
+      uint64_t log_off, log_cap; /* room for the log, NUL included */
+      uint64_t image_off, image_cap;
+      uint32_t nopts, reserved;
+    } compile;
+    struct {
+      uint64_t image_off, image_len; /* the image, followed by a NUL (PTX is text) */
+    } load;
+    char name[ACXK_RTC_NAME_MAX]; /* GET_FUNCTION: NUL-terminated */
+    struct {
+      uint32_t grid[3], block[3];
+      uint32_t shared_bytes, cooperative, nargs, reserved;
+      acxk_rtc_arg_t args[ACXK_RTC_MAX_ARGS];
+    } launch;
+  } u;
+} acxk_rtc_desc_t;
+
+/* Written by the executor at offset 0 of a COMPILE's region before it replies. */
+typedef struct acxk_rtc_out {
+  uint64_t log_len;   /* bytes written at log_off (NUL not counted; truncated to log_cap - 1) */
+  uint64_t log_total; /* the whole log's length */
+  uint64_t image_len; /* the image's size; written at image_off only when it fits image_cap */
+  char arch[16];      /* the architecture compiled for, "sm_90" */
+} acxk_rtc_out_t;
+
 #define ACXK_DESC_MAGIC 0x4c584341u /* "ACXL" */
 #define ACXK_DESC_BODY 512
 
@@ -172,6 +232,7 @@ typedef struct acxk_desc {
     acxk_fft_desc_t fft;
     acxk_solver_desc_t solver;
     acxk_sparse_desc_t sparse;
+    acxk_rtc_desc_t rtc;
     uint8_t raw[ACXK_DESC_BODY];
   } u;
 } acxk_desc_t;
@@ -191,4 +252,5 @@ _Static_assert(sizeof(acxk_operand_t) == 32, "operand records are 32 bytes");
 _Static_assert(sizeof(acxk_blas_desc_t) <= ACXK_DESC_BODY, "the BLAS body fits the descriptor");
 _Static_assert(sizeof(acxk_blaslt_desc_t) <= ACXK_DESC_BODY, "the cuBLASLt body fits the descriptor");
 _Static_assert(sizeof(acxk_solver_desc_t) <= ACXK_DESC_BODY, "the solver body fits the descriptor");
+_Static_assert(sizeof(acxk_rtc_desc_t) <= ACXK_DESC_BODY, "the NVRTC/module body fits the descriptor");
 #endif

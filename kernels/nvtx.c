@@ -41,12 +41,12 @@ static void nvtx_init(void) {
   }
 #endif
   /* Release: a thread that sees 1 also sees nvtx_domain (it re-reads through nvtx_once anyway). */
-  __atomic_store_n(&acxk_nvtx_state, on, __ATOMIC_RELEASE);
+  atomic_store_explicit(&acxk_nvtx_state, on, memory_order_release);
 }
 
 int acxk_nvtx_enabled(void) {
   pthread_once(&nvtx_once, nvtx_init);
-  return __atomic_load_n(&acxk_nvtx_state, __ATOMIC_ACQUIRE) == 1;
+  return atomic_load_explicit(&acxk_nvtx_state, memory_order_acquire) == 1;
 }
 
 int acxk_nvtx_depth(void) { return nvtx_depth; }

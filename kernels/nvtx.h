@@ -4,6 +4,8 @@
 #ifndef ACXK_NVTX_H
 #define ACXK_NVTX_H
 
+#include <stdatomic.h>
+
 /* 1 on, 0 off, -1 before the first use (ACX_NVTX not read yet). Internal to the inline wrappers. */
 extern _Atomic int acxk_nvtx_state;
 void acxk_nvtx_push_slow(const char *name);
@@ -12,12 +14,12 @@ void acxk_nvtx_pop_slow(void);
 /* Opens a range named `name` (any string; copied by NVTX) on the calling thread. Any thread;
  * ranges nest per thread and each push must be paired with a pop on the same thread. */
 static inline void acxk_nvtx_push(const char *name) {
-  if (__builtin_expect(__atomic_load_n(&acxk_nvtx_state, __ATOMIC_RELAXED) != 0, 0))
+  if (__builtin_expect(atomic_load_explicit(&acxk_nvtx_state, memory_order_relaxed) != 0, 0))
     acxk_nvtx_push_slow(name);
 }
 /* Closes the calling thread's innermost range. A pop without a push is logged once, not fatal. */
 static inline void acxk_nvtx_pop(void) {
-  if (__builtin_expect(__atomic_load_n(&acxk_nvtx_state, __ATOMIC_RELAXED) != 0, 0)) acxk_nvtx_pop_slow();
+  if (__builtin_expect(atomic_load_explicit(&acxk_nvtx_state, memory_order_relaxed) != 0, 0)) acxk_nvtx_pop_slow();
 }
 /* 1 when ranges are being emitted (reads ACX_NVTX on first call). */
 int acxk_nvtx_enabled(void);
