@@ -1,0 +1,311 @@
+/* resilient_allreduce: an iterative, solver-like loop that survives the loss of a rank's GPU
+ * executor with nothing lost. Every rank keeps three versions of its state, a replica of its right
+ * neighbour's (fetched with acx_token_get), and all-reduces a residual each iteration. At
+ * iteration --fault-at rank 1's executor is killed (--fault kill: SIGKILL of its executor
+ * processes; --fault inject: acx_device_inject_fault); the world is rebuilt, the ranks agree on the
+ * last iteration every rank completed, rank 1 restores its state from the replica its left
+ * neighbour holds, and the run finishes with the result a fault-free run gives, bit for bit
+ * (docs/resilience.md). Usage: mpirun -np N resilient_allreduce [--iters K] [--n ELEMS]
+ * [--fault-at K] [--fault kill|inject] [--cuda] */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "acx/coll.h"
+#include "acx/rebuild.h"
+#include "acx/remote.h"
+#include "acx/token.h"
+#include "acx/world.h"
+
+#define SLOTS 3 /* ranks differ by at most one completed iteration and write one ahead */
+#define TMO 60000000000LL
+
+static int rank, nranks, n = 4096, iters = 40, fault_at = -1, use_cuda, fault_kill = 1;
+static acx_world_t *world;
+static acx_system_t *sys;
+static acx_device_t *dev;
+static acx_coll_t *coll;
+static acx_buffer_t *state[SLOTS], *replica[SLOTS], *scalar, *agree;
+/* Tokens of every rank: [rank][0..2] its state slots, [rank][3..5] its replica slots. */
+static acx_token_t (*toks)[2 * SLOTS];
+static double *res; /* res[k]: the all-reduced residual of iteration k, kept on the host */
+
+#define CHECK(call)                                                                                   \
+  do {                                                                                                \
+    acx_status_t st_ = (call);                                                                        \
+    if (st_ != ACX_OK) {                                                                              \
+      fprintf(stderr, "rank %d: %s: %s\n", rank, #call, acx_status_str(st_));                        \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                                   \
+    }                                                                                                 \
+  } while (0)
+
+/* ---- the fault: SIGKILL of this rank's executor processes (the children named acx-executor) ---- */
+static int kill_executors(void) {
+  DIR *d = opendir("/proc");
+  int killed = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+    if (!open || !close) continue;
+    int ppid = 0;
+    char state_c;
+    if (sscanf(close + 1, " %c %d", &state_c, &ppid) != 2 || ppid != getpid()) continue;
+    if (strncmp(open + 1, "acx-executor", (size_t)(close - open - 1)) != 0) continue;
+    if (kill(atoi(e->d_name), SIGKILL) == 0) killed++;
+  }
+  if (d) closedir(d);
+  return killed;
+}
+
+static void inject_fault(void) {
+  if (fault_kill) {
+    int k = kill_executors();
+    printf("rank %d: fault: SIGKILL to %d executor process(es)\n", rank, k);
+  } else {
+    acx_status_t st = acx_device_inject_fault(dev, 0, TMO);
+    printf("rank %d: fault: injected (%s)\n", rank, acx_status_name(st));
+  }
+  fflush(stdout);
+}
+
+/* ---- buffers and tokens ---- */
+static void alloc_all(int fresh) {
+  for (int s = 0; s < SLOTS; s++) {
+    if (fresh || acx_buffer_check(state[s]) != ACX_OK) {
+      acx_buffer_release(state[s]);
+      CHECK(acx_buffer_alloc(dev, (size_t)n * 8, ACX_DTYPE_F64, ACX_MEM_DEVICE, TMO, &state[s]));
+    }
+    if (fresh || acx_buffer_check(replica[s]) != ACX_OK) {
+      acx_buffer_release(replica[s]);
+      CHECK(acx_buffer_alloc(dev, (size_t)n * 8, ACX_DTYPE_F64, ACX_MEM_DEVICE, TMO, &replica[s]));
+    }
+  }
+  if (fresh || acx_buffer_check(scalar) != ACX_OK) {
+    acx_buffer_release(scalar);
+    CHECK(acx_buffer_alloc(dev, 8, ACX_DTYPE_F64, ACX_MEM_DEVICE, TMO, &scalar));
+  }
+  if (fresh || acx_buffer_check(agree) != ACX_OK) {
+    acx_buffer_release(agree);
+    CHECK(acx_buffer_alloc(dev, 8, ACX_DTYPE_I64, ACX_MEM_DEVICE, TMO, &agree));
+  }
+}
+
+/* Exports made in this epoch, exchanged with every rank (tokens of an earlier epoch are stale). */
+static void export_all(void) {
+  unsigned char mine[2 * SLOTS][ACX_TOKEN_BYTES];
+  for (int s = 0; s < 2 * SLOTS; s++) {
+    acx_buffer_t *b = s < SLOTS ? state[s] : replica[s - SLOTS];
+    acx_buffer_unexport(b); /* ACX_ERR_NOT_FOUND the first time */
+    acx_token_t t;
+    CHECK(acx_buffer_export(b, ACX_TOKEN_READ, &t));
+    CHECK(acx_token_encode(&t, mine[s], ACX_TOKEN_BYTES, NULL));
+  }
+  unsigned char *all = malloc((size_t)nranks * sizeof mine);
+  MPI_Allgather(mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+  for (int r = 0; r < nranks; r++)
+    for (int s = 0; s < 2 * SLOTS; s++)
+      CHECK(acx_token_decode(all + ((size_t)r * 2 * SLOTS + (size_t)s) * ACX_TOKEN_BYTES, ACX_TOKEN_BYTES, &toks[r][s]));
+  free(all);
+}
+
+/* ---- one iteration; ACX_OK or the first failure (the caller recovers) ---- */
+static acx_status_t iterate(int k, int *faulted) {
+  double *x = malloc((size_t)n * 8), *y = malloc((size_t)n * 8), *z = malloc((size_t)n * 8);
+  int prev = (k - 1) % SLOTS, cur = k % SLOTS, right = (rank + 1) % nranks;
+  acx_status_t st = acx_buffer_read(state[prev], 0, x, (size_t)n * 8, 0, TMO);
+  if (st == ACX_OK) st = acx_buffer_read(replica[prev], 0, y, (size_t)n * 8, 0, TMO);
+  double local = 0;
+  if (st == ACX_OK) {
+    for (int i = 0; i < n; i++) {
+      z[i] = 0.5 * x[i] + 0.25 * y[(i + 1) % n] + 0.125 * res[k - 1] / (n * (double)nranks) + 1e-3 * k;
+      local += z[i] > x[i] ? z[i] - x[i] : x[i] - z[i];
+    }
+    /* The state goes out before the all-reduce: a neighbour that completes it may fetch it. */
+    st = acx_buffer_write(state[cur], 0, z, (size_t)n * 8, 0, TMO);
+  }
+  if (st == ACX_OK && k == fault_at && rank == 1 && !*faulted) {
+    *faulted = 1;
+    inject_fault();
+  }
+  if (st == ACX_OK) st = acx_buffer_write(scalar, 0, &local, 8, 0, TMO);
+  if (st == ACX_OK) st = acx_allreduce_sync(coll, scalar, scalar, 1, ACX_DTYPE_F64, ACX_REDOP_SUM, 0, -1);
+  double r = 0;
+  if (st == ACX_OK) st = acx_buffer_read(scalar, 0, &r, 8, 0, TMO);
+  /* The neighbour wrote S(k) before entering the all-reduce that just finished. */
+  if (st == ACX_OK) st = acx_token_get_sync(world, &toks[right][cur], 0, (uint64_t)n * 8, replica[cur], 0, -1);
+  if (st == ACX_OK) res[k] = r;
+  free(x);
+  free(y);
+  free(z);
+  return st;
+}
+
+/* After a failure: wait for the rebuilt world, agree on the last iteration every rank completed,
+ * restore what this rank lost from its neighbours. Returns the iteration to resume after. */
+static int recover(uint64_t epoch_before, int completed, acx_status_t why) {
+  for (;;) {
+    acx_status_t st = acx_world_wait_epoch(world, epoch_before, TMO);
+    if (st != ACX_OK) {
+      fprintf(stderr, "rank %d: the world did not come back (%s) after %s\n", rank, acx_status_str(st),
+              acx_status_name(why));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    acx_world_epoch(world, &epoch_before);
+    int lost = acx_buffer_check(state[0]) != ACX_OK;
+    alloc_all(0);
+    int64_t c = completed;
+    st = acx_buffer_write(agree, 0, &c, 8, 0, TMO);
+    if (st == ACX_OK) st = acx_allreduce_sync(coll, agree, agree, 1, ACX_DTYPE_I64, ACX_REDOP_MIN, 0, -1);
+    if (st == ACX_OK) st = acx_buffer_read(agree, 0, &c, 8, 0, TMO);
+    if (st != ACX_OK) {
+      why = st;
+      continue; /* another fault: wait for the next epoch */
+    }
+    int t = (int)c, left = (rank + nranks - 1) % nranks, right = (rank + 1) % nranks;
+    export_all();
+    /* This rank's state of iteration t lives on in the replica its left neighbour holds. */
+    if (lost) CHECK(acx_token_get_sync(world, &toks[left][SLOTS + t % SLOTS], 0, (uint64_t)n * 8, state[t % SLOTS], 0, -1));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (lost) CHECK(acx_token_get_sync(world, &toks[right][t % SLOTS], 0, (uint64_t)n * 8, replica[t % SLOTS], 0, -1));
+    MPI_Barrier(MPI_COMM_WORLD);
+    char from[64] = "";
+    if (lost) snprintf(from, sizeof from, "; its state was restored from rank %d's replica", left);
+    printf("rank %d: recovered at epoch %llu after %s: resuming after iteration %d (this rank had completed %d%s)\n",
+           rank, (unsigned long long)epoch_before, acx_status_name(why), t, completed, from);
+    fflush(stdout);
+    return t;
+  }
+}
+
+static uint64_t fnv1a(const void *p, size_t len, uint64_t h) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < len; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--n") && i + 1 < argc) n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--fault-at") && i + 1 < argc) fault_at = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--fault") && i + 1 < argc) fault_kill = strcmp(argv[++i], "inject") != 0;
+    else if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
+    else {
+      if (rank == 0) fprintf(stderr, "usage: %s [--iters K] [--n ELEMS] [--fault-at K] [--fault kill|inject] [--cuda]\n", argv[0]);
+      MPI_Finalize();
+      return 2;
+    }
+  }
+  if (nranks < 2 || iters < 1 || n < 1) {
+    if (rank == 0) fprintf(stderr, "resilient_allreduce: needs 2 ranks or more, --iters >= 1, --n >= 1\n");
+    MPI_Finalize();
+    return 2;
+  }
+  CHECK(acx_world_init(MPI_COMM_WORLD, NULL, &world));
+  CHECK(acx_system_create(NULL, &sys));
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
+  acx_topo_binding_t bind;
+  acx_world_binding(world, &bind);
+  if (use_cuda && bind.pci_bus_id[0]) cfg.pci_bus_id = bind.pci_bus_id;
+  acx_status_t st = acx_device_open(sys, &cfg, &dev);
+  int ok = st == ACX_OK, all_ok = 0;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_ok) {
+    if (dev) acx_device_close(dev, TMO);
+    acx_system_destroy(sys, TMO);
+    acx_world_finalize(world);
+    MPI_Finalize();
+    if (rank == 0) printf("resilient_allreduce: no %s device on every rank: skipped\n", use_cuda ? "cuda" : "host");
+    return use_cuda ? 77 : 1;
+  }
+  CHECK(acx_coll_create(world, dev, sys, NULL, &coll));
+  CHECK(acx_remote_start(world));
+  CHECK(acx_world_supervise(world, sys, dev, coll, NULL));
+
+  toks = calloc((size_t)nranks, sizeof *toks);
+  res = calloc((size_t)iters + 1, sizeof *res);
+  alloc_all(1);
+  double *x0 = malloc((size_t)n * 8);
+  for (int i = 0; i < n; i++) x0[i] = rank + 1e-3 * i;
+  CHECK(acx_buffer_write(state[0], 0, x0, (size_t)n * 8, 0, TMO));
+  free(x0);
+  export_all();
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(acx_token_get_sync(world, &toks[(rank + 1) % nranks][0], 0, (uint64_t)n * 8, replica[0], 0, -1));
+
+  int completed = 0, faulted = 0;
+  for (int k = 1; k <= iters;) {
+    uint64_t epoch = 0;
+    acx_world_epoch(world, &epoch);
+    st = iterate(k, &faulted);
+    if (st == ACX_OK) {
+      completed = k++;
+      continue;
+    }
+    if (!ACX_IS_RETRYABLE(st) && !ACX_IS_BUFFER_ERROR(st)) {
+      fprintf(stderr, "rank %d: iteration %d failed: %s\n", rank, k, acx_status_str(st));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    completed = recover(epoch, completed, st);
+    k = completed + 1;
+  }
+
+  /* The result: every rank's final state and the last residual, hashed bit for bit. */
+  double *x = malloc((size_t)n * 8);
+  CHECK(acx_buffer_read(state[iters % SLOTS], 0, x, (size_t)n * 8, 0, TMO));
+  uint64_t h = fnv1a(x, (size_t)n * 8, 0xcbf29ce484222325ull), *hs = malloc((size_t)nranks * 8);
+  MPI_Gather(&h, 1, MPI_UINT64_T, hs, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  acx_rebuild_stats_t rs = {.size = sizeof rs};
+  CHECK(acx_world_rebuild_stats(world, &rs));
+  printf("rank %d: %llu rebuild(s); last fault to ready %.1f ms (executor restart %.1f ms)\n", rank,
+         (unsigned long long)rs.rebuilds, rs.last_fault_to_ready_ns / 1e6, rs.last_device_recovery_ns / 1e6);
+  fflush(stdout);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    uint64_t rbits;
+    memcpy(&rbits, &res[iters], 8);
+    printf("result: iters %d n %d ranks %d residual %.17g (0x%016llx) states", iters, n, nranks, res[iters],
+           (unsigned long long)rbits);
+    for (int r = 0; r < nranks; r++) printf(" %016llx", (unsigned long long)hs[r]);
+    printf("\n");
+    fflush(stdout);
+  }
+  free(x);
+  free(hs);
+
+  CHECK(acx_world_unsupervise(world, TMO));
+  CHECK(acx_remote_stop(world, TMO));
+  for (int s = 0; s < SLOTS; s++) {
+    acx_buffer_unexport(state[s]);
+    acx_buffer_unexport(replica[s]);
+    acx_buffer_release(state[s]);
+    acx_buffer_release(replica[s]);
+  }
+  acx_buffer_release(scalar);
+  acx_buffer_release(agree);
+  acx_coll_destroy(coll, TMO);
+  acx_device_close(dev, TMO);
+  acx_system_destroy(sys, TMO);
+  acx_world_finalize(world);
+  free(toks);
+  free(res);
+  MPI_Finalize();
+  return 0;
+}
