@@ -18,6 +18,10 @@
 static void actor_free(struct acx_actor *a);
 static void request_stop(struct acx_actor *a, acx_status_t reason);
 
+/* initial-exec: libacx is a shared library, and the default model costs a __tls_get_addr call
+ * per access on the per-message path */
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
 /* ---------------------------------------------------------------- references */
 
 acx_status_t acx_ref_hold(acx_ref_t ref) {
@@ -31,6 +35,34 @@ void acx_ref_release(acx_ref_t ref) {
   if (!ref) return;
   /* acq_rel: the last releaser sees all writes of the other holders before freeing */
   if (atomic_fetch_sub_explicit(&ref->refs, 1, memory_order_acq_rel) == 1) actor_free(ref);
+}
+
+/* The reference a message holds on its sender comes, for messages sent by the actor whose turn
+ * this worker runs, from a stock bought SENDER_REF_STOCK at a time: a turn that sends many
+ * messages (a fan-out, a sender loop) would otherwise pay a locked add per message. What is left
+ * goes back at the end of the turn, while the run queue's reference still pins the actor, so the
+ * give-back is never the last release. */
+#define SENDER_REF_STOCK 64
+static TLS struct acx_actor *tl_turn; /* the actor whose turn this thread runs, else NULL */
+static TLS int tl_stock;
+
+static void hold_sender(struct acx_actor *s) {
+  if (s == tl_turn) {
+    if (tl_stock == 0) { /* relaxed: the turn holds the run queue's reference already */
+      atomic_fetch_add_explicit(&s->refs, SENDER_REF_STOCK, memory_order_relaxed);
+      tl_stock = SENDER_REF_STOCK;
+    }
+    tl_stock--;
+    return;
+  }
+  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); /* relaxed: the caller holds one */
+}
+
+static void turn_refs_end(struct acx_actor *a) {
+  /* release: a later last releaser (acq_rel) sees this turn's writes */
+  if (tl_stock) atomic_fetch_sub_explicit(&a->refs, tl_stock, memory_order_release);
+  tl_stock = 0;
+  tl_turn = NULL;
 }
 
 static void sys_release(acx_system_t *sys) {
@@ -140,7 +172,7 @@ acx_status_t acx_tell(acx_ref_t to, acx_ref_t sender, uint32_t type, const void 
   acxi_env_t *e = env_new(ACXI_ENV_USER, type, ACX_OK, payload, len);
   if (!e) return ACX_ERR_NO_MEMORY;
   if (sender) {
-    atomic_fetch_add_explicit(&sender->refs, 1, memory_order_relaxed); /* relaxed: caller holds one */
+    hold_sender(sender);
     e->msg.sender = sender;
   }
   return push_env(to, e);
@@ -225,7 +257,7 @@ acx_status_t acx_reply(acx_ctx_t *ctx, const acx_msg_t *msg, acx_status_t status
   }
   acxi_env_t *r = env_new(ACXI_ENV_USER, msg->type, status, payload, len);
   if (!r) return ACX_ERR_NO_MEMORY;
-  atomic_fetch_add_explicit(&ctx->self->refs, 1, memory_order_relaxed); /* relaxed: we run inside it */
+  hold_sender(ctx->self);
   r->msg.sender = ctx->self;
   return push_env(e->msg.sender, r);
 }
@@ -760,8 +792,8 @@ static void stash(struct acx_actor *a, acxi_env_t *e) {
 /* Sender references released by a turn are summed and dropped with one atomic per run of
  * messages from the same sender: the sender's worker takes them one by one, and a release per
  * message would bounce that cache line between the two cores on every message. */
-static __thread struct acx_actor *tl_rel;
-static __thread int tl_rel_n;
+static TLS struct acx_actor *tl_rel;
+static TLS int tl_rel_n;
 
 static void flush_sender_releases(void) {
   struct acx_actor *s = tl_rel;
@@ -826,6 +858,7 @@ static void handle(struct acx_actor *a, acxi_env_t *e) {
 static bool run_turn(acxi_worker_t *w, acxi_runnable_t *r) {
   struct acx_actor *a = (struct acx_actor *)r;
   int batch = a->sys->batch;
+  tl_turn = a;
   stop_step(a); /* a request made while the actor was idle and the STOP is still on its way */
   for (int n = 0; n < batch; n++) {
     if (!a->suspended && a->stash_head &&
@@ -844,6 +877,7 @@ static bool run_turn(acxi_worker_t *w, acxi_runnable_t *r) {
     stop_step(a);
   }
   flush_sender_releases();
+  turn_refs_end(a);
   if (!a->suspended && a->stash_head && atomic_load_explicit(&a->life, memory_order_relaxed) == ACXI_LIFE_RUNNING)
     return true;
   if (!acxi_mbox_markempty(&a->mbox)) return true;

@@ -16,7 +16,8 @@
 
 #define PARK_SLICE_NS (10 * 1000 * 1000LL) /* parked workers re-check this often */
 
-static __thread acxi_worker_t *tl_worker;
+/* initial-exec: no __tls_get_addr call per message in the shared library */
+static __thread __attribute__((tls_model("initial-exec"))) acxi_worker_t *tl_worker;
 
 acxi_worker_t *acxi_sched_current(void) { return tl_worker; }
 

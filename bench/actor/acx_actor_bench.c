@@ -1,7 +1,8 @@
-/* acx-actor-bench <n> <threads>: the three actor-runtime workloads of the CAF anchor
+/* acx-actor-bench <n> <threads> [workload]: the three actor-runtime workloads of the CAF anchor
  * (../shared/anchors/caf_bench.cpp), one line each: <workload> <messages> <seconds> <msgs_per_s>
  * <us_per_op>. pingpong: n round trips (2n messages); fanin: 4 senders x n/4 to one counter;
- * ask: n/10 asks from a thread that is not an actor, each waited for. */
+ * ask: n/10 asks from a thread that is not an actor, each waited for. A third argument runs only
+ * the workload it names (for profiling one of them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,8 +102,10 @@ static acx_ref_t spawn(acx_system_t *sys, acx_status_t (*receive)(acx_ctx_t *, v
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 1000000;
   int threads = argc > 2 ? atoi(argv[2]) : 2;
-  if (n < 40 || threads < 1) {
-    fprintf(stderr, "usage: acx-actor-bench <n >= 40> <threads >= 1>\n");
+  const char *only = argc > 3 ? argv[3] : NULL;
+  if (n < 40 || threads < 1 ||
+      (only && strcmp(only, "pingpong") && strcmp(only, "fanin") && strcmp(only, "ask"))) {
+    fprintf(stderr, "usage: acx-actor-bench <n >= 40> <threads >= 1> [pingpong|fanin|ask]\n");
     return 2;
   }
   acx_system_config_t cfg = ACX_SYSTEM_CONFIG_INIT;
@@ -111,7 +114,7 @@ int main(int argc, char **argv) {
   acx_system_t *sys = NULL;
   check(acx_system_create(&cfg, &sys), "acx_system_create");
 
-  { /* pingpong */
+  if (!only || !strcmp(only, "pingpong")) { /* pingpong */
     acx_ref_t po = spawn(sys, ponger_receive, 0);
     acx_future_t *done = NULL;
     check(acx_future_create(&done), "future");
@@ -128,7 +131,7 @@ int main(int argc, char **argv) {
     acx_ref_release(pi);
     acx_future_release(done);
   }
-  { /* fanin: 4 senders -> 1 counter */
+  if (!only || !strcmp(only, "fanin")) { /* fanin: 4 senders -> 1 counter */
     long m = n / 4;
     acx_future_t *done = NULL;
     check(acx_future_create(&done), "future");
@@ -149,7 +152,7 @@ int main(int argc, char **argv) {
     acx_ref_release(c);
     acx_future_release(done);
   }
-  { /* ask from a thread that is not an actor */
+  if (!only || !strcmp(only, "ask")) { /* ask from a thread that is not an actor */
     acx_ref_t po = spawn(sys, ponger_receive, 0);
     long k = n / 10;
     double t0 = now_s();
