@@ -1,10 +1,11 @@
-/* The executor loop (runtime/exec_loop.c) with the host engine, driven directly through a
- * control block: command/reply flow, generation check, host regions, fault schedules, shutdown,
- * stop, an engine that cannot start, heartbeats. */
+/* The executor loop (runtime/exec_loop.c) with the host engine, driven through a control block:
+ * commands and replies, generation check, host regions, fault schedules, shutdown, stop, a failed
+ * start, heartbeats, standby executors (promotion, leave), direct (inline) completion. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "acx_test.h"
 #include "runtime/clock.h"
@@ -134,6 +135,132 @@ static void test_fault_schedule_poisons(void) {
   rig_free(&r);
 }
 
+/* A standby rig: control block of generation 0, the loop told to stand by. */
+static void rig_start_standby(rig_t *r, const char *fault) {
+  memset(r, 0, sizeof *r);
+  ACX_ASSERT_STATUS(acxi_ctrl_create(64, 0, &r->shm), ACX_OK);
+  r->ctrl = acxi_ctrl(&r->shm);
+  r->p = (acxi_exec_loop_params_t){
+      .ctrl = r->ctrl,
+      .ops = acxi_engine_find("host"),
+      .engine = {.streams = 1, .generation = 0, .inline_mode = 1, .completion = "auto", .fault_inject = fault},
+      .sock_fd = -1,
+      .heartbeat_period_ns = 5000000,
+      .spin_ns = 10000,
+      .stop = &r->stop,
+      .standby = 1,
+  };
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&r->th, NULL, run_loop, r), 0);
+  int64_t dl = acxi_deadline(10000000000LL);
+  while (atomic_load(&r->ctrl->state) != ACXI_EXEC_STANDBY && acxi_now_ns() < dl) usleep(1000);
+  CU_ASSERT_EQUAL_FATAL(atomic_load(&r->ctrl->state), ACXI_EXEC_STANDBY);
+}
+
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+/* A standby serves nothing until promoted, keeps its heartbeat, and counts a fault schedule from
+ * its promotion. */
+static void test_standby_promote(void) {
+  rig_t r;
+  rig_start_standby(&r, "cmd:2");
+  int64_t b0 = atomic_load(&r.ctrl->heartbeat_ns);
+  acxi_cmd_t early = {.op = ACXI_OP_NOP, .generation = 3, .req_id = 77};
+  CU_ASSERT(acxi_ring_try_push(acxi_ctrl_cmd_ring(r.ctrl), &early));
+  nap_ms(30);
+  CU_ASSERT(atomic_load(&r.ctrl->heartbeat_ns) > b0);
+  acxi_cpl_t c;
+  CU_ASSERT_FALSE(acxi_ring_try_pop(acxi_ctrl_cpl_ring(r.ctrl), &c)); /* not served while standing by */
+  CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_STANDBY);
+  r.ctrl->generation = 3;
+  atomic_store_explicit(&r.ctrl->promote, ACXI_STANDBY_PROMOTE, memory_order_release);
+  acxi_futex_wake(&r.ctrl->promote, 1);
+  int64_t dl = acxi_deadline(10000000000LL);
+  int got = 0;
+  while (!(got = acxi_ring_try_pop(acxi_ctrl_cpl_ring(r.ctrl), &c)) && acxi_now_ns() < dl) usleep(100);
+  CU_ASSERT_FATAL(got);
+  CU_ASSERT_EQUAL(c.req_id, 77);
+  CU_ASSERT_EQUAL(c.status, ACX_OK);
+  CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_READY);
+  r.next_req = 100;
+  /* Command 2 since the promotion: the scheduled fault (inline host engine: poisoned). */
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP, .generation = 3}).status, ACX_ERR_DEVICE_FATAL);
+  rig_join(&r);
+  CU_ASSERT_EQUAL(r.why, ACXI_LOOP_POISONED);
+  rig_free(&r);
+}
+
+/* Told to leave, a standby stops without serving. */
+static void test_standby_leave(void) {
+  rig_t r;
+  rig_start_standby(&r, "");
+  atomic_store_explicit(&r.ctrl->promote, ACXI_STANDBY_LEAVE, memory_order_release);
+  acxi_futex_wake(&r.ctrl->promote, 1);
+  rig_join(&r);
+  CU_ASSERT_EQUAL(r.why, ACXI_LOOP_STOPPED);
+  CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_STOPPED);
+  rig_free(&r);
+}
+
+/* Inline direct completion: every completion (the engine's and the loop's own) goes to the
+ * callback; the reply ring stays empty. */
+static pthread_mutex_t direct_lock = PTHREAD_MUTEX_INITIALIZER;
+static acxi_cpl_t direct_got[8];
+static int n_direct;
+
+static void direct_sink(void *sink, const acxi_cpl_t *c) {
+  CU_ASSERT_EQUAL(sink, &direct_got);
+  pthread_mutex_lock(&direct_lock);
+  if (n_direct < 8) direct_got[n_direct++] = *c;
+  pthread_mutex_unlock(&direct_lock);
+}
+
+static int direct_count(void) {
+  pthread_mutex_lock(&direct_lock);
+  int n = n_direct;
+  pthread_mutex_unlock(&direct_lock);
+  return n;
+}
+
+static void test_direct_completion(void) {
+  rig_t r;
+  memset(&r, 0, sizeof r);
+  n_direct = 0;
+  ACX_ASSERT_STATUS(acxi_ctrl_create(64, 1, &r.shm), ACX_OK);
+  r.ctrl = acxi_ctrl(&r.shm);
+  r.p = (acxi_exec_loop_params_t){
+      .ctrl = r.ctrl,
+      .ops = acxi_engine_find("host"),
+      .engine = {.streams = 1, .generation = 1, .inline_mode = 1, .completion = "auto", .fault_inject = ""},
+      .sock_fd = -1,
+      .heartbeat_period_ns = 5000000,
+      .spin_ns = 10000,
+      .stop = &r.stop,
+      .direct = direct_sink,
+      .direct_sink = &direct_got,
+  };
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&r.th, NULL, run_loop, &r), 0);
+  acxi_cmd_t cmds[] = {{.op = ACXI_OP_NOP, .generation = 1, .req_id = 5},
+                       {.op = ACXI_OP_HOST_REGISTER, .generation = 1, .req_id = 6, .arg = {9, 0}}, /* no address */
+                       {.op = ACXI_OP_NOP, .generation = 1, .req_id = 7, .flags = ACXI_CMD_FLAG_NO_REPLY},
+                       {.op = ACXI_OP_SHUTDOWN, .generation = 1, .req_id = 8}};
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    CU_ASSERT_EQUAL(acxi_ring_push(acxi_ctrl_cmd_ring(r.ctrl), &cmds[i], acxi_deadline(5000000000LL)), ACX_OK);
+  rig_join(&r);
+  CU_ASSERT_EQUAL(r.why, ACXI_LOOP_SHUTDOWN);
+  CU_ASSERT_EQUAL_FATAL(direct_count(), 3);
+  CU_ASSERT_EQUAL(direct_got[0].req_id, 5);
+  CU_ASSERT_EQUAL(direct_got[0].status, ACX_OK);
+  CU_ASSERT_EQUAL(direct_got[1].req_id, 6);
+  CU_ASSERT_EQUAL(direct_got[1].status, ACX_ERR_INVALID_ARG);
+  CU_ASSERT_EQUAL(direct_got[2].req_id, 8);
+  acxi_cpl_t c;
+  CU_ASSERT_FALSE(acxi_ring_try_pop(acxi_ctrl_cpl_ring(r.ctrl), &c));
+  rig_free(&r);
+}
+
 static void test_fault_schedule_parse(void) {
   uint64_t n = 99;
   ACX_ASSERT_STATUS(acxi_fault_schedule("", 1, &n), ACX_OK);
@@ -167,6 +294,8 @@ static void test_registry(void) {
 int main(void) {
   static const acx_test_case_t cases[] = {ACX_TEST(test_commands_and_shutdown), ACX_TEST(test_stop_flag),
                                           ACX_TEST(test_engine_cannot_start), ACX_TEST(test_fault_schedule_poisons),
-                                          ACX_TEST(test_fault_schedule_parse), ACX_TEST(test_registry), ACX_TEST_END};
+                                          ACX_TEST(test_fault_schedule_parse), ACX_TEST(test_registry),
+                                          ACX_TEST(test_standby_promote), ACX_TEST(test_standby_leave),
+                                          ACX_TEST(test_direct_completion), ACX_TEST_END};
   return acx_test_run("exec_loop", cases, NULL, NULL);
 }
