@@ -14,6 +14,7 @@
 
 #include "acx/device.h"
 #include "acx_test.h"
+#include "runtime/clock.h"
 
 extern char **environ;
 
@@ -141,20 +142,40 @@ static void test_managed(void) {
   free(out);
 }
 
-static void test_fault_process_mode(void) {
-  uint64_t g0 = 0, g1 = 0;
-  acx_device_generation(dev, &g0);
-  acx_buffer_t *old = alloc(4096, ACX_DTYPE_BYTE, ACX_MEM_DEVICE);
-  ACX_ASSERT_STATUS(acx_device_inject_fault(dev, 0, T), ACX_ERR_DEVICE_LOST);
-  for (int i = 0; i < 6000 && (acx_device_generation(dev, &g1), g1 == g0 || acx_device_ping(dev, T) != ACX_OK); i++)
-    usleep(1000);
-  CU_ASSERT_EQUAL(g1, g0 + 1);
-  ACX_ASSERT_STATUS(acx_buffer_fill(old, 0, 16, 1, 1, 0, T), ACX_ERR_STALE_BUFFER);
-  acx_buffer_release(old);
+static acx_device_stats_t stats_now(void) {
   acx_device_stats_t st = {.size = sizeof st};
   ACX_ASSERT_STATUS(acx_device_stats(dev, &st), ACX_OK);
-  printf("\n    recovery after an illegal-address fault: %.1f ms\n", st.last_recovery_ns / 1e6);
-  test_random_roundtrip(); /* new work is correct; this process never touched CUDA */
+  return st;
+}
+
+/* Twice: an illegal-address fault, recovery (through the hot standby executor unless
+ * ACX_EXECUTOR_STANDBY=0: it must be ready first, and a new one is made for the second fault). */
+static void test_fault_process_mode(void) {
+  printf("\n");
+  for (int round = 1; round <= 2; round++) {
+    acx_device_stats_t st = stats_now();
+    int standby = st.standby_spawns > 0;
+    for (int i = 0; i < 30000 && standby && !stats_now().standby_ready; i++) usleep(1000);
+    CU_ASSERT(!standby || stats_now().standby_ready);
+    uint64_t promoted0 = st.standby_promotions;
+    uint64_t g0 = 0, g1 = 0;
+    acx_device_generation(dev, &g0);
+    acx_buffer_t *old = alloc(4096, ACX_DTYPE_BYTE, ACX_MEM_DEVICE);
+    int64_t t0 = acxi_now_ns();
+    ACX_ASSERT_STATUS(acx_device_inject_fault(dev, 0, T), ACX_ERR_DEVICE_LOST);
+    for (int i = 0; i < 6000 && (acx_device_generation(dev, &g1), g1 == g0 || acx_device_ping(dev, T) != ACX_OK); i++)
+      usleep(100);
+    int64_t took = acxi_now_ns() - t0;
+    CU_ASSERT_EQUAL(g1, g0 + 1);
+    ACX_ASSERT_STATUS(acx_buffer_fill(old, 0, 16, 1, 1, 0, T), ACX_ERR_STALE_BUFFER);
+    acx_buffer_release(old);
+    st = stats_now();
+    if (standby) CU_ASSERT_EQUAL(st.standby_promotions, promoted0 + 1);
+    printf("    fault %d: recovered %s; loss -> ready %.1f ms, fault -> first good ping %.1f ms\n", round,
+           st.standby_promotions > promoted0 ? "through the standby executor" : "by spawning an executor",
+           st.last_recovery_ns / 1e6, took / 1e6);
+    test_random_roundtrip(); /* new work is correct; this process never touched CUDA */
+  }
 }
 
 /* Child: inline transport, fault, expect FATAL everywhere after. Exit 0 when all held. */
