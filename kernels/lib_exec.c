@@ -57,7 +57,13 @@ static const lib_entry_t libs[] = {
     {ACXK_OP_RAND_FIRST, ACXK_OP_SOLVER_FIRST - 1, ACX_LIB_CURAND, acxk_rand_exec, acxk_rand_exec_destroy},
     {ACXK_OP_SOLVER_FIRST, ACXK_OP_SPARSE_FIRST - 1, ACX_LIB_CUSOLVER, acxk_solver_exec, acxk_solver_exec_destroy},
     {ACXK_OP_SPARSE_FIRST, ACXK_OP_DNN_FIRST - 1, ACX_LIB_CUSPARSE, acxk_sparse_exec, acxk_sparse_exec_destroy},
+#if ACX_HAVE_CUDNN
+    {ACXK_OP_DNN_FIRST, ACXK_OP_RTC_FIRST - 1, ACX_LIB_CUDNN, acxk_dnn_exec, acxk_dnn_exec_destroy},
+#endif
     {ACXK_OP_RTC_FIRST, ACXK_OP_TENSOR_FIRST - 1, ACX_LIB_NVRTC, acxk_rtc_exec, acxk_rtc_exec_destroy},
+#if ACX_HAVE_CUTENSOR
+    {ACXK_OP_TENSOR_FIRST, ACXK_OP_LIB_LAST, ACX_LIB_CUTENSOR, acxk_tensor_exec, acxk_tensor_exec_destroy},
+#endif
 };
 #define NLIBS (sizeof libs / sizeof libs[0])
 

@@ -174,6 +174,10 @@ acx_status_t acxk_sparse_exec(acxk_lib_call_t *c);
 void acxk_sparse_exec_destroy(void *state);
 acx_status_t acxk_solver_exec(acxk_lib_call_t *c);
 void acxk_solver_exec_destroy(void *state);
+acx_status_t acxk_dnn_exec(acxk_lib_call_t *c);
+void acxk_dnn_exec_destroy(void *state);
+acx_status_t acxk_tensor_exec(acxk_lib_call_t *c);
+void acxk_tensor_exec_destroy(void *state);
 acx_status_t acxk_rtc_exec(acxk_lib_call_t *c);
 void acxk_rtc_exec_destroy(void *state);
 

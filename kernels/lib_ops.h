@@ -61,6 +61,18 @@ enum {
 };
 
 enum {
+  ACXK_OP_DNN_CONV_FWD = ACXK_OP_DNN_FIRST,
+  ACXK_OP_DNN_ACTIVATION_FWD,
+  ACXK_OP_DNN_SOFTMAX_FWD,
+  ACXK_OP_DNN_POOLING_FWD,
+  ACXK_OP_DNN_BATCHNORM_INFER,
+};
+
+enum {
+  ACXK_OP_TENSOR_CONTRACT = ACXK_OP_TENSOR_FIRST,
+};
+
+enum {
   ACXK_OP_RAND_GENERATE = ACXK_OP_RAND_FIRST, /* every distribution: acxk_rand_desc_t.dist */
 };
 
@@ -167,6 +179,39 @@ typedef struct acxk_solver_desc {
   int64_t lda, ldb, ldu, ldvt;
 } acxk_solver_desc_t;
 
+/* cuDNN, NCHW packed tensors. Operands: conv x w y; activation, softmax, pooling x y; batch-norm
+ * x y scale bias mean var (scale..var: C f32 values each). */
+#define ACXK_DNN_X 0
+#define ACXK_DNN_W 1 /* conv */
+typedef struct acxk_dnn_desc {
+  uint32_t dtype; /* f32 or f16 (x, y, w) */
+  uint32_t mode;  /* acx_dnn_activation_t, acx_dnn_softmax_mode_t, acx_dnn_pool_mode_t */
+  uint32_t alg;   /* acx_dnn_softmax_alg_t */
+  uint32_t allow_tf32;
+  int64_t x[4], y[4], w[4]; /* n c h w; the filter k c r s */
+  int32_t pad[2], stride[2], dilation[2], window[2];
+  double alpha, beta, epsilon;
+} acxk_dnn_desc_t;
+
+/* cuTENSOR contraction D = alpha A B + beta C with D = C. Operands: 0 A, 1 B, 2 C. Each tensor
+ * names its modes; a mode's extent is in the label table (the rank checked that the tensors
+ * agree). Strides in elements. */
+#define ACXK_TENSOR_MAX_MODES 8
+#define ACXK_TENSOR_MAX_LABELS 12
+typedef struct acxk_tensor_modes {
+  uint32_t nmodes;
+  int32_t modes[ACXK_TENSOR_MAX_MODES];
+  int64_t strides[ACXK_TENSOR_MAX_MODES];
+} acxk_tensor_modes_t;
+typedef struct acxk_tensor_desc {
+  uint32_t dtype; /* f32 or f64 */
+  uint32_t nlabels;
+  int32_t label[ACXK_TENSOR_MAX_LABELS];
+  int64_t extent[ACXK_TENSOR_MAX_LABELS];
+  acxk_tensor_modes_t t[3];
+  double alpha, beta;
+} acxk_tensor_desc_t;
+
 /* NVRTC and modules. A launch argument: a buffer operand (opnd) or a scalar's bits (4-byte
  * scalars in the low half). */
 #define ACXK_RTC_MAX_ARGS 24
@@ -233,6 +278,8 @@ typedef struct acxk_desc {
     acxk_solver_desc_t solver;
     acxk_sparse_desc_t sparse;
     acxk_rtc_desc_t rtc;
+    acxk_dnn_desc_t dnn;
+    acxk_tensor_desc_t tensor;
     uint8_t raw[ACXK_DESC_BODY];
   } u;
 } acxk_desc_t;
@@ -253,4 +300,6 @@ _Static_assert(sizeof(acxk_blas_desc_t) <= ACXK_DESC_BODY, "the BLAS body fits t
 _Static_assert(sizeof(acxk_blaslt_desc_t) <= ACXK_DESC_BODY, "the cuBLASLt body fits the descriptor");
 _Static_assert(sizeof(acxk_solver_desc_t) <= ACXK_DESC_BODY, "the solver body fits the descriptor");
 _Static_assert(sizeof(acxk_rtc_desc_t) <= ACXK_DESC_BODY, "the NVRTC/module body fits the descriptor");
+_Static_assert(sizeof(acxk_dnn_desc_t) <= ACXK_DESC_BODY, "the cuDNN body fits the descriptor");
+_Static_assert(sizeof(acxk_tensor_desc_t) <= ACXK_DESC_BODY, "the cuTENSOR body fits the descriptor");
 #endif
