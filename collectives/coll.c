@@ -97,6 +97,13 @@ static acx_status_t validate(const acx_coll_t *c, const acxc_opdesc_t *d) {
     ACX_WARN(COLL, "%s: argument 'dtype' is byte: a reduction needs a typed element", fn);
     return ACX_ERR_BAD_DTYPE;
   }
+  /* fp8 moves as bytes (broadcast, gathers, send/recv, all-to-all); neither the MPI path nor
+   * acx's NCCL type table reduces it, so a reduction is refused rather than summed as int8. */
+  if (reduces && (d->dtype == ACX_DTYPE_F8E4M3 || d->dtype == ACX_DTYPE_F8E5M2)) {
+    ACX_WARN(COLL, "%s: argument 'dtype' is %s: fp8 reductions are not supported (move it, or reduce in f16/bf16/f32)",
+             fn, acx_dtype_name(d->dtype));
+    return ACX_ERR_BAD_DTYPE;
+  }
   if (reduces && (unsigned)d->redop >= ACX_REDOP_COUNT) {
     ACX_WARN(COLL, "%s: argument 'op'=%d is not a reduction (sum, prod, max, min, avg)", fn, (int)d->redop);
     return ACX_ERR_INVALID_ARG;

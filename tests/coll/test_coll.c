@@ -295,6 +295,8 @@ static void test_bad_input(void) {
   ACX_ASSERT_STATUS(acx_allreduce(coll, f, i32, 8, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &x), ACX_ERR_BAD_DTYPE);
   ACX_ASSERT_STATUS(acx_allreduce(coll, raw, raw, 8, ACX_DTYPE_BYTE, ACX_REDOP_SUM, 0, &x), ACX_ERR_BAD_DTYPE);
   ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, 8, (acx_dtype_t)99, ACX_REDOP_SUM, 0, &x), ACX_ERR_BAD_DTYPE);
+  ACX_ASSERT_STATUS(acx_allreduce(coll, raw, raw, 8, ACX_DTYPE_F8E4M3, ACX_REDOP_SUM, 0, &x), ACX_ERR_BAD_DTYPE);
+  ACX_ASSERT_STATUS(acx_reduce_scatter(coll, raw, raw, 4, ACX_DTYPE_F8E5M2, ACX_REDOP_MAX, 0, &x), ACX_ERR_BAD_DTYPE);
   ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, 8, ACX_DTYPE_F32, (acx_redop_t)7, 0, &x), ACX_ERR_INVALID_ARG);
   ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, 9, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &x), ACX_ERR_OUT_OF_RANGE);
   ACX_ASSERT_STATUS(acx_allreduce(coll, f, f, SIZE_MAX / 2, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &x), ACX_ERR_OVERFLOW);
