@@ -928,6 +928,9 @@ acx_status_t acx_system_create(const acx_system_config_t *config, acx_system_t *
   ACX_CHECK_ARG(threads > 0 && threads <= 1024, "acx_system_create: %d worker threads (ACX_THREADS) is out of 1..1024",
                 threads);
   ACX_CHECK_ARG(batch > 0, "acx_system_create: batch (ACX_ACTOR_BATCH) %d must be positive", batch);
+  int64_t wake_ns = acxi_param_int("ACX_IDLE_WAKE_NS");
+  ACX_CHECK_ARG(wake_ns >= 100000 && wake_ns <= 10000000000LL,
+                "acx_system_create: ACX_IDLE_WAKE_NS %lld is out of 100000..10000000000 ns", (long long)wake_ns);
   acx_status_t res = ACX_OK;
   acx_system_t *sys = calloc(1, sizeof *sys);
   if (!sys) return ACX_ERR_NO_MEMORY;
@@ -937,7 +940,7 @@ acx_status_t acx_system_create(const acx_system_config_t *config, acx_system_t *
   pthread_mutex_init(&sys->tree_lock, NULL);
   ACXCHECKGOTO(acx_future_create(&sys->root_done), res, err_free_sys);
   ACXCHECKGOTO(acxi_timers_start(&sys->timers, sys->name), res, err_release_future);
-  ACXCHECKGOTO(acxi_sched_start(&sys->sched, threads, acxi_param_int("ACX_SPIN_NS"), run_turn, sys->name), res,
+  ACXCHECKGOTO(acxi_sched_start(&sys->sched, threads, acxi_param_int("ACX_SPIN_NS"), wake_ns, run_turn, sys->name), res,
                err_stop_timers);
   acx_props_t gp = ACX_PROPS_INIT;
   gp.receive = guardian_receive;

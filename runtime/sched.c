@@ -1,7 +1,8 @@
 /* Workers and run queues. A worker runs its own queue FIFO, steals from the others when empty,
- * spins ACX_SPIN_NS for latency, then parks on the scheduler's futex word. A push wakes a parked
- * worker only when it creates surplus work (a non-empty queue, or a push from outside), so the
- * ping-pong of two actors stays on one warm core without a syscall per message. */
+ * spins ACX_SPIN_NS for latency, then parks on the scheduler's futex word (at most
+ * ACX_IDLE_WAKE_NS: a backstop, the wake protocol below does not rely on it). A push wakes a
+ * parked worker only when it creates surplus work (a non-empty queue, or a push from outside), so
+ * the ping-pong of two actors stays on one warm core without a syscall per message. */
 #define _GNU_SOURCE
 #include "sched.h"
 
@@ -13,8 +14,6 @@
 #include "clock.h"
 #include "futex.h"
 #include "log.h"
-
-#define PARK_SLICE_NS (10 * 1000 * 1000LL) /* parked workers re-check this often */
 
 /* initial-exec: no __tls_get_addr call per message in the shared library */
 static __thread __attribute__((tls_model("initial-exec"))) acxi_worker_t *tl_worker;
@@ -107,7 +106,7 @@ static void park(acxi_worker_t *w) {
   atomic_store_explicit(&w->state, ACXI_W_PARKED, memory_order_seq_cst);
   atomic_fetch_add_explicit(&s->parked, 1, memory_order_seq_cst);
   if (!any_work(w) && !atomic_load_explicit(&s->stopping, memory_order_acquire))
-    acxi_futex_wait(&s->epoch, e, PARK_SLICE_NS);
+    acxi_futex_wait(&s->epoch, e, s->park_ns);
   atomic_fetch_sub_explicit(&s->parked, 1, memory_order_relaxed);
   atomic_store_explicit(&w->state, ACXI_W_SPINNING, memory_order_relaxed);
 }
@@ -147,7 +146,8 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, acxi_run_fn run, const char *name) {
+acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, int64_t park_ns, acxi_run_fn run,
+                              const char *name) {
   memset(s, 0, sizeof *s);
   s->workers = aligned_alloc(64, sizeof(acxi_worker_t) * (size_t)nworkers);
   if (!s->workers) return ACX_ERR_NO_MEMORY;
@@ -155,6 +155,7 @@ acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, ac
   s->nworkers = nworkers;
   s->run = run;
   s->spin_ns = spin_ns < 0 ? 0 : spin_ns;
+  s->park_ns = park_ns;
   for (int i = 0; i < nworkers; i++) {
     acxi_worker_t *w = &s->workers[i];
     pthread_mutex_init(&w->lock, NULL);

@@ -40,13 +40,15 @@ typedef struct acxi_sched {
   acxi_worker_t *workers;
   acxi_run_fn run;
   int64_t spin_ns;
+  int64_t park_ns; /* a parked worker's longest sleep: the backstop behind the wake protocol */
   alignas(64) _Atomic uint32_t epoch; /* futex word parked workers sleep on */
   _Atomic int parked;
   _Atomic int stopping;
   _Atomic unsigned rr; /* round robin for pushes from threads that are not workers */
 } acxi_sched_t;
 
-acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, acxi_run_fn run, const char *name);
+acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, int64_t park_ns, acxi_run_fn run,
+                              const char *name);
 /* Makes r runnable. Any thread; a worker of s queues on its own run queue. */
 void acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r);
 /* Asks the workers to exit and joins them by deadline (absolute, acxi_now_ns based).
