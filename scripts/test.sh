@@ -26,8 +26,11 @@ status=0
 if [ "${CI:-}" = "true" ] || [ "${ACX_SANITIZERS:-0}" = 1 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
-  sanitizer_run asan ACX_SANITIZE_ADDRESS || status=1
-  sanitizer_run tsan ACX_SANITIZE_THREAD || status=1
+  # hwloc's PCI plugin (libpciaccess) leaks ~1 KB per live topology load and is dlclose'd before
+  # LeakSanitizer reports, so no suppression can name it. The sanitizer runs read live topologies
+  # without it; GPU choice is tested on recorded XML topologies, which need no plugin.
+  HWLOC_PLUGINS_BLACKLIST=hwloc_pci sanitizer_run asan ACX_SANITIZE_ADDRESS || status=1
+  HWLOC_PLUGINS_BLACKLIST=hwloc_pci sanitizer_run tsan ACX_SANITIZE_THREAD || status=1
 fi
 
 echo "== main build: configure, build"
