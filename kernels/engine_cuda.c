@@ -1532,6 +1532,7 @@ static void **api_ext_state(acxi_engine_t *e, int slot) {
 }
 
 static const acxi_engine_params_t *api_params(acxi_engine_t *e) { return &e->params; }
+static void cuda_set_generation(acxi_engine_t *e, uint64_t generation) { e->params.generation = generation; }
 
 static const acxi_engine_api_t engine_api = {
     .buffer = api_buffer,
@@ -1554,6 +1555,7 @@ static const acxi_engine_ops_t cuda_engine_ops = {
     .host_region_add = cuda_host_region_add,
     .host_region_remove = cuda_host_region_remove,
     .poisoned = cuda_poisoned,
+    .set_generation = cuda_set_generation,
 };
 
 __attribute__((constructor)) static void cuda_engine_register(void) { acxi_engine_register(&cuda_engine_ops); }

@@ -474,6 +474,7 @@ static void **api_ext_state(acxi_engine_t *e, int slot) {
   return slot >= 0 && slot < ACXI_EXT_MAX ? &e->ext_state[slot] : NULL;
 }
 static const acxi_engine_params_t *api_params(acxi_engine_t *e) { return &e->params; }
+static void host_set_generation(acxi_engine_t *e, uint64_t generation) { e->params.generation = generation; }
 
 static const acxi_engine_api_t host_api = {
     .buffer = api_buffer,
@@ -496,6 +497,7 @@ static const acxi_engine_ops_t host_ops = {
     .host_region_add = host_region_add,
     .host_region_remove = host_region_remove,
     .poisoned = host_poisoned,
+    .set_generation = host_set_generation,
 };
 
 __attribute__((constructor)) static void register_host_engine(void) { acxi_engine_register(&host_ops); }

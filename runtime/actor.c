@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "actor_internal.h"
+#include "bind.h"
 #include "clock.h"
 #include "log.h"
 #include "param.h"
@@ -918,11 +919,37 @@ static acx_status_t guardian_receive(acx_ctx_t *ctx, void *state, const acx_msg_
   return ACX_OK;
 }
 
+/* The cpuset of a new system: config->cpuset when the caller's struct has the field and sets it,
+ * else ACX_CPUSET ("" leaves the workers unbound). */
+static acx_status_t system_cpuset(const acx_system_config_t *config, acxi_cpuset_t *cs) {
+  const char *list = config && config->size >= offsetof(acx_system_config_t, cpuset) + sizeof config->cpuset
+                         ? config->cpuset
+                         : NULL;
+  if (list) {
+    acx_status_t st = acxi_cpuset_parse(list, cs);
+    if (st == ACX_ERR_INVALID_ARG)
+      ACX_WARN(ACTOR, "acx_system_create: argument 'config->cpuset' = '%s' is not a non-empty cpuset list "
+               "(e.g. \"0-15,32-47\")", list);
+    return st;
+  }
+  const char *env = acxi_param_str("ACX_CPUSET");
+  if (!env || !*env) return acxi_cpuset_parse(NULL, cs);
+  acx_status_t st = acxi_cpuset_parse(env, cs);
+  if (st == ACX_ERR_INVALID_ARG) {
+    ACX_WARN(ACTOR, "ACX_CPUSET='%s' is not a non-empty cpuset list (e.g. \"0-15,32-47\")", env);
+    return ACX_ERR_BAD_PARAM;
+  }
+  return st;
+}
+
 acx_status_t acx_system_create(const acx_system_config_t *config, acx_system_t **sys_out) {
   ACX_CHECK_NULL(sys_out);
-  ACX_CHECK_ARG(!config || config->size == sizeof(acx_system_config_t),
-                "acx_system_create: argument 'config' has size %zu, expected %zu", config ? config->size : 0,
-                sizeof(acx_system_config_t));
+  /* Growth rule: fields are only appended, so a caller built against an older header passes a
+   * smaller size; every size from the first release's struct (up to name) to today's is valid. */
+  ACX_CHECK_ARG(!config || (config->size >= offsetof(acx_system_config_t, name) + sizeof config->name &&
+                            config->size <= sizeof(acx_system_config_t)),
+                "acx_system_create: argument 'config' has size %zu, expected %zu (ACX_SYSTEM_CONFIG_INIT)",
+                config ? config->size : 0, sizeof(acx_system_config_t));
   int threads = config && config->threads > 0 ? config->threads : (int)acxi_param_int("ACX_THREADS");
   int batch = config && config->batch > 0 ? config->batch : (int)acxi_param_int("ACX_ACTOR_BATCH");
   ACX_CHECK_ARG(threads > 0 && threads <= 1024, "acx_system_create: %d worker threads (ACX_THREADS) is out of 1..1024",
@@ -931,26 +958,40 @@ acx_status_t acx_system_create(const acx_system_config_t *config, acx_system_t *
   int64_t wake_ns = acxi_param_int("ACX_IDLE_WAKE_NS");
   ACX_CHECK_ARG(wake_ns >= 100000 && wake_ns <= 10000000000LL,
                 "acx_system_create: ACX_IDLE_WAKE_NS %lld is out of 100000..10000000000 ns", (long long)wake_ns);
-  acx_status_t res = ACX_OK;
+  acxi_cpuset_t cpuset;
+  acx_status_t res = system_cpuset(config, &cpuset);
+  if (res != ACX_OK) return res;
   acx_system_t *sys = calloc(1, sizeof *sys);
-  if (!sys) return ACX_ERR_NO_MEMORY;
+  if (!sys) {
+    res = ACX_ERR_NO_MEMORY;
+    goto err_free_cpuset;
+  }
   snprintf(sys->name, sizeof sys->name, "%s", config && config->name ? config->name : "acx");
   atomic_init(&sys->refs, 1);
   sys->batch = batch;
   pthread_mutex_init(&sys->tree_lock, NULL);
   ACXCHECKGOTO(acx_future_create(&sys->root_done), res, err_free_sys);
   ACXCHECKGOTO(acxi_timers_start(&sys->timers, sys->name), res, err_release_future);
-  ACXCHECKGOTO(acxi_sched_start(&sys->sched, threads, acxi_param_int("ACX_SPIN_NS"), wake_ns, run_turn, sys->name), res,
-               err_stop_timers);
+  ACXCHECKGOTO(acxi_sched_start(&sys->sched, threads, acxi_param_int("ACX_SPIN_NS"), wake_ns, run_turn, sys->name,
+                                &cpuset),
+               res, err_stop_timers);
+  /* The workers accepted the set, so the timer thread (started unbound) can take it too. */
+  int rc = acxi_thread_bind(sys->timers.thread, &cpuset);
+  if (rc) ACX_WARN(ACTOR, "binding the timer thread of '%s' to %s failed: %s", sys->name, cpuset.list, strerror(rc));
   acx_props_t gp = ACX_PROPS_INIT;
   gp.receive = guardian_receive;
   ACXCHECKGOTO(spawn(sys, NULL, &gp, NULL, 1, &sys->root), res, err_stop_sched);
   res = spawn(sys, sys->root, &gp, "user", 1, &sys->user);
   if (res != ACX_OK) {
+    acxi_cpuset_fini(&cpuset);
     acx_system_destroy(sys, 5LL * 1000000000LL); /* the root runs: take the normal way down */
     return res;
   }
-  ACX_INFO(ACTOR, "actor system '%s': %d workers, batch %d", sys->name, threads, batch);
+  char where[ACX_TOPO_CPUSET_STRLEN];
+  ACX_INFO(ACTOR, "actor system '%s': %d workers, batch %d, %s %s", sys->name, threads, batch,
+           cpuset.set ? "bound to cpuset" : "unbound, on the creator's cpuset",
+           acxi_thread_cpuset_str(sys->sched.workers[0].thread, where, sizeof where));
+  acxi_cpuset_fini(&cpuset);
   *sys_out = sys;
   return ACX_OK;
 
@@ -964,6 +1005,8 @@ err_release_future:
 err_free_sys:
   pthread_mutex_destroy(&sys->tree_lock);
   free(sys);
+err_free_cpuset:
+  acxi_cpuset_fini(&cpuset);
   return res;
 }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "acx_build_config.h"
+#include "runtime/bind.h"
 #include "runtime/clock.h"
 #include "runtime/buffer.h"
 #include "runtime/device_internal.h"
@@ -619,7 +620,12 @@ static acx_status_t spawn_executor(acx_device_t *dev, uint64_t gen, int shm_fd, 
                   "--shm-fd", "3", "--sock-fd", "4",
                   "--ordinal", a_ord, "--pci-bus-id", dev->pci_bus_id[0] ? dev->pci_bus_id : "",
                   "--streams", a_streams, "--parent-pid", a_parent, "--heartbeat-ms", a_hb,
-                  "--completion", dev->completion, "--fault-inject", dev->fault_inject, NULL};
+                  "--completion", dev->completion, "--fault-inject", dev->fault_inject, NULL, NULL, NULL};
+  if (dev->cpuset[0]) { /* the executor binds itself before it makes its engine */
+    size_t end = sizeof argv / sizeof argv[0] - 3;
+    argv[end] = "--cpuset";
+    argv[end + 1] = dev->cpuset;
+  }
   /* The child's environment: ours, with NCCL_NVLS_ENABLE forced to 0 (NVLink multicast must stay
    * off on the test hosts). */
   size_t n = 0;
@@ -661,9 +667,11 @@ static acx_status_t spawn_executor(acx_device_t *dev, uint64_t gen, int shm_fd, 
   }
   *out_pid = pid;
   if (gen)
-    ACX_INFO(DEVICE, "spawned %s executor generation %" PRIu64 ": pid %d (%s)", dev->kind, gen, (int)pid, dev->exe_path);
+    ACX_INFO(DEVICE, "spawned %s executor generation %" PRIu64 ": pid %d cpuset %s (%s)", dev->kind, gen, (int)pid,
+             dev->cpuset[0] ? dev->cpuset : "unbound", dev->exe_path);
   else
-    ACX_INFO(DEVICE, "spawned standby %s executor: pid %d (%s)", dev->kind, (int)pid, dev->exe_path);
+    ACX_INFO(DEVICE, "spawned standby %s executor: pid %d cpuset %s (%s)", dev->kind, (int)pid,
+             dev->cpuset[0] ? dev->cpuset : "unbound", dev->exe_path);
 err_close_fds:
   close(hi_shm);
   close(hi_sock);
@@ -743,12 +751,16 @@ static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
         .direct_sink = dev,
     };
     memcpy(dev->loop.engine.pci_bus_id, dev->pci_bus_id, sizeof dev->pci_bus_id);
-    int rc = pthread_create(&dev->exec_thread, NULL, inline_main, dev);
+    /* Bound from its first instruction: the engine's context and streams are made there. */
+    int rc = acxi_thread_create(&dev->exec_thread, dev->cpuset_mask, inline_main, dev);
     if (rc) {
       ACX_WARN(DEVICE, "pthread_create of the inline executor failed: %s", strerror(rc));
       return ACX_ERR_SYSTEM;
     }
     dev->exec_thread_live = 1;
+    char where[ACX_TOPO_CPUSET_STRLEN];
+    ACX_INFO(DEVICE, "inline %s executor generation %" PRIu64 " thread on cpuset %s%s", dev->kind, gen,
+             acxi_thread_cpuset_str(dev->exec_thread, where, sizeof where), dev->cpuset[0] ? "" : " (unbound)");
   } else {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -1087,15 +1099,19 @@ static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
     int promoted = st != ACX_ERR_NO_DEVICE;
     if (!promoted) st = start_incarnation(dev, gen);
     int64_t took = acxi_now_ns() - loss->detected_ns;
+    if (st == ACX_OK) {
+      /* Counted before the lost executor is reaped (a CUDA context's teardown takes ~100 ms), so
+       * stats read right after the first successful command already show this recovery. */
+      atomic_fetch_add_explicit(&dev->restarts, 1, memory_order_relaxed);
+      if (promoted) atomic_fetch_add_explicit(&dev->standby_promotions, 1, memory_order_relaxed);
+      atomic_store_explicit(&dev->last_recovery_ns, took, memory_order_relaxed);
+    }
     if (unreaped) {
       dev->loss_exit_status = reap_pid(unreaped, 0);
       note_exit_status(dev, loss, &ev);
       unreaped = 0;
     }
     if (st == ACX_OK) {
-      atomic_fetch_add_explicit(&dev->restarts, 1, memory_order_relaxed);
-      if (promoted) atomic_fetch_add_explicit(&dev->standby_promotions, 1, memory_order_relaxed);
-      atomic_store_explicit(&dev->last_recovery_ns, took, memory_order_relaxed);
       ACX_WARN(DEVICE, "%s device recovered: executor generation %" PRIu64 " (%s) serves it, %.1f ms after the loss "
                "of generation %" PRIu64, dev->kind, gen, promoted ? "the promoted standby" : "freshly spawned",
                took / 1e6, lost_gen);
@@ -1175,6 +1191,10 @@ static void device_free(acx_device_t *dev) {
   free(dev->pend_free);
   free(dev->restart_times);
   free(dev->free_events);
+  if (dev->cpuset_mask) {
+    acxi_cpuset_fini(dev->cpuset_mask);
+    free(dev->cpuset_mask);
+  }
   pthread_mutex_destroy(&dev->pend_lock);
   pthread_cond_destroy(&dev->pend_cond);
   pthread_mutex_destroy(&dev->poll_lock);
@@ -1257,6 +1277,34 @@ static int gpu_visible(void) {
   const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
   if (cvd && (!*cvd || !strcmp(cvd, "-1") || !strcasecmp(cvd, "none"))) return 0;
   return access("/dev/nvidiactl", F_OK) == 0 && access("/dev/nvidia0", F_OK) == 0;
+}
+
+/* cfg->cpuset, else ACX_CPUSET; both empty: unbound. Whether the kernel accepts the set is known
+ * when the poller is created bound to it (acx_device_open). */
+static acx_status_t resolve_cpuset(acx_device_t *dev, const char *list) {
+  const char *what = "argument 'cfg->cpuset'";
+  acx_status_t bad = ACX_ERR_INVALID_ARG;
+  if (!list) {
+    list = acxi_param_str("ACX_CPUSET");
+    if (!list || !*list) return ACX_OK;
+    what = "ACX_CPUSET";
+    bad = ACX_ERR_BAD_PARAM;
+  }
+  acxi_cpuset_t cs;
+  acx_status_t st = acxi_cpuset_parse(list, &cs);
+  if (st == ACX_ERR_INVALID_ARG) {
+    ACX_WARN(DEVICE, "acx_device_open: %s = '%s' is not a non-empty cpuset list (e.g. \"0-15,32-47\")", what, list);
+    return bad;
+  }
+  if (st != ACX_OK) return st;
+  dev->cpuset_mask = malloc(sizeof *dev->cpuset_mask);
+  if (!dev->cpuset_mask) {
+    acxi_cpuset_fini(&cs);
+    return ACX_ERR_NO_MEMORY;
+  }
+  *dev->cpuset_mask = cs;
+  snprintf(dev->cpuset, sizeof dev->cpuset, "%s", cs.list);
+  return ACX_OK;
 }
 
 static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t *in) {
@@ -1368,6 +1416,7 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
     return ACX_ERR_BAD_PARAM;
   }
   dev->standby_enabled = !dev->inline_mode && standby == 1; /* inline: no process to stand in for */
+  ACXCHECK(resolve_cpuset(dev, cfg.cpuset));
   if (!dev->inline_mode) ACXCHECK(find_executor(dev));
   return ACX_OK;
 }
@@ -1405,7 +1454,15 @@ acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, 
     goto err_free_dev;
   }
   ACXCHECKGOTO(pend_init(dev), res, err_free_dev);
-  int rc = pthread_create(&dev->poller, NULL, poller_main, dev);
+  /* The poller is the device's first bound thread: a set the kernel refuses fails the open here,
+   * before any executor is spawned with it. */
+  int rc = acxi_thread_create(&dev->poller, dev->cpuset_mask, poller_main, dev);
+  if (rc == EINVAL && dev->cpuset_mask) {
+    ACX_WARN(DEVICE, "acx_device_open: cpuset '%s' (cfg->cpuset or ACX_CPUSET) holds no CPU this process may run "
+             "on", dev->cpuset);
+    res = ACX_ERR_INVALID_ARG;
+    goto err_free_dev;
+  }
   if (rc) {
     ACX_WARN(DEVICE, "pthread_create of the reply poller failed: %s", strerror(rc));
     res = ACX_ERR_SYSTEM;
@@ -1433,8 +1490,11 @@ acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, 
   res = acx_future_wait(f, dev->exec_timeout_ns + 10000000000LL, NULL, 0, NULL);
   acx_future_release(f);
   if (res != ACX_OK) goto err_stop_actor;
-  ACX_INFO(DEVICE, "%s device open: %s transport, %d streams, generation 1", dev->kind,
-           dev->inline_mode ? "inline" : "process", dev->streams);
+  char where[ACX_TOPO_CPUSET_STRLEN];
+  ACX_INFO(DEVICE, "%s device open: %s transport, %d streams, generation 1, executor %s %d, cpuset %s, poller on %s",
+           dev->kind, dev->inline_mode ? "inline" : "process", dev->streams, dev->inline_mode ? "in rank pid" : "pid",
+           dev->inline_mode ? (int)getpid() : (int)atomic_load_explicit(&dev->pid, memory_order_relaxed),
+           dev->cpuset[0] ? dev->cpuset : "unbound", acxi_thread_cpuset_str(dev->poller, where, sizeof where));
   *out = dev;
   return ACX_OK;
 

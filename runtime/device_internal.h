@@ -8,9 +8,12 @@
 #include <sys/types.h>
 
 #include "acx/device.h"
+#include "acx/topo.h"
 #include "runtime/cmd.h"
 #include "runtime/exec_loop.h"
 #include "runtime/shm.h"
+
+struct acxi_cpuset; /* runtime/bind.h */
 
 /* Device states. Submissions from users are accepted in RUNNING only; internal ones (host
  * region re-registration, SHUTDOWN) also in STARTING and CLOSING. */
@@ -74,6 +77,10 @@ struct acx_device {
   char completion[16];
   char exe_path[4096];
   size_t staging_bytes;
+  /* Cores of the executor process, the inline executor thread and the poller ("": unbound);
+   * cpuset_mask is the same set parsed (NULL when unbound). */
+  char cpuset[ACX_TOPO_CPUSET_STRLEN];
+  struct acxi_cpuset *cpuset_mask;
 
   /* Lifecycle. */
   _Atomic int state;          /* acxi_dev_state_t */

@@ -47,6 +47,9 @@ typedef struct acxi_engine_ops {
   /* Non-zero once the device context is poisoned by a sticky error: the loop reports it and the
    * executor exits (process mode) or the device is declared fatal (inline mode). */
   int (*poisoned)(acxi_engine_t *engine);
+  /* A standby engine is created before it knows its generation; promotion tells it, before any
+   * command runs, so params->generation (seen by extensions through api->params) is true. */
+  void (*set_generation)(acxi_engine_t *engine, uint64_t generation);
 } acxi_engine_ops_t;
 
 /* Extensions: handlers for ops in [op_first, op_last] >= ACXI_OP_EXT_BASE, registered at load

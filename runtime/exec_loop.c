@@ -211,6 +211,7 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
     }
     ACX_INFO(EXEC, "standby %s executor (pid %d) promoted to generation %" PRIu64, p->ops->kind, (int)getpid(),
              ctrl->generation);
+    p->ops->set_generation(l.engine, ctrl->generation);
   }
   uint64_t fault_nth = 0, count = 0;
   if (acxi_fault_schedule(p->engine.fault_inject, ctrl->generation, &fault_nth) != ACX_OK) fault_nth = 0;

@@ -29,6 +29,7 @@ static const param_def_t defs[] = {
     {"ACX_ACTOR_BATCH", ACX_PARAM_INT, "64", "Messages an actor may handle per turn before yielding its worker"},
     {"ACX_SPIN_NS", ACX_PARAM_INT, "20000", "How long waits spin before they park (ns)"},
     {"ACX_IDLE_WAKE_NS", ACX_PARAM_INT, "10000000", "Longest sleep of a parked idle worker (ns): bounds how long an actor woken inside another actor's long-running hook waits for a second worker"},
+    {"ACX_CPUSET", ACX_PARAM_STRING, "", "Cores (cpuset list, e.g. 0-15,32-47) for actor workers, device pollers and executors whose config sets no cpuset; empty: leave them unbound"},
     /* device layer */
     {"ACX_EXECUTOR", ACX_PARAM_STRING, "process", "GPU executor transport: process (fault-isolated) or inline (in-process thread)"},
     {"ACX_EXECUTOR_STANDBY", ACX_PARAM_INT, "1", "1: keep a hot standby executor per process-transport device (a second process and CUDA context, ~0.5 GB of GPU memory) so that a restart promotes it instead of spawning; 0: spawn on demand"},

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bind.h"
 #include "clock.h"
 #include "futex.h"
 #include "log.h"
@@ -147,7 +148,7 @@ static void *worker_main(void *arg) {
 }
 
 acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, int64_t park_ns, acxi_run_fn run,
-                              const char *name) {
+                              const char *name, const acxi_cpuset_t *cpuset) {
   memset(s, 0, sizeof *s);
   s->workers = aligned_alloc(64, sizeof(acxi_worker_t) * (size_t)nworkers);
   if (!s->workers) return ACX_ERR_NO_MEMORY;
@@ -164,12 +165,18 @@ acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, in
   }
   for (int i = 0; i < nworkers; i++) {
     acxi_worker_t *w = &s->workers[i];
-    int rc = pthread_create(&w->thread, NULL, worker_main, w);
+    /* Bound at creation rather than by the worker itself: a refused set fails here, and no actor
+     * turn ever runs on a core outside it. */
+    int rc = acxi_thread_create(&w->thread, cpuset, worker_main, w);
     if (rc != 0) {
-      ACX_WARN(SCHED, "pthread_create of worker %d failed: %s", i, strerror(rc));
+      int refused = rc == EINVAL && cpuset && cpuset->set;
+      if (refused)
+        ACX_WARN(SCHED, "worker %d: cpuset '%s' holds no CPU this process may run on", i, cpuset->list);
+      else
+        ACX_WARN(SCHED, "pthread_create of worker %d failed: %s", i, strerror(rc));
       acxi_sched_stop(s, acxi_deadline(5LL * 1000000000LL));
       acxi_sched_fini(s);
-      return ACX_ERR_SYSTEM;
+      return refused ? ACX_ERR_INVALID_ARG : ACX_ERR_SYSTEM;
     }
     w->started = 1;
     char tname[32]; /* the kernel keeps 15 characters */

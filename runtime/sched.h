@@ -10,6 +10,8 @@
 
 #include "acx/status.h"
 
+struct acxi_cpuset;
+
 /* Embedded in whatever is scheduled (an actor); it sits in at most one run queue at a time. */
 typedef struct acxi_runnable {
   struct acxi_runnable *rq_next;
@@ -47,8 +49,11 @@ typedef struct acxi_sched {
   _Atomic unsigned rr; /* round robin for pushes from threads that are not workers */
 } acxi_sched_t;
 
+/* Starts nworkers workers, each bound to cpuset from its first instruction (NULL or unbound: they
+ * inherit the caller's mask). ACX_ERR_INVALID_ARG (logged) when the kernel refuses the cpuset (no
+ * CPU of it is usable by this process), ACX_ERR_SYSTEM, ACX_ERR_NO_MEMORY. */
 acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, int64_t park_ns, acxi_run_fn run,
-                              const char *name);
+                              const char *name, const struct acxi_cpuset *cpuset);
 /* Makes r runnable. Any thread; a worker of s queues on its own run queue. */
 void acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r);
 /* Asks the workers to exit and joins them by deadline (absolute, acxi_now_ns based).

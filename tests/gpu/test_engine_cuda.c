@@ -425,7 +425,10 @@ static void body_mem_info(void) {
   acxi_cpl_t b = run(&mi);
   ACX_ASSERT_STATUS(b.status, ACX_OK);
   CU_ASSERT_EQUAL(b.value[1], a.value[1]);
-  CU_ASSERT(b.value[0] < a.value[0]); /* the pool grew by the allocation */
+  /* The pool may serve the allocation from memory it reserved earlier (its release threshold
+   * keeps freed memory, and a refused over-sized request can leave it reserved), so the free count
+   * need not drop; it must not rise while the allocation lives. */
+  CU_ASSERT(b.value[0] <= a.value[0]);
   free_buf(big, 0);
 }
 static void test_mem_info(void) { each_mode(body_mem_info); }

@@ -179,6 +179,14 @@ static double out_tol(acx_dtype_t td) {
   return td == ACX_DTYPE_F32 ? 2e-5 : td == ACX_DTYPE_F16 ? 5e-3 : 2e-2;
 }
 
+/* fp8 inputs: Hopper's fp8 tensor cores accumulate with fewer mantissa bits than an f32 FMA
+ * chain (measured on the H200: relative error 2.1e-5 to 2.3e-5 at k = 64 against a double
+ * reference of the same fp8 values), so an f32 output gets 1e-4 there. */
+static double case_tol(const lcase_t *L) {
+  int fp8 = L->ta == ACX_DTYPE_F8E4M3 || L->ta == ACX_DTYPE_F8E5M2;
+  return fp8 && L->td == ACX_DTYPE_F32 ? 1e-4 : out_tol(L->td);
+}
+
 /* Runs one case; returns D's raw bytes (malloc) for repeat comparisons. */
 static uint8_t *lt_case(const lcase_t *L, uint64_t seed) {
   const int64_t m = 96, n = 80, k = 64;
@@ -263,7 +271,7 @@ static uint8_t *lt_case(const lcase_t *L, uint64_t seed) {
   snprintf(what, sizeof what, "matmul %s x %s -> %s %c%c epilogue %#x%s%s", acx_dtype_name(L->ta),
            acx_dtype_name(L->tb), acx_dtype_name(L->td), L->transa ? 'T' : 'N', L->transb ? 'T' : 'N', L->epi,
            L->with_c ? (L->in_place ? " C in place" : " C") : "", sa ? " scaled" : "");
-  LT_CHECK_ERR(what, lt_rel_err(out, ref, (size_t)(m * n)), out_tol(L->td));
+  LT_CHECK_ERR(what, lt_rel_err(out, ref, (size_t)(m * n)), case_tol(L));
   if (!pad_ok) printf("\n  %s: D's padding was written\n", what);
   CU_ASSERT(pad_ok);
   if (aux) {
