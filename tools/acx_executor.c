@@ -2,6 +2,7 @@
  * with the control block and a unix socket as inherited fds; it maps the block, creates the
  * engine of the asked device kind and runs the shared executor loop until SHUTDOWN or death.
  * Exit status: 0 shutdown, 2 bad arguments, 3 start failed, 4 sticky error, 5 orphaned. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/bind.h"
 #include "runtime/exec_loop.h"
 #include "runtime/log.h"
 #include "runtime/param.h"
@@ -17,7 +19,9 @@ static void usage(void) {
   fprintf(stderr, "usage: acx-executor --kind host|cuda (--generation G | --standby 1) --shm-fd FD --sock-fd FD\n"
                   "                    [--ordinal N] [--pci-bus-id ID] [--streams N] [--parent-pid PID]\n"
                   "                    [--heartbeat-ms MS] [--completion auto|event|hostfn] [--fault-inject SPEC]\n"
+                  "                    [--cpuset LIST]\n"
                   "--standby 1: create the engine, then wait idle until the rank promotes this executor.\n"
+                  "--cpuset LIST: bind the process (every thread it and CUDA make) to these cores first.\n"
                   "Started by libacx; not meant to be run by hand.\n");
 }
 
@@ -34,7 +38,7 @@ static int parse_i64(const char *opt, const char *s, int64_t lo, int64_t *out) {
 }
 
 int main(int argc, char **argv) {
-  const char *kind = NULL, *pci = "", *completion = "auto", *fault = "";
+  const char *kind = NULL, *pci = "", *completion = "auto", *fault = "", *cpuset = NULL;
   int64_t generation = -1, shm_fd = -1, sock_fd = -1, ordinal = 0, streams = 1, parent = 0, hb_ms = 0, standby = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -53,6 +57,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--pci-bus-id")) pci = v;
     else if (!strcmp(a, "--completion")) completion = v;
     else if (!strcmp(a, "--fault-inject")) fault = v;
+    else if (!strcmp(a, "--cpuset")) cpuset = v;
     else if (!strcmp(a, "--generation")) bad = parse_i64(a, v, 1, &generation);
     else if (!strcmp(a, "--shm-fd")) bad = parse_i64(a, v, 0, &shm_fd);
     else if (!strcmp(a, "--sock-fd")) bad = parse_i64(a, v, 0, &sock_fd);
@@ -77,15 +82,32 @@ int main(int argc, char **argv) {
     usage();
     return 2;
   }
+  acxi_cpuset_t cores;
+  if (acxi_cpuset_parse(cpuset, &cores) != ACX_OK) {
+    fprintf(stderr, "acx-executor: --cpuset '%s' is not a non-empty cpuset list\n", cpuset);
+    usage();
+    return 2;
+  }
   const acxi_engine_ops_t *ops = acxi_engine_find(kind);
   acxi_shm_t shm;
   if (acxi_ctrl_attach((int)shm_fd, &shm) != ACX_OK) {
     fprintf(stderr, "acx-executor: fd %" PRId64 " is not a usable control block\n", shm_fd);
+    acxi_cpuset_fini(&cores);
     return 2;
   }
   close((int)shm_fd); /* acxi_ctrl_attach keeps its own descriptor */
   acxi_ctrl_t *ctrl = acxi_ctrl(&shm);
   atomic_store_explicit(&ctrl->executor_pid, (int32_t)getpid(), memory_order_relaxed);
+  /* Bound while this is the process's only thread: everything made later (the loop's helpers,
+   * CUDA's and NCCL's threads) inherits the mask. */
+  int bind_rc = cores.set ? sched_setaffinity(0, cores.setsize, cores.set) : 0;
+  int bind_errno = errno;
+  if (cores.set && !bind_rc) ACX_INFO(EXEC, "executor pid %d bound to cpuset %s", (int)getpid(), cores.list);
+  if (bind_rc)
+    acxi_ctrl_set_sticky(ctrl, ACX_ERR_INVALID_ARG, 0, "executor cpuset %s refused: %s", cores.list,
+                         strerror(bind_errno));
+  acxi_cpuset_fini(&cores);
+  if (bind_rc) return 2;
   if (!standby && ctrl->generation != (uint64_t)generation) {
     acxi_ctrl_set_sticky(ctrl, ACX_ERR_INVALID_ARG, 0, "executor started for generation %" PRId64
                          ", control block is for %" PRIu64, generation, ctrl->generation);

@@ -85,16 +85,27 @@ typedef struct acx_props {
 
 #define ACX_PROPS_INIT {.size = sizeof(acx_props_t)}
 
+/* Grows by appending fields only: size tells which fields the caller has. Any size from the
+ * first struct (size .. name) to sizeof(acx_system_config_t) is accepted; missing fields take
+ * their defaults. */
 typedef struct acx_system_config {
-  size_t size;     /* sizeof(acx_system_config_t) */
+  size_t size;     /* sizeof(acx_system_config_t): set by ACX_SYSTEM_CONFIG_INIT */
   int threads;     /* worker threads; <=0: ACX_THREADS (default 2) */
   int batch;       /* messages per actor turn; <=0: ACX_ACTOR_BATCH (default 64) */
   const char *name;
+  /* Cores of the workers and the timer thread, a cpuset list ("0-15,32-47"), e.g. the cpuset of
+   * acx_world_binding (acx/world.h). Workers are created bound to it. NULL: ACX_CPUSET, and when
+   * that is empty too the workers are not bound (they inherit the creating thread's mask). The
+   * string is copied; it need not outlive the call. */
+  const char *cpuset;
 } acx_system_config_t;
 
 #define ACX_SYSTEM_CONFIG_INIT {.size = sizeof(acx_system_config_t)}
 
-/* Creates an actor system with its workers and root guardian. config may be NULL. */
+/* Creates an actor system with its workers and root guardian. config may be NULL.
+ * ACX_ERR_NULL_ARG; ACX_ERR_INVALID_ARG (config->size, threads, batch, a malformed or empty
+ * config->cpuset, or one with no CPU this process may run on: each logged with the argument);
+ * ACX_ERR_BAD_PARAM (a malformed ACX_CPUSET); ACX_ERR_NO_MEMORY; ACX_ERR_SYSTEM. Any thread. */
 acx_status_t acx_system_create(const acx_system_config_t *config, acx_system_t **sys);
 /* Stops every actor (post_stop hooks run), waits for the workers up to timeout_ns, frees the
  * system. Pending messages become dead letters. ACX_ERR_TIMEOUT if workers did not finish. */

@@ -71,6 +71,8 @@ typedef enum acx_transport {
                                 a sticky fault is fatal for the process's GPU use */
 } acx_transport_t;
 
+/* Grows by appending fields only: size tells which fields the caller has (any size from the one
+ * that ends at `kind` up to sizeof(acx_device_config_t)); missing fields take their defaults. */
 typedef struct acx_device_config {
   size_t size;                 /* sizeof(acx_device_config_t): set by ACX_DEVICE_CONFIG_INIT */
   acx_device_kind_t kind;
@@ -83,6 +85,12 @@ typedef struct acx_device_config {
   int64_t heartbeat_ns;        /* <= 0: ACX_HEARTBEAT_MS: a silent executor is lost after this */
   const char *name;            /* DeviceActor name under its parent; NULL: "device<N>" */
   acx_ref_t supervisor;        /* parent of the DeviceActor; NULL: the system's user root */
+  /* Cores for the device's executor (a cpuset list, "0-15,32-47"), e.g. the cpuset of
+   * acx_world_binding (acx/world.h): the acx-executor process (and every thread it or CUDA makes;
+   * the standby too) binds itself to it before creating its engine, the inline executor thread
+   * and this process's reply poller are created bound to it. NULL: ACX_CPUSET, and when that is
+   * empty too nothing is bound. The string is copied. */
+  const char *cpuset;
 } acx_device_config_t;
 
 #define ACX_DEVICE_CONFIG_INIT {.size = sizeof(acx_device_config_t), .cuda_ordinal = -1, .max_restarts = -1}
@@ -114,7 +122,9 @@ typedef struct acx_device_event {
  * ACX_ERR_NO_DEVICE (no such kind in this build, or the engine found no device),
  * ACX_ERR_BAD_PARAM (an ACX_* parameter is invalid), ACX_ERR_SYSTEM (spawn, memfd, threads),
  * ACX_ERR_TIMEOUT (the executor did not become ready within ACX_EXEC_TIMEOUT_MS),
- * ACX_ERR_NAME_TAKEN. Any thread except a worker of sys (it waits for the DeviceActor). */
+ * ACX_ERR_NAME_TAKEN, ACX_ERR_INVALID_ARG (a bad field, logged with its name: among them a
+ * malformed or empty cfg->cpuset, or one with no CPU this process may run on). Any thread except a
+ * worker of sys (it waits for the DeviceActor). */
 acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, acx_device_t **dev);
 /* Shuts the executor down (SHUTDOWN, then kill -9 after timeout_ns), fails what is still
  * outstanding with ACX_ERR_CANCELLED, stops the DeviceActor. Buffers and host memory of the
