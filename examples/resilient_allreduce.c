@@ -218,11 +218,16 @@ int main(int argc, char **argv) {
     return 2;
   }
   CHECK(acx_world_init(MPI_COMM_WORLD, NULL, &world));
-  CHECK(acx_system_create(NULL, &sys));
+  /* The world chose this rank's GPU and the cores near it: the actor workers, the device's
+   * executor (restarted ones included) and its poller go there. */
+  acx_topo_binding_t bind;
+  CHECK(acx_world_binding(world, &bind));
+  acx_system_config_t scfg = ACX_SYSTEM_CONFIG_INIT;
+  scfg.cpuset = bind.cpuset[0] ? bind.cpuset : NULL;
+  CHECK(acx_system_create(&scfg, &sys));
   acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
   cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
-  acx_topo_binding_t bind;
-  acx_world_binding(world, &bind);
+  cfg.cpuset = scfg.cpuset;
   if (use_cuda && bind.pci_bus_id[0]) cfg.pci_bus_id = bind.pci_bus_id;
   acx_status_t st = acx_device_open(sys, &cfg, &dev);
   int ok = st == ACX_OK, all_ok = 0;

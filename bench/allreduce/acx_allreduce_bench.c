@@ -134,8 +134,14 @@ static double now_s(void) {
 static acx_dtype_t acx_type(bench_dtype_t d) { return (acx_dtype_t)(d + ACX_DTYPE_I8); }
 
 static int actor_setup(backend_t *be, bench_t *b) {
-  ACTOR_OR(acx_system_create(NULL, &be->sys), return -1);
+  /* Workers, poller and executor on the cores the world chose for this rank's GPU (the issue's
+   * binding); the benchmark's main thread, which times and issues, is left where it was. */
+  const char *cores = b->bind.cpuset[0] ? b->bind.cpuset : NULL;
+  acx_system_config_t scfg = ACX_SYSTEM_CONFIG_INIT;
+  scfg.cpuset = cores;
+  ACTOR_OR(acx_system_create(&scfg, &be->sys), return -1);
   acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.cpuset = cores;
   int cuda = b->have_gpu && ACX_HAVE_NCCL; /* the cuda kind's collectives are NCCL's */
   cfg.kind = cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
   cfg.transport = !b->o.transport                       ? ACX_TRANSPORT_DEFAULT

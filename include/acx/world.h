@@ -21,8 +21,9 @@ typedef struct acx_world_config {
   size_t size;          /* sizeof(acx_world_config_t): lets the struct grow */
   int device;           /* CUDA ordinal (among visible GPUs) for this rank; -1: ACX_DEVICE, and when
                            that is -1 too, the topology's choice */
-  int bind_caller;      /* 1: bind the calling thread to the chosen cpuset (workers and the
-                           executor are bound by the actor system and device layer either way) */
+  int bind_caller;      /* 1: bind the calling thread to the chosen cpuset. Nothing else is
+                           bound by the world: pass the binding's cpuset to the actor system and
+                           the device (see acx_world_binding) */
   const char *topo_xml; /* recorded topology instead of this machine's (tests); NULL: this
                            machine, or HWLOC_XMLFILE when set */
 } acx_world_config_t;
@@ -55,7 +56,18 @@ acx_status_t acx_world_local_rank(const acx_world_t *world, int *local_rank);
 acx_status_t acx_world_local_size(const acx_world_t *world, int *local_size);
 /* Node index (0..nodes-1, in order of each node's lowest rank) and the node count. */
 acx_status_t acx_world_node(const acx_world_t *world, int *node, int *nodes);
-/* The GPU and cpuset chosen for this rank (gpu = -1: no GPU, host device kind). */
+/* The GPU and cpuset chosen for this rank (gpu = -1: no GPU, host device kind). To put acx's
+ * threads and the executor there, hand it on:
+ *   acx_topo_binding_t b;
+ *   acx_world_binding(world, &b);
+ *   acx_system_config_t sc = ACX_SYSTEM_CONFIG_INIT;
+ *   sc.cpuset = b.cpuset;                    // actor workers and timer
+ *   acx_system_create(&sc, &sys);
+ *   acx_device_config_t dc = ACX_DEVICE_CONFIG_INIT;
+ *   dc.cpuset = b.cpuset;                    // executor process (and standby), poller
+ *   if (b.pci_bus_id[0]) dc.pci_bus_id = b.pci_bus_id; // the chosen GPU, whatever its ordinal
+ *   acx_device_open(sys, &dc, &dev);
+ * Both copy the strings. ACX_ERR_NULL_ARG. Any thread. */
 acx_status_t acx_world_binding(const acx_world_t *world, acx_topo_binding_t *binding);
 /* The world epoch: 0 after init, bumped by every world rebuild. */
 acx_status_t acx_world_epoch(const acx_world_t *world, uint64_t *epoch);
