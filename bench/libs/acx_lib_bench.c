@@ -287,6 +287,18 @@ static int run_raw(int device, const char *name, int iters, double *sec) {
 /* ------------------------------------------------------------------------------------------ */
 /* acx                                                                                        */
 
+/* Every byte of buf := v. Fills go by element (the width must be the dtype's size), so the byte
+ * is repeated across one element. */
+static acx_status_t fill_byte(acx_buffer_t *buf, uint8_t v) {
+  acx_buffer_info_t info;
+  acx_status_t st = acx_buffer_query(buf, &info);
+  if (st != ACX_OK) return st;
+  unsigned width = (unsigned)acx_dtype_size(info.dtype);
+  uint64_t pattern = 0;
+  for (unsigned k = 0; k < width; k++) pattern |= (uint64_t)v << (8 * k);
+  return acx_buffer_fill(buf, 0, ACX_WHOLE, pattern, width, 0, T_WAIT);
+}
+
 #define AK(call)                                                                             \
   do {                                                                                       \
     acx_status_t st_ = (call);                                                               \
@@ -358,8 +370,8 @@ static int acx_gemm(acx_device_t *dev, acx_dtype_t dt, int iters, double *sec) {
   AK(acx_buffer_alloc(dev, bytes, dt, ACX_MEM_DEVICE, T_WAIT, &a));
   AK(acx_buffer_alloc(dev, bytes, dt, ACX_MEM_DEVICE, T_WAIT, &b));
   AK(acx_buffer_alloc(dev, bytes, dt, ACX_MEM_DEVICE, T_WAIT, &c));
-  AK(acx_buffer_fill(a, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
-  AK(acx_buffer_fill(b, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
+  AK(fill_byte(a, 0x3c));
+  AK(fill_byte(b, 0x3c));
   AK(acx_blas_create(dev, NULL, &g.blas));
   g.d.m = g.d.n = g.d.k = N8K;
   g.d.a = a, g.d.lda = N8K;
@@ -402,7 +414,7 @@ static int acx_fft(acx_device_t *dev, int iters, double *sec) {
   fft_arg_t f = {.d = ACX_FFT_DESC_INIT};
   AK(acx_buffer_alloc(dev, (size_t)FFT_N * 8, ACX_DTYPE_F32, ACX_MEM_DEVICE, T_WAIT, &in));
   AK(acx_buffer_alloc(dev, (size_t)FFT_N * 8, ACX_DTYPE_F32, ACX_MEM_DEVICE, T_WAIT, &out));
-  AK(acx_buffer_fill(in, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
+  AK(fill_byte(in, 0x3c));
   AK(acx_fft_create(dev, NULL, &f.fft));
   f.d.type = ACX_FFT_C2C, f.d.rank = 1, f.d.n[0] = FFT_N, f.d.in = in, f.d.out = out;
   rc = time_acx(submit_fft, &f, iters, sec);
@@ -432,9 +444,9 @@ static int acx_lt(acx_device_t *dev, int iters, double *sec) {
   AK(acx_buffer_alloc(dev, bytes, ACX_DTYPE_BF16, ACX_MEM_DEVICE, T_WAIT, &b));
   AK(acx_buffer_alloc(dev, bytes, ACX_DTYPE_BF16, ACX_MEM_DEVICE, T_WAIT, &d));
   AK(acx_buffer_alloc(dev, (size_t)N8K * 2, ACX_DTYPE_BF16, ACX_MEM_DEVICE, T_WAIT, &bias));
-  AK(acx_buffer_fill(a, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
-  AK(acx_buffer_fill(b, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
-  AK(acx_buffer_fill(bias, 0, ACX_WHOLE, 0x3c, 1, 0, T_WAIT));
+  AK(fill_byte(a, 0x3c));
+  AK(fill_byte(b, 0x3c));
+  AK(fill_byte(bias, 0x3c));
   AK(acx_blaslt_create(dev, NULL, &l.lt));
   l.d.m = l.d.n = l.d.k = N8K;
   l.d.a = a, l.d.lda = N8K, l.d.b = b, l.d.ldb = N8K, l.d.d = d, l.d.ldd = N8K;
@@ -464,7 +476,7 @@ static int acx_potrf(acx_device_t *dev, int iters, double *sec) {
   potrf_arg_t p = {0};
   const double one = 1.0;
   AK(acx_buffer_alloc(dev, (size_t)(N8K * N8K) * 8, ACX_DTYPE_F64, ACX_MEM_DEVICE, T_WAIT, &p.a));
-  AK(acx_buffer_fill(p.a, 0, ACX_WHOLE, 0, 1, 0, T_WAIT));
+  AK(fill_byte(p.a, 0));
   for (int64_t i = 0; i < N8K; i++) AK(acx_buffer_write(p.a, (size_t)(i * (N8K + 1)) * 8, &one, 8, 0, T_WAIT));
   AK(acx_solver_create(dev, NULL, &p.s));
   rc = time_acx(submit_potrf, &p, iters, sec);
