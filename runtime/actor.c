@@ -958,7 +958,7 @@ acx_status_t acx_system_create(const acx_system_config_t *config, acx_system_t *
   int64_t wake_ns = acxi_param_int("ACX_IDLE_WAKE_NS");
   ACX_CHECK_ARG(wake_ns >= 100000 && wake_ns <= 10000000000LL,
                 "acx_system_create: ACX_IDLE_WAKE_NS %lld is out of 100000..10000000000 ns", (long long)wake_ns);
-  acxi_cpuset_t cpuset;
+  acxi_cpuset_t cpuset = ACXI_CPUSET_NONE;
   acx_status_t res = system_cpuset(config, &cpuset);
   if (res != ACX_OK) return res;
   acx_system_t *sys = calloc(1, sizeof *sys);

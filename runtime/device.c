@@ -1290,7 +1290,7 @@ static acx_status_t resolve_cpuset(acx_device_t *dev, const char *list) {
     what = "ACX_CPUSET";
     bad = ACX_ERR_BAD_PARAM;
   }
-  acxi_cpuset_t cs;
+  acxi_cpuset_t cs = ACXI_CPUSET_NONE;
   acx_status_t st = acxi_cpuset_parse(list, &cs);
   if (st == ACX_ERR_INVALID_ARG) {
     ACX_WARN(DEVICE, "acx_device_open: %s = '%s' is not a non-empty cpuset list (e.g. \"0-15,32-47\")", what, list);

@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
     usage();
     return 2;
   }
-  acxi_cpuset_t cores;
+  acxi_cpuset_t cores = ACXI_CPUSET_NONE;
   if (acxi_cpuset_parse(cpuset, &cores) != ACX_OK) {
     fprintf(stderr, "acx-executor: --cpuset '%s' is not a non-empty cpuset list\n", cpuset);
     usage();

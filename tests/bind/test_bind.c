@@ -103,14 +103,14 @@ static int teardown(void) { return 0; }
 /* ---- cpuset strings */
 
 static void test_parse(void) {
-  acxi_cpuset_t cs;
+  acxi_cpuset_t cs = ACXI_CPUSET_NONE;
   ACX_ASSERT_STATUS(acxi_cpuset_parse("0-3,8", &cs), ACX_OK);
   CU_ASSERT_PTR_NOT_NULL_FATAL(cs.set);
   CU_ASSERT_STRING_EQUAL(cs.list, "0-3,8");
   CU_ASSERT(CPU_ISSET_S(3, cs.setsize, cs.set) && CPU_ISSET_S(8, cs.setsize, cs.set));
   CU_ASSERT(!CPU_ISSET_S(4, cs.setsize, cs.set));
   CU_ASSERT_EQUAL(CPU_COUNT_S(cs.setsize, cs.set), 5);
-  acxi_cpuset_t cp;
+  acxi_cpuset_t cp = ACXI_CPUSET_NONE;
   ACX_ASSERT_STATUS(acxi_cpuset_copy(&cp, &cs), ACX_OK);
   CU_ASSERT_STRING_EQUAL(cp.list, "0-3,8");
   CU_ASSERT(CPU_EQUAL_S(cs.setsize, cp.set, cs.set));
@@ -139,7 +139,7 @@ static void *report_mask(void *arg) {
 }
 
 static void test_thread_create(void) {
-  acxi_cpuset_t cs;
+  acxi_cpuset_t cs = ACXI_CPUSET_NONE;
   ACX_ASSERT_STATUS(acxi_cpuset_parse(s1, &cs), ACX_OK);
   pthread_t t;
   char seen[64] = "";
