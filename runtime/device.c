@@ -1378,7 +1378,7 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
                                                      : acxi_param_int("ACX_RESTART_WINDOW_MS") * 1000000;
   dev->heartbeat_ns = cfg.heartbeat_ns > 0 ? cfg.heartbeat_ns : acxi_param_int("ACX_HEARTBEAT_MS") * 1000000;
   dev->exec_timeout_ns = acxi_param_int("ACX_EXEC_TIMEOUT_MS") * 1000000;
-  dev->spin_ns = acxi_param_int("ACX_EXEC_SPIN_NS");
+  dev->spin_ns = acxi_exec_spin_ns(dev->kind);
   int64_t slots = acxi_param_int("ACX_RING_SLOTS");
   if (slots < 2 || slots > (1 << 20) || (slots & (slots - 1))) {
     ACX_WARN(DEVICE, "ACX_RING_SLOTS=%" PRId64 " must be a power of two in [2, 2^20]", slots);

@@ -45,6 +45,12 @@ static void reply(loop_t *l, const acxi_cmd_t *cmd, acx_status_t st) {
     post(l, &c);
 }
 
+int64_t acxi_exec_spin_ns(const char *kind) {
+  int64_t v = acxi_param_int("ACX_EXEC_SPIN_NS");
+  if (v >= 0) return v;
+  return kind && strcmp(kind, "cuda") == 0 ? 5000000 : 100000;
+}
+
 acx_status_t acxi_fault_schedule(const char *spec, uint64_t generation, uint64_t *nth) {
   ACX_CHECK_NULL(nth);
   *nth = 0;

@@ -42,6 +42,14 @@ typedef enum acxi_loop_exit {
  * leaves. */
 acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p);
 
+/* How long the executor and the reply poller busy-poll after their last activity: ACX_EXEC_SPIN_NS,
+ * or, when it is negative (the default, "auto"), 5 ms for the cuda kind and 100 us for the host
+ * kind. A GPU rank owns the cores local to its GPU, and a doorbell wake-up costs ~20 us: measured
+ * on the 2xH200 host, back-to-back 8-byte all-reduces took 26-36 us with a 100 us window (1 ms:
+ * still 32 us at 8 B) and 8.5 us with 5 ms (raw NCCL: 9-10 us). The host kind runs on small
+ * development and CI machines where spinning threads steal the cores the work needs. */
+int64_t acxi_exec_spin_ns(const char *kind);
+
 /* Parses an ACX_FAULT_INJECT schedule: "" (none), "cmd:N" (the Nth command of every
  * incarnation), "once:N" (the Nth command of generation 1 only). *nth = 0 when nothing is to be
  * injected in `generation`. ACX_ERR_BAD_PARAM (logged) for anything else. */
