@@ -155,6 +155,9 @@ static acx_status_t iterate(int k, int *faulted) {
 /* After a failure: wait for the rebuilt world, agree on the last iteration every rank completed,
  * restore what this rank lost from its neighbours. Returns the iteration to resume after. */
 static int recover(uint64_t epoch_before, int completed, acx_status_t why) {
+  /* Sticky across attempts: a second fault during recovery (e.g. the old communicator's late NCCL
+   * error starting another rebuild) finds freshly allocated buffers, yet the state is still lost. */
+  int lost = 0;
   for (;;) {
     acx_status_t st = acx_world_wait_epoch(world, epoch_before, TMO);
     if (st != ACX_OK) {
@@ -163,7 +166,7 @@ static int recover(uint64_t epoch_before, int completed, acx_status_t why) {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     acx_world_epoch(world, &epoch_before);
-    int lost = acx_buffer_check(state[0]) != ACX_OK;
+    lost |= acx_buffer_check(state[0]) != ACX_OK;
     alloc_all(0);
     int64_t c = completed;
     st = acx_buffer_write(agree, 0, &c, 8, 0, TMO);
