@@ -159,6 +159,8 @@ typedef struct acx_device_stats {
                                   last seen by the device's supervision, at most ~20 ms ago) */
   uint64_t async_failures;     /* fire-and-forget commands that failed in the executor */
 } acx_device_stats_t;
+/* Counters of a recovery are updated by the DeviceActor as it finishes it, which may trail the
+ * first command the new executor answers by a moment. */
 acx_status_t acx_device_stats(acx_device_t *dev, acx_device_stats_t *stats);
 
 /* Blocks until the work queued on `stream` (ACX_STREAM_ALL: every stream) has finished. Then
