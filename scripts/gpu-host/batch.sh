@@ -1,0 +1,33 @@
+#!/bin/bash
+# The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
+# the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
+# .gpu/debs; steps: build tests memcheck launch f32 bf16 net libs retest small. Logs go to $OUT.
+T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
+S=/tmp/acx-clean; B=$S/build-gpu
+export PATH="/usr/local/cuda/bin:$PATH"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 ACX_EXECUTOR_PATH=$B/tools/acx-executor
+BENCH="mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE $B/bench/allreduce/acx-allreduce-bench --compare"
+for step in "$@"; do
+  case "$step" in
+    build) el build
+      rm -rf $S && mkdir -p $S && tar -xf .gpu/src.tar -C $S
+      for f in .gpu/debs/*.deb; do dpkg -x "$f" / ; done; ldconfig
+      cmake -S $S -B $B -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >$OUT/cfg.txt 2>&1 || { tail -30 $OUT/cfg.txt; exit 1; }
+      grep "acx:" $OUT/cfg.txt
+      cmake --build $B -j 32 >$OUT/build.txt 2>&1 || { grep -E "error|Error" $OUT/build.txt | head -30; exit 1; } ;;
+    tests) el tests
+      (cd $B && timeout 420 ctest -L gpu --output-on-failure --timeout 200 >$OUT/ctest-gpu.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)" $OUT/ctest-gpu.txt | tail -40) ;;
+    memcheck) el memcheck
+      for t in tests/gpu/test_engine_cuda; do timeout 150 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $B/$t --no-fault >$OUT/memcheck.txt 2>&1; echo "memcheck $t rc=$?"; grep -E "ERROR SUMMARY|Run Summary|tests " $OUT/memcheck.txt | head -4; done ;;
+    launch) el launch; timeout 150 $B/bench/launch/acx-launch-bench 2>&1 | tee $OUT/launch.txt | grep -vE "ACX WARN" | tail -16 ;;
+    f32) el f32; timeout 200 $BENCH -b 8 -e 8G -f 4 -n 20 -w 5 -d float --json $OUT/f32.json --plot $OUT/f32.png >$OUT/ar-f32.txt 2>&1; echo rc=$?; grep -vE "^#  Rank" $OUT/ar-f32.txt | tail -24 ;;
+    bf16) el bf16; timeout 200 $BENCH -b 8 -e 8G -f 4 -n 20 -w 5 -d bfloat16 >$OUT/ar-bf16.txt 2>&1; echo rc=$?; grep -vE "^#  Rank" $OUT/ar-bf16.txt | tail -24 ;;
+    net) el net; NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 $BENCH -b 8 -e 256M -f 8 -n 10 -w 3 -d float >$OUT/ar-net.txt 2>&1; echo rc=$?; grep -vE "^#  Rank" $OUT/ar-net.txt | tail -16 ;;
+    retest) el retest
+      (cd $B && timeout 200 ctest -R "test_device_gpu|test_engine_cuda|test_lib_blaslt|test_lib_rtc|resilient_allreduce_cuda_net_np2" --output-on-failure --timeout 100 >$OUT/ctest-retest.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|^ +[0-9]+\. " $OUT/ctest-retest.txt | tail -20) ;;
+    small) el small
+      for sb in 1 0; do ACX_EXECUTOR_STANDBY=$sb timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_EXECUTOR_STANDBY $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 32K -f 64 -n 100 -w 20 -d float 2>&1 | grep -E "^ +[0-9]+ " | sed "s/^/standby=$sb /"; done ;;
+    libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
+  esac
+done
+el done
