@@ -958,6 +958,9 @@ acx_status_t acx_system_create(const acx_system_config_t *config, acx_system_t *
   int64_t wake_ns = acxi_param_int("ACX_IDLE_WAKE_NS");
   ACX_CHECK_ARG(wake_ns >= 100000 && wake_ns <= 10000000000LL,
                 "acx_system_create: ACX_IDLE_WAKE_NS %lld is out of 100000..10000000000 ns", (long long)wake_ns);
+  int64_t steal_wait_ns = acxi_param_int("ACX_STEAL_WAIT_NS");
+  ACX_CHECK_ARG(steal_wait_ns >= 0 && steal_wait_ns <= 1000000000LL,
+                "acx_system_create: ACX_STEAL_WAIT_NS %lld is out of 0..1000000000 ns", (long long)steal_wait_ns);
   acxi_cpuset_t cpuset = ACXI_CPUSET_NONE;
   acx_status_t res = system_cpuset(config, &cpuset);
   if (res != ACX_OK) return res;
@@ -972,8 +975,8 @@ acx_status_t acx_system_create(const acx_system_config_t *config, acx_system_t *
   pthread_mutex_init(&sys->tree_lock, NULL);
   ACXCHECKGOTO(acx_future_create(&sys->root_done), res, err_free_sys);
   ACXCHECKGOTO(acxi_timers_start(&sys->timers, sys->name), res, err_release_future);
-  ACXCHECKGOTO(acxi_sched_start(&sys->sched, threads, acxi_param_int("ACX_SPIN_NS"), wake_ns, run_turn, sys->name,
-                                &cpuset),
+  ACXCHECKGOTO(acxi_sched_start(&sys->sched, threads, acxi_param_int("ACX_SPIN_NS"), wake_ns, steal_wait_ns,
+                                run_turn, sys->name, &cpuset),
                res, err_stop_timers);
   /* The workers accepted the set, so the timer thread (started unbound) can take it too. */
   int rc = acxi_thread_bind(sys->timers.thread, &cpuset);

@@ -73,11 +73,31 @@ void acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r) {
   if (own ? before > 0 : atomic_load_explicit(&w->state, memory_order_relaxed) != ACXI_W_SPINNING) wake_one(s);
 }
 
-/* Worth taking from victim v: more than one item, or one its owner is not about to run (a
- * spinning owner picks its single item up at once; stealing it would move a warm actor). */
-static int stealable(acxi_worker_t *v) {
+/* Worth taking from victim v: more than one item, or one its owner is not about to run. A
+ * spinning owner picks its single item up at once, and so does a running one at the end of a
+ * short turn: an actor's reply to its peer is queued on the sender's worker, and taking it there
+ * would move the pair across cores on every message (a cache-line round trip each, half the
+ * single-core rate). So a lone item behind a running owner is taken only when the owner has been
+ * in the same turn for steal_wait_ns: a long hook still lends its queue to the idle worker. */
+static int stealable(acxi_worker_t *w, acxi_worker_t *v) {
   int n = atomic_load_explicit(&v->rq_len, memory_order_seq_cst);
-  return n >= 2 || (n == 1 && atomic_load_explicit(&v->state, memory_order_relaxed) != ACXI_W_SPINNING);
+  if (n != 1) return n >= 2;
+  /* relaxed, both: hints; a stale value costs one early steal or one more look */
+  int state = atomic_load_explicit(&v->state, memory_order_relaxed);
+  if (state != ACXI_W_RUNNING) return state == ACXI_W_PARKED;
+  uint32_t turns = atomic_load_explicit(&v->turns, memory_order_relaxed);
+  acxi_steal_watch_t *sw = &w->watch[v->index];
+  if (sw->turns != turns) { /* a new turn since the last look: start over */
+    sw->turns = turns;
+    sw->since = 0;
+    return 0;
+  }
+  int64_t now = acxi_now_ns();
+  if (sw->since == 0) {
+    sw->since = now;
+    return w->sched->steal_wait_ns <= 0;
+  }
+  return now - sw->since >= w->sched->steal_wait_ns;
 }
 
 static acxi_runnable_t *find_work(acxi_worker_t *w) {
@@ -86,7 +106,7 @@ static acxi_runnable_t *find_work(acxi_worker_t *w) {
   acxi_sched_t *s = w->sched;
   for (int k = 1; k < s->nworkers; k++) {
     acxi_worker_t *v = &s->workers[(w->index + k) % s->nworkers];
-    if (stealable(v) && (r = queue_pop(v))) return r;
+    if (stealable(w, v) && (r = queue_pop(v))) return r;
   }
   return NULL;
 }
@@ -95,7 +115,7 @@ static int any_work(acxi_worker_t *w) {
   acxi_sched_t *s = w->sched;
   if (atomic_load_explicit(&w->rq_len, memory_order_seq_cst) > 0) return 1;
   for (int k = 1; k < s->nworkers; k++)
-    if (stealable(&s->workers[(w->index + k) % s->nworkers])) return 1;
+    if (stealable(w, &s->workers[(w->index + k) % s->nworkers])) return 1;
   return 0;
 }
 
@@ -123,6 +143,9 @@ static void *worker_main(void *arg) {
     if (r) {
       /* relaxed: a hint for thieves; a stale value costs one steal or one wake-up */
       atomic_store_explicit(&w->state, ACXI_W_RUNNING, memory_order_relaxed);
+      /* relaxed load+store: only this worker writes it; thieves read it as a hint */
+      atomic_store_explicit(&w->turns, atomic_load_explicit(&w->turns, memory_order_relaxed) + 1,
+                            memory_order_relaxed);
       r->last_worker = w->index;
       if (s->run(w, r)) {
         int before = 0;
@@ -147,21 +170,30 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, int64_t park_ns, acxi_run_fn run,
-                              const char *name, const acxi_cpuset_t *cpuset) {
+acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, int64_t park_ns, int64_t steal_wait_ns,
+                              acxi_run_fn run, const char *name, const acxi_cpuset_t *cpuset) {
   memset(s, 0, sizeof *s);
   s->workers = aligned_alloc(64, sizeof(acxi_worker_t) * (size_t)nworkers);
   if (!s->workers) return ACX_ERR_NO_MEMORY;
   memset(s->workers, 0, sizeof(acxi_worker_t) * (size_t)nworkers);
+  /* one row per thief, zeroed: a first look at a victim only starts its watch */
+  acxi_steal_watch_t *watch = calloc((size_t)nworkers * (size_t)nworkers, sizeof *watch);
+  if (!watch) {
+    free(s->workers);
+    s->workers = NULL;
+    return ACX_ERR_NO_MEMORY;
+  }
   s->nworkers = nworkers;
   s->run = run;
   s->spin_ns = spin_ns < 0 ? 0 : spin_ns;
   s->park_ns = park_ns;
+  s->steal_wait_ns = steal_wait_ns;
   for (int i = 0; i < nworkers; i++) {
     acxi_worker_t *w = &s->workers[i];
     pthread_mutex_init(&w->lock, NULL);
     w->sched = s;
     w->index = i;
+    w->watch = watch + (size_t)i * (size_t)nworkers;
   }
   for (int i = 0; i < nworkers; i++) {
     acxi_worker_t *w = &s->workers[i];
@@ -224,6 +256,7 @@ acxi_runnable_t *acxi_sched_drain(acxi_sched_t *s) {
 void acxi_sched_fini(acxi_sched_t *s) {
   if (!s->workers) return;
   for (int i = 0; i < s->nworkers; i++) pthread_mutex_destroy(&s->workers[i].lock);
+  free(s->workers[0].watch); /* row 0 starts the block */
   free(s->workers);
   s->workers = NULL;
 }

@@ -30,7 +30,16 @@ typedef struct acxi_worker {
   int started;
   _Atomic uint64_t delivered; /* messages handed to hooks on this worker (stats) */
   _Atomic int state;          /* ACXI_W_RUNNING, _SPINNING or _PARKED: thieves and pushers read it */
+  _Atomic uint32_t turns;     /* turns started here: thieves tell a long turn from a stream of short ones */
+  struct acxi_steal_watch *watch; /* this worker's view of each victim (thief-private) */
 } acxi_worker_t;
+
+/* What a thief saw of a victim's single queued item behind a running owner: the owner's turn
+ * count and since when (0: seen once, not timed yet). */
+typedef struct acxi_steal_watch {
+  uint32_t turns;
+  int64_t since;
+} acxi_steal_watch_t;
 
 enum { ACXI_W_RUNNING = 0, ACXI_W_SPINNING = 1, ACXI_W_PARKED = 2 };
 
@@ -43,6 +52,7 @@ typedef struct acxi_sched {
   acxi_run_fn run;
   int64_t spin_ns;
   int64_t park_ns; /* a parked worker's longest sleep: the backstop behind the wake protocol */
+  int64_t steal_wait_ns; /* a single item behind one running turn is stolen after this long */
   alignas(64) _Atomic uint32_t epoch; /* futex word parked workers sleep on */
   _Atomic int parked;
   _Atomic int stopping;
@@ -50,10 +60,11 @@ typedef struct acxi_sched {
 } acxi_sched_t;
 
 /* Starts nworkers workers, each bound to cpuset from its first instruction (NULL or unbound: they
- * inherit the caller's mask). ACX_ERR_INVALID_ARG (logged) when the kernel refuses the cpuset (no
- * CPU of it is usable by this process), ACX_ERR_SYSTEM, ACX_ERR_NO_MEMORY. */
-acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, int64_t park_ns, acxi_run_fn run,
-                              const char *name, const struct acxi_cpuset *cpuset);
+ * inherit the caller's mask). A lone item queued behind a running owner is stolen only once that
+ * owner has spent steal_wait_ns in one turn. ACX_ERR_INVALID_ARG (logged) when the kernel refuses
+ * the cpuset (no CPU of it is usable by this process), ACX_ERR_SYSTEM, ACX_ERR_NO_MEMORY. */
+acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, int64_t park_ns, int64_t steal_wait_ns,
+                              acxi_run_fn run, const char *name, const struct acxi_cpuset *cpuset);
 /* Makes r runnable. Any thread; a worker of s queues on its own run queue. */
 void acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r);
 /* Asks the workers to exit and joins them by deadline (absolute, acxi_now_ns based).
