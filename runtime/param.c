@@ -29,6 +29,7 @@ static const param_def_t defs[] = {
     {"ACX_ACTOR_BATCH", ACX_PARAM_INT, "64", "Messages an actor may handle per turn before yielding its worker"},
     {"ACX_SPIN_NS", ACX_PARAM_INT, "20000", "How long waits spin before they park (ns)"},
     {"ACX_IDLE_WAKE_NS", ACX_PARAM_INT, "10000000", "Longest sleep of a parked idle worker (ns): bounds how long an actor woken inside another actor's long-running hook waits for a second worker"},
+    {"ACX_STEAL_WAIT_NS", ACX_PARAM_INT, "5000", "An idle worker takes a lone queued actor from a busy worker only after that worker has spent this long in one turn (ns): short turns keep a message exchange on one warm core"},
     {"ACX_CPUSET", ACX_PARAM_STRING, "", "Cores (cpuset list, e.g. 0-15,32-47) for actor workers, device pollers and executors whose config sets no cpuset; empty: leave them unbound"},
     /* device layer */
     {"ACX_EXECUTOR", ACX_PARAM_STRING, "process", "GPU executor transport: process (fault-isolated) or inline (in-process thread)"},
