@@ -18,7 +18,8 @@ sanitizer_run() { # name, cmake flag
   cmake --build "$dir" -j "$ACX_JOBS" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
   local rc=0
   (cd "$dir" && ctest -L unit --output-on-failure -j "$ACX_JOBS") >"$dir.ctest.log" 2>&1 || rc=1
-  if [ $rc -ne 0 ]; then grep -v "^ *[0-9]*/[0-9]* Test.*Passed" "$dir.ctest.log" | tail -150; else tail -4 "$dir.ctest.log"; fi
+  if [ $rc -ne 0 ]; then grep -v "^ *[0-9]*/[0-9]* Test.*Passed" "$dir.ctest.log" | tail -150
+  else grep -E "tests passed|Skipped|Total Test time" "$dir.ctest.log"; fi
   return $rc
 }
 
