@@ -93,8 +93,8 @@ static const char *state_name(int s) {
   return s >= 0 && s <= ACXI_DEV_CLOSED ? names[s] : "?";
 }
 
-acx_status_t acxi_device_state_status(acx_device_t *dev) {
-  switch (load_state(dev)) {
+static acx_status_t state_status(int s) {
+  switch (s) {
   case ACXI_DEV_RUNNING:
     return ACX_OK;
   case ACXI_DEV_STARTING:
@@ -107,6 +107,22 @@ acx_status_t acxi_device_state_status(acx_device_t *dev) {
   default:
     return ACX_ERR_INVALID_STATE;
   }
+}
+
+acx_status_t acxi_device_state_status(acx_device_t *dev) { return state_status(load_state(dev)); }
+
+static int state_accepts(int s, unsigned flags) {
+  return s == ACXI_DEV_RUNNING ||
+         ((flags & ACXI_SUBMIT_INTERNAL) && (s == ACXI_DEV_STARTING || s == ACXI_DEV_CLOSING));
+}
+
+/* Why a submission is refused in state `s`, from the state the caller sampled, never a fresh
+ * load: a recovery (a standby promotion takes a few ms) may have made the device RUNNING since,
+ * and a fresh load then said ACX_OK for a request that never entered the table or the ring; its
+ * caller waited for a reply that could not come ("request 0 got no reply", issue 3). */
+static acx_status_t refusal_status(int s) {
+  acx_status_t st = state_status(s);
+  return st == ACX_OK ? ACX_ERR_INVALID_STATE : st;
 }
 
 int64_t acxi_device_timeout(acx_device_t *dev, int64_t timeout_ns) {
@@ -154,9 +170,9 @@ static acx_status_t pend_add(acx_device_t *dev, acx_future_t *future, unsigned f
   pthread_mutex_lock(&dev->pend_lock);
   while (dev->n_pend_free == 0) {
     int s = load_state(dev);
-    if (!(s == ACXI_DEV_RUNNING || ((flags & ACXI_SUBMIT_INTERNAL) && (s == ACXI_DEV_STARTING || s == ACXI_DEV_CLOSING)))) {
+    if (!state_accepts(s, flags)) {
       pthread_mutex_unlock(&dev->pend_lock);
-      return acxi_device_state_status(dev);
+      return refusal_status(s);
     }
     if (acxi_now_ns() >= deadline) {
       pthread_mutex_unlock(&dev->pend_lock);
@@ -227,11 +243,6 @@ static uint64_t pend_fail_all(acx_device_t *dev, acx_status_t status) {
 /* ------------------------------------------------------------------------------------------ */
 /* submission                                                                                 */
 
-static int state_accepts(int s, unsigned flags) {
-  return s == ACXI_DEV_RUNNING ||
-         ((flags & ACXI_SUBMIT_INTERNAL) && (s == ACXI_DEV_STARTING || s == ACXI_DEV_CLOSING));
-}
-
 acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_bufarg_t *bufs, int nbufs,
                                 unsigned flags, int fd, int64_t deadline_ns, acx_future_t **future) {
   acx_status_t st = ACX_OK;
@@ -248,7 +259,7 @@ acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_b
   atomic_fetch_add_explicit(&dev->submitters, 1, memory_order_seq_cst);
   int s = load_state(dev);
   if (!state_accepts(s, flags)) {
-    st = acxi_device_state_status(dev);
+    st = refusal_status(s);
     goto out_leave;
   }
   /* relaxed: the generation only moves while no submitter is inside (see above). */
@@ -287,8 +298,9 @@ acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_b
     if (st != ACX_OK) goto out_unlock;
   }
   while (!acxi_ring_try_push(ring, cmd)) {
-    if (!state_accepts(load_state(dev), flags)) {
-      st = acxi_device_state_status(dev);
+    s = load_state(dev);
+    if (!state_accepts(s, flags)) {
+      st = refusal_status(s);
       break;
     }
     if (acxi_now_ns() >= deadline_ns) {
