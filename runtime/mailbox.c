@@ -185,19 +185,22 @@ void acxi_mbox_fini(acxi_mbox_t *q) {
   q->tail = NULL;
 }
 
-bool acxi_mbox_push(acxi_mbox_t *q, acxi_env_t *e) {
-  /* relaxed: published by the release store into prev->next below */
-  atomic_store_explicit(&e->next, NULL, memory_order_relaxed);
+bool acxi_mbox_push_chain(acxi_mbox_t *q, acxi_env_t *first, acxi_env_t *last) {
+  /* relaxed: published by the release store into prev->next below (the links inside the chain
+   * were stored before it too, so a consumer that acquires prev->next sees the whole chain) */
+  atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
   /* acq_rel: acquire pairs with the consumer's release CAS in markempty, so a producer that sees
-   * the empty mark also sees the consumer's turn finished; release orders e->next = NULL before
-   * any later producer links behind e */
-  acxi_env_t *prev = atomic_exchange_explicit(&q->head, e, memory_order_acq_rel);
+   * the empty mark also sees the consumer's turn finished; release orders last->next = NULL before
+   * any later producer links behind last */
+  acxi_env_t *prev = atomic_exchange_explicit(&q->head, last, memory_order_acq_rel);
   bool was_empty = ((uintptr_t)prev & 1) != 0;
   prev = (acxi_env_t *)((uintptr_t)prev & ~(uintptr_t)1);
-  /* release: the consumer's acquire load of next sees e's contents */
-  atomic_store_explicit(&prev->next, e, memory_order_release);
+  /* release: the consumer's acquire load of next sees the chain's contents */
+  atomic_store_explicit(&prev->next, first, memory_order_release);
   return was_empty;
 }
+
+bool acxi_mbox_push(acxi_mbox_t *q, acxi_env_t *e) { return acxi_mbox_push_chain(q, e, e); }
 
 acxi_env_t *acxi_mbox_pop(acxi_mbox_t *q) {
   acxi_env_t *tail = q->tail;

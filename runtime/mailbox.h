@@ -51,6 +51,9 @@ acx_status_t acxi_mbox_init(acxi_mbox_t *q);
 void acxi_mbox_fini(acxi_mbox_t *q);
 /* Any thread. Returns true when the queue was marked empty: the caller must schedule the actor. */
 bool acxi_mbox_push(acxi_mbox_t *q, acxi_env_t *e);
+/* Any thread: pushes first..last, already linked through `next` by the caller (private until
+ * now), with one exchange; they are popped in that order. Returns as acxi_mbox_push. */
+bool acxi_mbox_push_chain(acxi_mbox_t *q, acxi_env_t *first, acxi_env_t *last);
 /* Consumer only. The returned envelope stays owned by the queue (it is the new stub) until the
  * next pop frees it; the caller may read it and release what it holds, but not free it. */
 acxi_env_t *acxi_mbox_pop(acxi_mbox_t *q);

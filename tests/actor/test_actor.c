@@ -495,6 +495,87 @@ static void test_many_senders_fifo(void) {
   acx_ref_release(a);
 }
 
+/* ---- tells from hooks: a hook's repeated tells to one actor go out as batches; per-sender FIFO
+ * across batches, and a send to another actor publishes the batch first (a marker relayed
+ * through a third actor never overtakes the tells sent before it) */
+typedef struct {
+  acx_ref_t to, relay, dead;
+  long id, n;
+} hook_seq_arg_t;
+static _Atomic int hook_dead_ok;
+static acx_status_t hook_sender_receive(acx_ctx_t *ctx, void *st, const acx_msg_t *msg) {
+  hook_seq_arg_t a;
+  memcpy(&a, msg->data, sizeof a);
+  if (acx_tell(a.dead, NULL, M_INC, NULL, 0) == ACX_ERR_ACTOR_STOPPED &&
+      acx_tell(a.dead, NULL, M_INC, NULL, 0) == ACX_ERR_ACTOR_STOPPED)
+    atomic_fetch_add(&hook_dead_ok, 1);
+  for (long i = 0; i < a.n + 10; i++) {
+    long v[2] = {a.id, i};
+    CHECK(acx_tell(a.to, acx_self(ctx), M_SEQ, v, sizeof v));
+    if (i % 150 == 149 || i == a.n + 9) { /* marker: all of [0, i] must be in before it */
+      long m[2] = {a.id, i + 1};
+      CHECK(acx_tell(a.relay, NULL, M_PING, m, sizeof m));
+    }
+  }
+  /* the last marker went out behind a short batch: a hook that keeps running (one only, so the
+   * other worker is free to run the relay) gives the marker time to overtake that batch if the
+   * send to the relay did not publish it */
+  if (a.id == 0) sleep_ms(100);
+  return acx_stop_self(ctx); /* the last batch still goes out */
+}
+static acx_status_t relay_receive(acx_ctx_t *ctx, void *st, const acx_msg_t *msg) {
+  acx_ref_t to = *(acx_ref_t *)st;
+  if (msg->type == M_WATCH) {
+    memcpy(st, msg->data, sizeof to);
+    return ACX_OK;
+  }
+  return acx_tell(to, NULL, M_PING, msg->data, msg->len);
+}
+static acx_status_t order_receive(acx_ctx_t *ctx, void *st, const acx_msg_t *msg) {
+  counter_t *c = st;
+  if (msg->type == M_PING) {
+    const long *m = msg->data;
+    if (c->seq[m[0]] < m[1]) c->seq_bad++;
+    return ACX_OK;
+  }
+  return seq_receive(ctx, st, msg);
+}
+
+static void test_hook_tells_batched(void) {
+  const long n = SLOW_SANITIZER ? 5000 : 100000;
+  acx_props_t p = ACX_PROPS_INIT;
+  p.state_size = sizeof(counter_t);
+  p.receive = order_receive;
+  acx_ref_t a = NULL, relay = NULL, dead = NULL;
+  ACX_ASSERT_STATUS(acx_spawn(sys, NULL, &p, NULL, &a), ACX_OK);
+  p.state_size = sizeof(acx_ref_t);
+  p.receive = relay_receive;
+  ACX_ASSERT_STATUS(acx_spawn(sys, NULL, &p, NULL, &relay), ACX_OK);
+  ACX_ASSERT_STATUS(acx_tell(relay, NULL, M_WATCH, &a, sizeof a), ACX_OK);
+  p.state_size = 0;
+  ACX_ASSERT_STATUS(acx_spawn(sys, NULL, &p, NULL, &dead), ACX_OK);
+  ACX_ASSERT_STATUS(acx_stop(dead), ACX_OK);
+  WAIT_FOR(acx_tell(dead, NULL, M_INC, NULL, 0) == ACX_ERR_ACTOR_STOPPED);
+  atomic_store(&hook_dead_ok, 0);
+  p.receive = hook_sender_receive;
+  for (long i = 0; i < 4; i++) {
+    acx_ref_t s = NULL;
+    ACX_ASSERT_STATUS(acx_spawn(sys, NULL, &p, NULL, &s), ACX_OK);
+    hook_seq_arg_t arg = {a, relay, dead, i, n};
+    ACX_ASSERT_STATUS(acx_tell(s, NULL, M_WATCH, &arg, sizeof arg), ACX_OK);
+    acx_ref_release(s);
+  }
+  long bad = -1;
+  WAIT_FOR(ask_get(a, &bad) == 4 * (n + 10));
+  CU_ASSERT_EQUAL(bad, 0);
+  WAIT_FOR(atomic_load(&hook_dead_ok) == 4);
+  acx_stop(a);
+  acx_stop(relay);
+  acx_ref_release(a);
+  acx_ref_release(relay);
+  acx_ref_release(dead);
+}
+
 /* ---- pingpong between two actors through acx_reply to a sender */
 typedef struct {
   acx_ref_t peer;
@@ -893,7 +974,7 @@ int main(void) {
                                           ACX_TEST(test_resume_and_stop_directives),
                                           ACX_TEST(test_stop_with_pending),
                                           ACX_TEST(test_stop_children_first_and_watch),
-                                          ACX_TEST(test_many_senders_fifo),
+                                          ACX_TEST(test_many_senders_fifo), ACX_TEST(test_hook_tells_batched),
                                           ACX_TEST(test_pingpong),
                                           ACX_TEST(test_timers),
                                           ACX_TEST(test_future_then),
