@@ -186,6 +186,7 @@ typedef struct stream_arg {
   acx_buffer_t *buf;
   int ok, lost, other, timeouts, stale;
   _Atomic int *stop;
+  _Atomic int streaming; /* 1 once a fill completed: the kill then lands mid-stream */
 } stream_arg_t;
 
 /* Keeps 16 fills in flight until told to stop or until it saw the loss. */
@@ -203,8 +204,10 @@ static void *streamer(void *p) {
     }
     for (int i = 0; i < n; i++) {
       acx_status_t st = acx_future_wait(f[i], T_LONG, NULL, 0, NULL);
-      if (st == ACX_OK) a->ok++;
-      else if (st == ACX_ERR_DEVICE_LOST) a->lost++;
+      if (st == ACX_OK) {
+        a->ok++;
+        atomic_store(&a->streaming, 1);
+      } else if (st == ACX_ERR_DEVICE_LOST) a->lost++;
       else if (st == ACX_ERR_TIMEOUT) a->timeouts++;
       else a->other++;
       acx_future_release(f[i]);
@@ -229,7 +232,14 @@ static void test_kill9_mid_stream(void) {
     args[i] = (stream_arg_t){.dev = dev, .buf = bufs[i], .stop = &stop};
     CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, streamer, &args[i]), 0);
   }
-  usleep(100000);
+  /* Kill only once every streamer has work completing (a fixed sleep is not enough on a loaded
+   * CI machine), then a little later so that requests are in flight. */
+  for (int i = 0, all = 0; i < 10000 && !all; i++) {
+    all = 1;
+    for (int t = 0; t < NT; t++) all &= atomic_load(&args[t].streaming);
+    if (!all) usleep(1000);
+  }
+  usleep(20000);
   pid_t victim = executor_pid(dev);
   CU_ASSERT_EQUAL_FATAL(kill(victim, SIGKILL), 0);
   CU_ASSERT(wait_generation(dev, 2));
