@@ -152,7 +152,8 @@ static void tells_flush(void) {
   tl_pend_first = tl_pend_last = NULL;
   tl_pend_n = 0;
   publish(to, first, last);
-  acx_ref_release(to); /* never the last: the mailbox is scheduled, its run queue holds one */
+  acx_ref_release(to); /* usually not the last (a scheduled mailbox holds one); if the target
+                        * stopped meanwhile it may be, and frees it as a hook's own release would */
 }
 
 static acx_status_t push_env(struct acx_actor *to, acxi_env_t *e) {
