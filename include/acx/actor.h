@@ -134,7 +134,10 @@ acx_status_t acx_ref_path(acx_ref_t ref, char *buf, size_t cap);
 
 /* Sends a copy of payload (len bytes; payload may be NULL only when len is 0). Messages from
  * one sender to one receiver arrive in the order sent. ACX_ERR_ACTOR_STOPPED when the target
- * has stopped (the message is counted as a dead letter). sender may be NULL. */
+ * has stopped (the message is counted as a dead letter). sender may be NULL.
+ * Inside a receive hook, the second and later tells in a row to one actor are delivered together:
+ * when 64 (ACX_ACTOR_BATCH) are queued, before this hook sends anything else, or when the hook
+ * returns. A hook must therefore not block waiting for the effect of such a tell. */
 acx_status_t acx_tell(acx_ref_t to, acx_ref_t sender, uint32_t type, const void *payload, size_t len);
 /* Sends a request whose reply completes *future. Release the future when done with it. */
 acx_status_t acx_ask(acx_ref_t to, uint32_t type, const void *payload, size_t len, acx_future_t **future);
