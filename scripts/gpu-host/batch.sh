@@ -1,7 +1,8 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build tests memcheck launch f32 bf16 net libs retest small. Logs go to $OUT.
+# .gpu/debs; steps: build tests memcheck launch f32 bf16 bf16big net libs retest small remote.
+# F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
 export PATH="/usr/local/cuda/bin:$PATH"
@@ -20,13 +21,16 @@ for step in "$@"; do
     memcheck) el memcheck
       for t in tests/gpu/test_engine_cuda; do timeout 150 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $B/$t --no-fault >$OUT/memcheck.txt 2>&1; echo "memcheck $t rc=$?"; grep -E "ERROR SUMMARY|Run Summary|tests " $OUT/memcheck.txt | head -4; done ;;
     launch) el launch; timeout 150 $B/bench/launch/acx-launch-bench 2>&1 | tee $OUT/launch.txt | grep -vE "ACX WARN" | tail -16 ;;
-    f32) el f32; timeout 200 $BENCH -b 8 -e 8G -f 4 -n 20 -w 5 -d float --json $OUT/f32.json --plot $OUT/f32.png >$OUT/ar-f32.txt 2>&1; echo rc=$?; grep -vE "^#  Rank" $OUT/ar-f32.txt | tail -24 ;;
-    bf16) el bf16; timeout 200 $BENCH -b 8 -e 8G -f 4 -n 20 -w 5 -d bfloat16 >$OUT/ar-bf16.txt 2>&1; echo rc=$?; grep -vE "^#  Rank" $OUT/ar-bf16.txt | tail -24 ;;
-    net) el net; NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 $BENCH -b 8 -e 256M -f 8 -n 10 -w 3 -d float >$OUT/ar-net.txt 2>&1; echo rc=$?; grep -vE "^#  Rank" $OUT/ar-net.txt | tail -16 ;;
+    f32) el f32; timeout ${F32_T:-200} $BENCH -b 8 -e 8G -f 4 -n 20 -w 5 -d float --json $OUT/f32.json --plot $OUT/f32.png >$OUT/ar-f32.txt 2>&1; echo rc=$?; grep -vE "^#  Rank" $OUT/ar-f32.txt | tail -24 ;;
+    bf16) el bf16; timeout ${BF16_T:-150} $BENCH -b 8 -e 2G -f 4 -n 20 -w 5 -d bfloat16 --json $OUT/bf16.json >$OUT/ar-bf16.txt 2>&1; echo rc=$?; grep -vE "^#  Rank" $OUT/ar-bf16.txt | tail -24 ;;
+    bf16big) el bf16big; timeout 250 $BENCH -b 8G -e 8G -n 20 -w 5 -d bfloat16 --json $OUT/bf16big.json >$OUT/ar-bf16big.txt 2>&1; echo rc=$?; grep -vE "^#  Rank" $OUT/ar-bf16big.txt | tail -8 ;;
+    net) el net; NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout ${NET_T:-150} $BENCH -b 8 -e 256M -f 8 -n 10 -w 3 -d float --json $OUT/net.json >$OUT/ar-net.txt 2>&1; echo rc=$?; grep -vE "^#  Rank" $OUT/ar-net.txt | tail -16 ;;
     retest) el retest
       (cd $B && timeout 200 ctest -R "test_device_gpu|test_engine_cuda|test_lib_blaslt|test_lib_rtc|resilient_allreduce_cuda_net_np2" --output-on-failure --timeout 100 >$OUT/ctest-retest.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|^ +[0-9]+\. " $OUT/ctest-retest.txt | tail -20) ;;
     small) el small
       for sb in 1 0; do ACX_EXECUTOR_STANDBY=$sb timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_EXECUTOR_STANDBY $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 32K -f 64 -n 100 -w 20 -d float 2>&1 | grep -E "^ +[0-9]+ " | sed "s/^/standby=$sb /"; done ;;
+    remote) el remote
+      (cd $B && timeout ${REMOTE_T:-300} ctest -L gpu-mpi -R "remote|rebuild|resilient" --output-on-failure --timeout 150 >$OUT/ctest-remote.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|gpu path|bytes" $OUT/ctest-remote.txt | tail -30) ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
 done
