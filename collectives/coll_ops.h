@@ -17,7 +17,8 @@
  * arg[1] = acx_redop_t, arg[2] = root or peer, arg[3] = the coll's sequence number (logs). */
 typedef enum acxc_op {
   ACXC_OP_INIT = 0x200,      /* arg[1] = nranks, arg[2] = rank, arg[3] = host region id (the id is
-                                in it), arg[4] = init deadline (ms); completes when ready */
+                                in it), arg[4] = init deadline (ms), off[0] = ACXC_INIT_* options;
+                                completes when ready */
   ACXC_OP_DESTROY = 0x201,   /* finalize then destroy; arg[4] = deadline (ms), then abort */
   ACXC_OP_ABORT = 0x202,     /* ncclCommAbort now; arg[1] = the cause (acx_status_t) that later
                                 commands of this communicator fail with */
@@ -30,14 +31,21 @@ typedef enum acxc_op {
   ACXC_OP_REDUCE = 0x212,
   ACXC_OP_ALLGATHER = 0x213,
   ACXC_OP_REDUCE_SCATTER = 0x214,
-  ACXC_OP_SEND = 0x215,      /* buf[0] = the buffer sent */
-  ACXC_OP_RECV = 0x216,      /* buf[1] = the buffer received into */
+  ACXC_OP_SEND = 0x215,      /* buf[0] = the buffer sent, off[0] = byte offset into it;
+                                private-stream communicators: arg[4] = deadline (ms, 0: ACX_COLL_TIMEOUT) */
+  ACXC_OP_RECV = 0x216,      /* buf[1] = the buffer received into, off[1] = byte offset into it;
+                                arg[4] as for SEND */
   ACXC_OP_ALLTOALL = 0x217,  /* grouped send/recv, count elements per peer */
   ACXC_OP_GROUP = 0x220      /* arg[3] = host region, off[0] = byte offset of the entries there,
                                 bytes = number of entries, arg[4] = group sequence number: the
                                 executor stores it in the region's `consumed` once it has read
                                 the entries (the rank may then reuse the slot) */
 } acxc_op_t;
+
+/* INIT options (off[0]). PRIVATE_STREAM: the communicator carries point-to-point operations only,
+ * on a CUDA stream of its own (ordered after the command's engine stream), with completions of its
+ * own: the two-rank channels of remote access, which must never wait behind each other. */
+#define ACXC_INIT_PRIVATE_STREAM 0x1u
 
 /* One member of a group, in the host region. */
 typedef struct acxc_group_entry {

@@ -4,7 +4,9 @@
  * enqueue that returned ncclInProgress, finalize) is a state of the communicator polled from the
  * extension's progress hook, so the executor loop keeps serving other commands meanwhile.
  * A collective repeated with the same arguments is captured once into a CUDA graph and replayed
- * from then on (see "graph cache" below for why). */
+ * from then on (see "graph cache" below for why).
+ * A communicator made with ACXC_INIT_PRIVATE_STREAM (remote access's two-rank channels) runs its
+ * operations on a stream of its own and tracks their completions itself (see "private streams"). */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <nccl.h>
@@ -65,6 +67,13 @@ typedef struct cstats {
   int64_t replay_ns, launch_ns; /* executor time per replay: all of it, cudaGraphLaunch alone */
 } cstats_t;
 
+/* An operation of a private-stream communicator in flight: its completion waits for ev. */
+typedef struct pend {
+  acxi_cmd_t cmd;
+  cudaEvent_t ev;
+  int64_t deadline_ns;
+} pend_t;
+
 typedef struct ncomm {
   uint64_t id;
   ncclComm_t comm; /* NULL once aborted or destroyed */
@@ -94,6 +103,13 @@ typedef struct ncomm {
    * replays must keep that order too. */
   int last_stream;
   cudaEvent_t chain_ev;
+  /* Private stream (ACXC_INIT_PRIVATE_STREAM): ps carries every operation, after an event of the
+   * engine stream named by the command (ordered there after the buffers' earlier users); pv holds
+   * the operations in flight, a FIFO. */
+  cudaStream_t ps;
+  cudaEvent_t order_ev;
+  pend_t *pv;
+  size_t phead, pcount, pcap;
   cstats_t st;
 } ncomm_t;
 
@@ -148,6 +164,10 @@ static void comm_remove(ext_t *x, ncomm_t *c) {
   graphs_off(c);
   if (c->cs) (void)cudaStreamDestroy(c->cs);
   if (c->chain_ev) (void)cudaEventDestroy(c->chain_ev);
+  for (size_t i = 0; i < c->pcount; i++) (void)cudaEventDestroy(c->pv[(c->phead + i) % c->pcap].ev);
+  free(c->pv);
+  if (c->order_ev) (void)cudaEventDestroy(c->order_ev);
+  if (c->ps) (void)cudaStreamDestroy(c->ps);
   for (int i = 0; i < x->n; i++)
     if (x->v[i] == c) {
       x->v[i] = x->v[--x->n];
@@ -360,6 +380,15 @@ static void comm_fail(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c
     }
   }
   if (abort_now) do_abort(c, why);
+  /* Private stream: what is in flight fails with the communicator (after the abort above, which
+   * lets its kernels leave; without it the rank's ABORT or the grace period follows). */
+  while (c->pcount) {
+    pend_t *pd = &c->pv[c->phead];
+    finish(e, api, &pd->cmd, st, code, 0, 0);
+    (void)cudaEventDestroy(pd->ev);
+    c->phead = (c->phead + 1) % c->pcap;
+    c->pcount--;
+  }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -369,11 +398,12 @@ typedef struct desc {
   uint32_t op, dtype, redop;
   int peer;
   uint64_t send, recv, count;
+  uint64_t soff, roff; /* SEND/RECV: byte offsets into the buffer (0 for every other operation) */
 } desc_t;
 
-/* Resolves buffer `id` and checks it holds `elems` elements; *p = its address. */
-static acx_status_t resolve(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, uint64_t id,
-                            uint64_t elems, size_t es, const char *what, char **p) {
+/* Resolves buffer `id` and checks it holds `elems` elements from byte `off` on; *p = that address. */
+static acx_status_t resolve_at(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, uint64_t id, uint64_t off,
+                               uint64_t elems, size_t es, const char *what, char **p) {
   void *ptr;
   uint64_t bytes;
   if (id == 0) {
@@ -381,13 +411,18 @@ static acx_status_t resolve(acxi_engine_t *e, const acxi_engine_api_t *api, ncom
     return ACX_ERR_INVALID_ARG;
   }
   ACXCHECK(api->buffer(e, id, &ptr, &bytes));
-  if (elems > bytes / es) {
+  if (off > bytes || elems > (bytes - off) / es) {
     ACX_WARN(COLL, "communicator %" PRIu64 ": %s buffer %" PRIu64 " holds %" PRIu64 " bytes, the operation needs %"
-             PRIu64 " elements of %zu bytes", c->id, what, id, bytes, elems, es);
+             PRIu64 " elements of %zu bytes from offset %" PRIu64, c->id, what, id, bytes, elems, es, off);
     return ACX_ERR_OUT_OF_RANGE;
   }
-  *p = ptr;
+  *p = (char *)ptr + off;
   return ACX_OK;
+}
+
+static acx_status_t resolve(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, uint64_t id,
+                            uint64_t elems, size_t es, const char *what, char **p) {
+  return resolve_at(e, api, c, id, 0, elems, es, what, p);
 }
 
 /* Orders `stream` after earlier writers of the buffers and records this operation's accesses
@@ -458,10 +493,10 @@ static acx_status_t plan_op(acxi_engine_t *e, const acxi_engine_api_t *api, ncom
     return ACX_OK;
   case ACXC_OP_SEND:
     p->acc.recv = 0;
-    return resolve(e, api, c, d->send, cnt, es, "send", &p->sp);
+    return resolve_at(e, api, c, d->send, d->soff, cnt, es, "send", &p->sp);
   case ACXC_OP_RECV:
     p->acc.send = 0;
-    return resolve(e, api, c, d->recv, cnt, es, "recv", &p->rp);
+    return resolve_at(e, api, c, d->recv, d->roff, cnt, es, "recv", &p->rp);
   case ACXC_OP_ALLTOALL:
     ACXCHECK(resolve(e, api, c, d->send, cnt * n, es, "send", &p->sp));
     ACXCHECK(resolve(e, api, c, d->recv, cnt * n, es, "recv", &p->rp));
@@ -516,8 +551,10 @@ static acx_status_t launch(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm
 }
 
 static desc_t desc_of(const acxi_cmd_t *cmd) {
+  int p2p = cmd->op == ACXC_OP_SEND || cmd->op == ACXC_OP_RECV;
   return (desc_t){.op = cmd->op, .dtype = cmd->dtype, .redop = (uint32_t)cmd->arg[1], .peer = (int)(int64_t)cmd->arg[2],
-                  .send = cmd->buf[0], .recv = cmd->buf[1], .count = cmd->bytes};
+                  .send = cmd->buf[0], .recv = cmd->buf[1], .count = cmd->bytes,
+                  .soff = p2p ? cmd->off[0] : 0, .roff = p2p ? cmd->off[1] : 0};
 }
 
 /* The accesses of a command once more, after NCCL has really enqueued it (ncclInProgress case). */
@@ -572,6 +609,137 @@ static void chain(ncomm_t *c, const acxi_engine_api_t *api, acxi_engine_t *e, ui
   }
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* private streams                                                                            */
+/*
+ * Why: remote access (collectives/remote.c) moves bytes on two-rank channels, one per ordered
+ * pair of ranks, each with its operations in one agreed order. Operations of different channels
+ * must not wait for each other: in one shared stream, rank A's send to B could sit behind A's
+ * receive from C while C's send to A sits behind a receive from B ... and the ring deadlocks. So a
+ * channel's operations run on its own stream, ordered after the engine stream named by the command
+ * (which first waits for the buffers' earlier users), and complete through an event of their own.
+ */
+
+/* The operation is in c->ps now: it completes when an event recorded after it has. */
+static void private_track(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const acxi_cmd_t *cmd) {
+  cudaEvent_t ev = NULL;
+  cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventRecord(ev, c->ps);
+  int grown = 1;
+  if (err == cudaSuccess && c->pcount == c->pcap) {
+    size_t cap = c->pcap ? 2 * c->pcap : 16;
+    pend_t *n = malloc(cap * sizeof *n);
+    if (!n) {
+      grown = 0;
+    } else {
+      for (size_t i = 0; i < c->pcount; i++) n[i] = c->pv[(c->phead + i) % c->pcap];
+      free(c->pv);
+      c->pv = n;
+      c->pcap = cap;
+      c->phead = 0;
+    }
+  }
+  if (err != cudaSuccess || !grown) {
+    acx_status_t st = err != cudaSuccess ? ACX_ERR_DEVICE : ACX_ERR_NO_MEMORY;
+    ACX_WARN(COLL, "communicator %" PRIu64 ": tracking an operation of its private stream: %s", c->id,
+             err != cudaSuccess ? cudaGetErrorString(err) : "out of host memory");
+    if (ev) (void)cudaEventDestroy(ev);
+    (void)cudaGetLastError();
+    comm_fail(e, api, c, st, (int)err, 1, "an operation's completion cannot be tracked");
+    finish(e, api, cmd, st, (int)err, 0, 0);
+    return;
+  }
+  int64_t ms = (int64_t)cmd->arg[4];
+  c->pv[(c->phead + c->pcount) % c->pcap] =
+      (pend_t){.cmd = *cmd, .ev = ev, .deadline_ns = acxi_now_ns() + (ms > 0 ? ms * 1000000 : c->timeout_ns)};
+  c->pcount++;
+}
+
+/* Completions of the private stream, in order; the first operation past its deadline aborts the
+ * communicator (its peer never came). Returns nonzero while anything is in flight, so that the
+ * executor loop keeps polling. */
+static int private_poll(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, int64_t now) {
+  int n = 0;
+  while (c->pcount) {
+    pend_t *pd = &c->pv[c->phead];
+    cudaError_t err = cudaEventQuery(pd->ev);
+    if (err == cudaErrorNotReady) {
+      if (now >= pd->deadline_ns) {
+        ACX_WARN(COLL, "communicator %" PRIu64 ": a point-to-point operation (op %#x, %" PRIu64 " bytes) with rank %d"
+                 " is still waiting for its peer at its deadline", c->id, pd->cmd.op, pd->cmd.bytes,
+                 (int)(int64_t)pd->cmd.arg[2]);
+        comm_fail(e, api, c, ACX_ERR_COLL_TIMEOUT, 0, 1, "a point-to-point operation passed its deadline");
+      }
+      return n + 1;
+    }
+    acx_status_t st = ACX_OK;
+    if (err != cudaSuccess) {
+      /* A sticky error shows on the engine's own streams too, which poisons the engine. */
+      ACX_WARN(COLL, "communicator %" PRIu64 ": an operation of its private stream failed: %s (%d)", c->id,
+               cudaGetErrorString(err), (int)err);
+      st = ACX_ERR_DEVICE;
+    }
+    acxi_cmd_t done = pd->cmd;
+    (void)cudaEventDestroy(pd->ev);
+    c->phead = (c->phead + 1) % c->pcap;
+    c->pcount--;
+    finish(e, api, &done, st, st == ACX_OK ? 0 : (int)err, 0, 0);
+    n++;
+  }
+  return n;
+}
+
+/* An operation of a private-stream communicator (point-to-point only). Only in C_READY. */
+static void issue_private(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const acxi_cmd_t *cmd,
+                          cudaStream_t es) {
+  acx_status_t st = ACX_OK;
+  plan_t p;
+  if (cmd->op != ACXC_OP_SEND && cmd->op != ACXC_OP_RECV) {
+    ACX_WARN(COLL, "communicator %" PRIu64 ": op %#x on a point-to-point channel (send and receive only)", c->id,
+             cmd->op);
+    st = ACX_ERR_INVALID_ARG;
+  } else {
+    desc_t d = desc_of(cmd);
+    st = plan_op(e, api, c, &d, &p);
+  }
+  if (st != ACX_OK) {
+    comm_fail(e, api, c, st, 0, 1, "a point-to-point operation failed validation in the executor");
+    finish(e, api, cmd, st, 0, 0, 0);
+    return;
+  }
+  c->st.ops++;
+  c->st.eager++;
+  /* The engine stream waits for the buffer's earlier users; the private stream waits for it. */
+  order(e, api, &p.acc, cmd->stream);
+  cudaError_t err = c->order_ev ? cudaSuccess : cudaEventCreateWithFlags(&c->order_ev, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventRecord(c->order_ev, es);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(c->ps, c->order_ev, 0);
+  if (err != cudaSuccess) {
+    ACX_WARN(COLL, "communicator %" PRIu64 ": ordering its private stream after stream %u: %s (%d)", c->id,
+             cmd->stream, cudaGetErrorString(err), (int)err);
+    (void)cudaGetLastError();
+    comm_fail(e, api, c, ACX_ERR_DEVICE, (int)err, 1, "ordering the private stream failed");
+    finish(e, api, cmd, ACX_ERR_DEVICE, (int)err, 0, 0);
+    return;
+  }
+  ncclResult_t r = nccl_call(c, &p, c->ps);
+  if (r == ncclSuccess) {
+    private_track(e, api, c, cmd);
+    return;
+  }
+  if (r == ncclInProgress) {
+    c->state = C_ISSUING;
+    c->issuing = *cmd;
+    c->issued_at_ns = acxi_now_ns();
+    c->deadline_ns = c->issued_at_ns + c->timeout_ns;
+    c->st.in_progress++;
+    return;
+  }
+  NCCL_WARN(c, "enqueueing a point-to-point operation", r);
+  comm_fail(e, api, c, ACX_ERR_NCCL, (int)r, 1, "NCCL refused a point-to-point operation");
+  finish(e, api, cmd, ACX_ERR_NCCL, (int)r, 0, 0);
+}
+
 /* Issues a collective or a group and arranges its completion. Only in C_READY. */
 static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const acxi_cmd_t *cmd) {
   cudaStream_t s = (cudaStream_t)api->stream(e, cmd->stream);
@@ -579,6 +747,10 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
     ACX_WARN(COLL, "communicator %" PRIu64 ": stream %u is out of range", c->id, cmd->stream);
     comm_fail(e, api, c, ACX_ERR_INVALID_ARG, 0, 1, "a collective named no stream of the device");
     finish(e, api, cmd, ACX_ERR_INVALID_ARG, 0, 0, 0);
+    return;
+  }
+  if (c->ps) {
+    issue_private(e, api, c, cmd, s);
     return;
   }
   ncclResult_t r = ncclSuccess;
@@ -699,6 +871,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
 
 static void start_destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c,
                           const acxi_cmd_t *cmd) {
+  if (c->pcount) comm_fail(e, api, c, ACX_ERR_CANCELLED, 0, 1, "destroyed with point-to-point operations in flight");
   if (c->state == C_FAILED || !c->comm) {
     do_abort(c, "destroy of a failed communicator");
     finish(e, api, cmd, ACX_OK, 0, 0, 0);
@@ -724,7 +897,8 @@ static void start_destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
 static void execute(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c, const acxi_cmd_t *cmd) {
   switch (cmd->op) {
   case ACXC_OP_FENCE:
-    api->complete_after(e, cmd->stream, cmd);
+    if (c->ps) private_track(e, api, c, cmd); /* after what the private stream holds */
+    else api->complete_after(e, cmd->stream, cmd);
     break;
   case ACXC_OP_DESTROY:
     start_destroy(e, api, x, c, cmd);
@@ -822,6 +996,20 @@ static void start_init(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x,
   c->timeout_ns = acxi_param_int("ACX_COLL_TIMEOUT") * 1000000;
   c->last_stream = -1;
   c->gcap = graph_cache_size();
+  if (cmd->off[0] & ACXC_INIT_PRIVATE_STREAM) {
+    c->gcap = 0; /* point-to-point only: nothing to capture */
+    cudaError_t err = cudaStreamCreateWithFlags(&c->ps, cudaStreamNonBlocking);
+    if (err != cudaSuccess) {
+      ACX_WARN(COLL, "INIT: communicator %" PRIu64 ": creating its private stream: %s (%d)", id,
+               cudaGetErrorString(err), (int)err);
+      (void)cudaGetLastError();
+      c->ps = NULL;
+      c->init_cmd = *cmd;
+      c->state = C_INIT;
+      comm_fail(e, api, c, ACX_ERR_DEVICE, (int)err, 0, "no private stream");
+      return;
+    }
+  }
   c->init_cmd = *cmd;
   c->state = C_INIT;
   int64_t ms = (int64_t)cmd->arg[4];
@@ -841,6 +1029,8 @@ static void start_init(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x,
   ACX_INFO(COLL, "communicator %" PRIu64 ": rank %d of %d initialising (non-blocking, deadline %" PRId64
            " ms, graph cache %d)", id, rank, nranks, (c->deadline_ns - acxi_now_ns()) / 1000000, c->gcap);
 }
+
+static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c, int64_t now);
 
 static void nccl_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *cmd) {
   if (!api->stream(e, 0)) {
@@ -915,6 +1105,11 @@ static ncclResult_t comm_state(ncomm_t *c) {
 }
 
 static int progress_one(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c, int64_t now) {
+  int busy = c->pcount ? private_poll(e, api, c, now) : 0;
+  return busy + progress_state(e, api, x, c, now);
+}
+
+static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c, int64_t now) {
   switch (c->state) {
   case C_INIT: {
     ncclResult_t st = comm_state(c);
@@ -949,6 +1144,10 @@ static int progress_one(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x
     int64_t waited = now - c->issued_at_ns;
     c->st.wait_ns += waited;
     if (waited > c->st.wait_max_ns) c->st.wait_max_ns = waited;
+    if (c->ps) {
+      private_track(e, api, c, &c->issuing);
+      return 1 + (c->state == C_READY ? drain(e, api, x, c) : 0);
+    }
     if (c->capturing && !capture_finish(c, (cudaStream_t)api->stream(e, c->issuing.stream))) {
       /* Nothing was launched (graphs are off now): the collective goes directly. */
       acxi_cmd_t cmd = c->issuing;

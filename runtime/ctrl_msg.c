@@ -31,7 +31,9 @@ enum { A_TOKEN = 0, A_OFFSET = ACX_TOKEN_BYTES, A_BYTES = A_OFFSET + 8, A_TAG = 
 enum { R_STATUS = 0, R_RESERVED = 4, R_TAG = 8, R_END = 16 };
 enum { N_RANK = 0, N_CAUSE = 4, N_OLD = 8, N_NEW = 16, N_END = 24 };
 enum { Y_EPOCH = 0, Y_END = 8 };
-_Static_assert(ACXI_CTRL_HEADER_BYTES + A_END == ACXI_CTRL_MAX_BYTES, "largest message");
+enum { C_CHANNEL = 0, C_ID = 8, C_END = C_ID + ACXI_CTRL_NCCL_ID_BYTES };
+_Static_assert(ACXI_CTRL_HEADER_BYTES + C_END == ACXI_CTRL_MAX_BYTES, "largest message");
+_Static_assert((int)A_END <= (int)C_END && (int)R_END <= (int)C_END && (int)N_END <= (int)C_END && (int)Y_END <= (int)C_END, "largest payload");
 
 static const char *const defect_names[ACXI_CTRL_DEFECT_COUNT] = {
     [ACXI_CTRL_OK] = "well-formed",
@@ -60,6 +62,7 @@ const char *acxi_ctrl_type_str(acxi_ctrl_type_t t) {
   case ACXI_CTRL_PUT_REPLY: return "PUT_REPLY";
   case ACXI_CTRL_REBUILD_NOTICE: return "REBUILD_NOTICE";
   case ACXI_CTRL_REBUILD_READY: return "REBUILD_READY";
+  case ACXI_CTRL_CHAN_OPEN: return "CHAN_OPEN";
   case ACXI_CTRL_TYPE_END: break;
   }
   return "unknown";
@@ -73,6 +76,7 @@ static size_t payload_size(unsigned t) {
   case ACXI_CTRL_PUT_REPLY: return R_END;
   case ACXI_CTRL_REBUILD_NOTICE: return N_END;
   case ACXI_CTRL_REBUILD_READY: return Y_END;
+  case ACXI_CTRL_CHAN_OPEN: return C_END;
   }
   return 0;
 }
@@ -97,6 +101,8 @@ static const char *check_payload(const acxi_ctrl_msg_t *m) {
     if (m->u.notice.cause == ACX_OK || !known_status((uint32_t)m->u.notice.cause)) return "notice cause";
     if (m->u.notice.new_generation < m->u.notice.old_generation) return "notice generations (new < old)";
     return NULL;
+  case ACXI_CTRL_CHAN_OPEN:
+    return m->u.chan.channel ? NULL : "channel number 0";
   default:
     return NULL; /* requests: the token is checked by its codec; offset/bytes by the owner */
   }
@@ -112,6 +118,9 @@ acx_status_t acxi_ctrl_encode(const acxi_ctrl_msg_t *m, void *buf, size_t cap, s
   ACX_CHECK_ARG((m->flags & ~ACXI_CTRL_FLAGS_KNOWN) == 0, "acxi_ctrl_encode: argument 'm->flags'=0x%x has unknown bits",
                 m->flags);
   ACX_CHECK_ARG(m->sender >= 0, "acxi_ctrl_encode: argument 'm->sender'=%d is negative", m->sender);
+  ACX_CHECK_ARG(!(m->flags & ACXI_CTRL_FLAG_CHANNEL) || m->type == ACXI_CTRL_GET_REQ || m->type == ACXI_CTRL_PUT_REQ,
+                "acxi_ctrl_encode: argument 'm->flags' has CHANNEL on a %s message (requests only)",
+                acxi_ctrl_type_str(m->type));
   const char *bad = check_payload(m);
   ACX_CHECK_ARG(bad == NULL, "acxi_ctrl_encode: %s message: %s out of its domain", acxi_ctrl_type_str(m->type), bad);
   if (cap < ACXI_CTRL_HEADER_BYTES + plen) {
@@ -142,6 +151,10 @@ acx_status_t acxi_ctrl_encode(const acxi_ctrl_msg_t *m, void *buf, size_t cap, s
     break;
   case ACXI_CTRL_REBUILD_READY:
     acxi_put_le64(p + Y_EPOCH, m->u.ready.epoch);
+    break;
+  case ACXI_CTRL_CHAN_OPEN:
+    acxi_put_le64(p + C_CHANNEL, m->u.chan.channel);
+    memcpy(p + C_ID, m->u.chan.nccl_id, ACXI_CTRL_NCCL_ID_BYTES);
     break;
   case ACXI_CTRL_TYPE_END:
     break;
@@ -206,6 +219,9 @@ acx_status_t acxi_ctrl_decode(const void *buf, size_t len, acxi_ctrl_msg_t *m, a
   uint32_t flags = acxi_get_le32(h + H_FLAGS);
   if ((flags & ~ACXI_CTRL_FLAGS_KNOWN) != 0)
     return reject(ACX_ERR_INVALID_ARG, ACXI_CTRL_BAD_FLAGS, why, "flags 0x%" PRIx32, flags);
+  if ((flags & ACXI_CTRL_FLAG_CHANNEL) && type != ACXI_CTRL_GET_REQ && type != ACXI_CTRL_PUT_REQ)
+    return reject(ACX_ERR_INVALID_ARG, ACXI_CTRL_BAD_FLAGS, why, "CHANNEL flag on a %s",
+                  acxi_ctrl_type_str((acxi_ctrl_type_t)type));
   uint32_t sender = acxi_get_le32(h + H_SENDER);
   if (sender > INT32_MAX)
     return reject(ACX_ERR_INVALID_ARG, ACXI_CTRL_BAD_SENDER, why, "sender %" PRId32, (int32_t)sender);
@@ -254,6 +270,12 @@ acx_status_t acxi_ctrl_decode(const void *buf, size_t len, acxi_ctrl_msg_t *m, a
   }
   case ACXI_CTRL_REBUILD_READY:
     out.u.ready.epoch = acxi_get_le64(p + Y_EPOCH);
+    break;
+  case ACXI_CTRL_CHAN_OPEN:
+    out.u.chan.channel = acxi_get_le64(p + C_CHANNEL);
+    if (out.u.chan.channel == 0)
+      return reject(ACX_ERR_INVALID_ARG, ACXI_CTRL_BAD_FIELD, why, "channel number 0");
+    memcpy(out.u.chan.nccl_id, p + C_ID, ACXI_CTRL_NCCL_ID_BYTES);
     break;
   case ACXI_CTRL_TYPE_END:
     break;

@@ -11,10 +11,11 @@
 #include "acx/token.h"
 
 #define ACXI_CTRL_MAGIC 0x43584341u /* "ACXC" as bytes on the wire */
-#define ACXI_CTRL_VERSION 1u
+#define ACXI_CTRL_VERSION 2u /* 2: CHAN_OPEN and the CHANNEL flag */
 #define ACXI_CTRL_HEADER_BYTES 40u
-/* The largest message (a GET/PUT request): receivers size their buffers with it. */
-#define ACXI_CTRL_MAX_BYTES (ACXI_CTRL_HEADER_BYTES + ACX_TOKEN_BYTES + 24u)
+#define ACXI_CTRL_NCCL_ID_BYTES 128u
+/* The largest message (a CHAN_OPEN): receivers size their buffers with it. */
+#define ACXI_CTRL_MAX_BYTES (ACXI_CTRL_HEADER_BYTES + 8u + ACXI_CTRL_NCCL_ID_BYTES)
 
 typedef enum acxi_ctrl_type {
   ACXI_CTRL_GET_REQ = 1,        /* requester -> owner: read [offset, +bytes) of token's buffer */
@@ -24,6 +25,8 @@ typedef enum acxi_ctrl_type {
   ACXI_CTRL_REBUILD_NOTICE = 5, /* any rank -> all: rank's device generation moved, or a
                                    collective failed (cause); the world must be rebuilt */
   ACXI_CTRL_REBUILD_READY = 6,  /* a rank has rebuilt and is ready at `epoch` */
+  ACXI_CTRL_CHAN_OPEN = 7,      /* requester -> owner: a new two-rank NCCL channel for the bytes of
+                                   this requester's later CHANNEL requests (replaces the last one) */
   ACXI_CTRL_TYPE_END
 } acxi_ctrl_type_t;
 
@@ -31,7 +34,9 @@ typedef enum acxi_ctrl_type {
  * with a version bump. */
 #define ACXI_CTRL_FLAG_RESEND 0x1u /* repeats an earlier message with the same sequence number
                                       (the sender's deadline passed): receivers deduplicate */
-#define ACXI_CTRL_FLAGS_KNOWN ACXI_CTRL_FLAG_RESEND
+#define ACXI_CTRL_FLAG_CHANNEL 0x2u /* GET/PUT request only: the bytes move on the channel of the
+                                      sender's last CHAN_OPEN (NCCL, GPU to GPU), not through MPI */
+#define ACXI_CTRL_FLAGS_KNOWN (ACXI_CTRL_FLAG_RESEND | ACXI_CTRL_FLAG_CHANNEL)
 
 typedef struct acxi_ctrl_access {
   acx_token_t token;
@@ -55,6 +60,11 @@ typedef struct acxi_ctrl_rebuild_ready {
   uint64_t epoch;
 } acxi_ctrl_rebuild_ready_t;
 
+typedef struct acxi_ctrl_chan_open {
+  uint64_t channel; /* the requester's number for it (never 0), for the logs of both sides */
+  unsigned char nccl_id[ACXI_CTRL_NCCL_ID_BYTES]; /* ncclUniqueId made by the requester */
+} acxi_ctrl_chan_open_t;
+
 typedef struct acxi_ctrl_msg {
   acxi_ctrl_type_t type;
   uint32_t flags;
@@ -66,6 +76,7 @@ typedef struct acxi_ctrl_msg {
     acxi_ctrl_reply_t reply;           /* GET_REPLY, PUT_REPLY */
     acxi_ctrl_rebuild_notice_t notice; /* REBUILD_NOTICE */
     acxi_ctrl_rebuild_ready_t ready;   /* REBUILD_READY */
+    acxi_ctrl_chan_open_t chan;        /* CHAN_OPEN */
   } u;
 } acxi_ctrl_msg_t;
 

@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
     if (acx_token_encode(&t, b, sizeof b, &len) != ACX_OK) return 1;
     emit(dir, "token", tnames[i], b, len);
   }
-  acxi_ctrl_msg_t msgs[6] = {
+  acxi_ctrl_msg_t msgs[7] = {
       {.type = ACXI_CTRL_GET_REQ, .seq = 1, .sender = 0, .u.access = {.token = token(1), .offset = 0, .bytes = 4096, .tag = 1}},
       {.type = ACXI_CTRL_PUT_REQ, .flags = ACXI_CTRL_FLAG_RESEND, .seq = 2, .sender = 0,
        .u.access = {.token = token(2), .offset = 64, .bytes = 64, .tag = 2}},
@@ -91,14 +91,15 @@ int main(int argc, char **argv) {
       {.type = ACXI_CTRL_REBUILD_NOTICE, .seq = 3, .sender = 1, .epoch = 0,
        .u.notice = {.rank = 1, .cause = ACX_ERR_DEVICE_LOST, .old_generation = 1, .new_generation = 2}},
       {.type = ACXI_CTRL_REBUILD_READY, .seq = 4, .sender = 1, .epoch = 1, .u.ready = {.epoch = 1}},
+      {.type = ACXI_CTRL_CHAN_OPEN, .seq = 5, .sender = 0, .u.chan = {.channel = 1, .nccl_id = {2, 0, 0x9c, 0x41}}},
   };
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < 7; i++) {
     if (acxi_ctrl_encode(&msgs[i], b, sizeof b, &len) != ACX_OK) return 1;
     char name[64];
     snprintf(name, sizeof name, "ctrl-%s", acxi_ctrl_type_str(msgs[i].type));
     emit(dir, "ctrl", name, b, len);
   }
   if (failures) return 1;
-  printf("gen_corpus: %s: 6 token and 12 control-message seeds %s\n", dir, mode_write ? "written" : "match this build");
+  printf("gen_corpus: %s: 6 token and 14 control-message seeds %s\n", dir, mode_write ? "written" : "match this build");
   return 0;
 }

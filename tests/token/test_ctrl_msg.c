@@ -20,7 +20,7 @@ static acx_token_t token_sample(void) {
   return t;
 }
 
-#define N_SAMPLES 7
+#define N_SAMPLES 9
 static acxi_ctrl_msg_t sample(int i) {
   acxi_ctrl_msg_t m = {.seq = 1000 + (uint64_t)i, .sender = i, .epoch = 4};
   switch (i) {
@@ -51,6 +51,16 @@ static acxi_ctrl_msg_t sample(int i) {
     m.type = ACXI_CTRL_REBUILD_NOTICE; /* an NCCL failure: no generation moved */
     m.u.notice = (acxi_ctrl_rebuild_notice_t){.rank = 0, .cause = ACX_ERR_NCCL, .old_generation = 3,
                                               .new_generation = 3};
+    break;
+  case 6:
+    m.type = ACXI_CTRL_CHAN_OPEN;
+    m.u.chan.channel = 3;
+    for (int k = 0; k < (int)ACXI_CTRL_NCCL_ID_BYTES; k++) m.u.chan.nccl_id[k] = (unsigned char)(k * 7 + 1);
+    break;
+  case 7:
+    m.type = ACXI_CTRL_GET_REQ; /* bytes on the NCCL channel */
+    m.flags = ACXI_CTRL_FLAG_CHANNEL;
+    m.u.access = (acxi_ctrl_access_t){.token = token_sample(), .offset = 0, .bytes = 1 << 20, .tag = 79};
     break;
   default:
     m.type = ACXI_CTRL_REBUILD_READY;
@@ -85,6 +95,9 @@ static int same_msg(const acxi_ctrl_msg_t *a, const acxi_ctrl_msg_t *b) {
            a->u.notice.new_generation == b->u.notice.new_generation;
   case ACXI_CTRL_REBUILD_READY:
     return a->u.ready.epoch == b->u.ready.epoch;
+  case ACXI_CTRL_CHAN_OPEN:
+    return a->u.chan.channel == b->u.chan.channel &&
+           memcmp(a->u.chan.nccl_id, b->u.chan.nccl_id, ACXI_CTRL_NCCL_ID_BYTES) == 0;
   default:
     return 0;
   }
@@ -136,7 +149,8 @@ static void test_round_trip(void) {
     CU_ASSERT_EQUAL(encode_ok(&d, b2), len);
     CU_ASSERT(memcmp(b, b2, len) == 0);
   }
-  CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_GET_REQ), ACXI_CTRL_MAX_BYTES);
+  CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_CHAN_OPEN), ACXI_CTRL_MAX_BYTES);
+  CU_ASSERT(acxi_ctrl_wire_size(ACXI_CTRL_GET_REQ) < ACXI_CTRL_MAX_BYTES);
   CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_REBUILD_READY), ACXI_CTRL_HEADER_BYTES + 8);
   CU_ASSERT_EQUAL(acxi_ctrl_wire_size((acxi_ctrl_type_t)0), 0);
 }
@@ -145,7 +159,7 @@ static void test_header_layout(void) {
   acxi_ctrl_msg_t m = sample(2);
   uint8_t b[ACXI_CTRL_MAX_BYTES];
   size_t len = encode_ok(&m, b);
-  static const uint8_t head[36] = {'A', 'C', 'X', 'C', 1, 0, ACXI_CTRL_GET_REPLY, 0, 0, 0, 0, 0, 2, 0, 0, 0,
+  static const uint8_t head[36] = {'A', 'C', 'X', 'C', 2, 0, ACXI_CTRL_GET_REPLY, 0, 0, 0, 0, 0, 2, 0, 0, 0,
                                    0xea, 3, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0};
   CU_ASSERT(memcmp(b, head, sizeof head) == 0);
   CU_ASSERT_EQUAL(len, 56);
@@ -196,7 +210,7 @@ static void test_truncated_and_oversized(void) {
     CU_ASSERT_EQUAL(defect_of(b, len + 8, NULL), ACXI_CTRL_OVERSIZED);
   }
   /* A header announcing a 4 GiB payload is truncated, not a read past the buffer. */
-  acxi_ctrl_msg_t m = sample(6);
+  acxi_ctrl_msg_t m = sample(8);
   uint8_t b[ACXI_CTRL_MAX_BYTES];
   size_t len = encode_ok(&m, b);
   wr32(b + 32, 0xffffffffu);
@@ -219,10 +233,14 @@ static void test_header_fields(void) {
   CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_MAGIC);
 
   len = encode_ok(&m, b);
-  wr16(b + 4, 2);
+  wr16(b + 4, 1); /* the version before CHAN_OPEN */
   reseal(b, len);
   CU_ASSERT_EQUAL(defect_of(b, len, &st), ACXI_CTRL_BAD_VERSION);
   CU_ASSERT_EQUAL(st, ACX_ERR_NOT_SUPPORTED);
+  len = encode_ok(&m, b);
+  wr16(b + 4, 3);
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, &st), ACXI_CTRL_BAD_VERSION);
 
   /* Unknown types, with a payload length that would fit some real type. */
   const uint16_t bad_types[] = {0, ACXI_CTRL_TYPE_END, 100, 0xffff};
@@ -281,6 +299,17 @@ static void test_payload_fields(void) {
   wr64(b + 48, 5); /* old generation 5, new 2 */
   reseal(b, len);
   CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
+
+  m = sample(6);
+  len = encode_ok(&m, b);
+  wr64(b + 40, 0); /* channel number 0 */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
+  m = sample(8);
+  len = encode_ok(&m, b);
+  wr32(b + 8, ACXI_CTRL_FLAG_CHANNEL); /* the CHANNEL flag on anything but a request */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FLAGS);
 }
 
 /* A request whose token is broken (message checksum right): BAD_TOKEN, and the receiver still
@@ -307,7 +336,7 @@ static void test_encode_rejects(void) {
   acxi_ctrl_msg_t m = sample(0);
   ACX_ASSERT_STATUS(acxi_ctrl_encode(NULL, b, sizeof b, NULL), ACX_ERR_NULL_ARG);
   ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, NULL, sizeof b, NULL), ACX_ERR_NULL_ARG);
-  ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, ACXI_CTRL_MAX_BYTES - 1, NULL), ACX_ERR_OUT_OF_RANGE);
+  ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, acxi_ctrl_wire_size(m.type) - 1, NULL), ACX_ERR_OUT_OF_RANGE);
   ACX_ASSERT_STATUS(acxi_ctrl_decode(NULL, 10, &m, NULL), ACX_ERR_NULL_ARG);
   ACX_ASSERT_STATUS(acxi_ctrl_decode(b, 10, NULL, NULL), ACX_ERR_NULL_ARG);
   m.type = (acxi_ctrl_type_t)0;
@@ -327,7 +356,13 @@ static void test_encode_rejects(void) {
   m = sample(4);
   m.u.notice.new_generation = 0;
   ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
+  m = sample(2);
+  m.flags = ACXI_CTRL_FLAG_CHANNEL; /* requests only */
+  ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
   m = sample(6);
+  m.u.chan.channel = 0;
+  ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
+  m = sample(8);
   ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, acxi_ctrl_wire_size(m.type), NULL), ACX_OK); /* exact fit */
 }
 
