@@ -20,6 +20,8 @@
 
 #if ACX_HAVE_NCCL
 static _Atomic uint64_t next_comm_id = 1; /* executor-side communicator ids */
+
+uint64_t acxc_next_comm_id(void) { return atomic_fetch_add_explicit(&next_comm_id, 1, memory_order_relaxed); }
 #endif
 static _Atomic int coll_counter;
 
@@ -788,7 +790,7 @@ static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
   memset(c->reg, 0, offsetof(acxc_region_t, slots));
   c->reg->magic = ACXC_REGION_MAGIC;
   ACXCHECK(acxc_world_nccl_unique_id(c->world, 0, c->reg->nccl_id));
-  c->comm_id = atomic_fetch_add_explicit(&next_comm_id, 1, memory_order_relaxed);
+  c->comm_id = acxc_next_comm_id();
   acxi_cmd_t cmd = {.op = ACXC_OP_INIT,
                     .arg = {c->comm_id, (uint64_t)c->size, (uint64_t)c->rank, c->region->id,
                             (uint64_t)(init_timeout_ns / 1000000)}};

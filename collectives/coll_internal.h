@@ -75,6 +75,14 @@ struct acx_coll {
   acxc_mpi_t *mpi; /* host path */
 };
 
+/* The world is being rebuilt: remote access's NCCL channels are aborted (their transfers fail at
+ * once, with ACX_ERR_WORLD_REBUILDING) and replaced on their next use. No-op without
+ * acx_remote_start. Any thread but the control plane's progress thread. */
+void acxc_remote_retire(acx_world_t *world);
+
+/* A new executor-side communicator id (per rank process, never 0): colls and remote channels. */
+uint64_t acxc_next_comm_id(void);
+
 /* The coll is broken with `cause` (first cause wins): waiting operations fail with it, the NCCL
  * communicator is aborted (abort != 0). Any thread. */
 void acxc_coll_break(acx_coll_t *c, acx_status_t cause, int abort, const char *why);

@@ -277,6 +277,7 @@ static acx_status_t attempt(sup_t *s, uint64_t target, int64_t deadline) {
 
 static acx_status_t rebuild(sup_t *s, uint64_t target, int64_t fault_ns) {
   if (s->coll) acxc_coll_retire(s->coll, ACX_ERR_WORLD_REBUILDING);
+  acxc_remote_retire(s->w);
   int64_t deadline = fault_ns + s->timeout_ns;
   acx_status_t st = ACX_ERR_TIMEOUT;
   for (int a = 1; a <= s->attempts; a++) {

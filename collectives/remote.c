@@ -1,8 +1,24 @@
 /* Remote buffer access through tokens: the requester's side (a table of requests by tag, each
  * with its deadline) and the owner's (acxi_token_resolve on every request, then the bytes), as
- * handlers of the control plane. Data is staged through host memory and travels as MPI messages
- * on the control plane's communicator under a tag derived from the request's, so remote traffic
- * never shares a communicator, or an order, with the collectives. */
+ * handlers of the control plane. Remote traffic never shares a communicator, or an order, with
+ * the collectives. The bytes move one of two ways:
+ *
+ * Channels (both buffers on cuda devices): GPU to GPU through NCCL. A channel is a two-rank NCCL
+ * communicator that carries one requester's requests to one owner (the requester is NCCL rank 1,
+ * the owner rank 0), in a private stream of each executor (collectives/nccl_exec.c says why a
+ * shared stream could deadlock). The requester opens it: it makes the ncclUniqueId, starts its
+ * side, and sends CHAN_OPEN ahead of the first request flagged CHANNEL; the owner starts its side
+ * on the device of the first buffer such a request names. Order: the owner issues its send (a get)
+ * or receive (a put) while serving the request, then replies; the requester issues the matching
+ * receive or send when the reply comes. Replies from one owner arrive in the order sent (MPI's
+ * non-overtaking rule, one communicator and tag), so both sides issue the channel's operations in
+ * the owner's serving order. Whatever could break that order (a request that passed its deadline
+ * before its reply, a failed transfer) closes the channel; the next request opens a new one, and
+ * a CHAN_OPEN replaces the owner's old channel with the sender.
+ *
+ * MPI (host device kind, a buffer not on a GPU, ACX_REMOTE_TRANSPORT=mpi): staged through host
+ * memory and sent as MPI messages on the control plane's communicator under a tag derived from
+ * the request's. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>
@@ -12,19 +28,62 @@
 #include <time.h>
 
 #include "acx/remote.h"
+#include "acx_build_config.h"
+#include "collectives/coll_internal.h"
 #include "collectives/ctrl_plane.h"
+#include "collectives/world_internal.h"
 #include "runtime/clock.h"
+#include "runtime/device_internal.h"
 #include "runtime/log.h"
 #include "runtime/param.h"
 #include "runtime/token_internal.h"
 
 #define MAX_IN_FLIGHT 4096
+/* Statuses of a request the owner refused on its checks: nothing moved, the channel is intact. */
+#define VERDICT(st)                                                                                \
+  ((st) == ACX_ERR_BAD_TOKEN || (st) == ACX_ERR_STALE_TOKEN || (st) == ACX_ERR_DENIED ||           \
+   (st) == ACX_ERR_OUT_OF_RANGE || (st) == ACX_ERR_INVALID_ARG)
+
+struct remote;
+
+/* A two-rank NCCL channel with one peer (see the top of the file). */
+typedef struct chan {
+  struct chan *next;
+  int peer;
+  int owner_side;      /* 1: carries the peer's requests to this rank (NCCL rank 0); 0: this rank's
+                          requests to the peer (rank 1) */
+  uint64_t number;     /* the requester's number for it (its communicator id there) */
+  uint64_t comm_id;    /* this executor's communicator; 0 on the owner side before its first use */
+  acx_device_t *dev;   /* held once comm_id is set */
+  uint64_t generation; /* dev's generation at the INIT */
+  uint64_t epoch;      /* requester side: the world epoch it was opened in */
+  acx_token_t reach;   /* requester side: the owner device it reaches (devid_type, device) */
+  acx_host_mem_t *region; /* the INIT's host region (it carries the ncclUniqueId) */
+  unsigned char nccl_id[ACXC_NCCL_ID_BYTES];
+  int failed;
+} chan_t;
+
+/* A channel operation in the executor: a requester's receive/send, or an owner's send/receive. */
+typedef struct xfer {
+  struct xfer *next;
+  acx_future_t *f; /* the executor operation's (held) */
+  int64_t deadline_ns;
+  int peer, owner_side;
+  uint64_t comm_id;
+  int aborted;
+  struct rop *r; /* requester side */
+  /* owner side */
+  acx_buffer_t *buf; /* held */
+  int is_put, dtag_out;
+  uint64_t bytes;
+} xfer_t;
 
 /* One request of this rank. In the table while it waits for the owner's reply; out of it (owned by
  * the control plane's callbacks) while its bytes move. */
 typedef struct rop {
   struct rop *next;
   uint64_t tag;
+  uint64_t chan; /* the channel's communicator id when the bytes move on it, else 0 */
   int is_put, owner, dtag_in, dtag_out, pending;
   acx_status_t first_error;
   acx_future_t *future; /* held */
@@ -55,7 +114,11 @@ typedef struct remote {
   int nops;
   _Atomic int inflight; /* requests and served puts owned by control-plane callbacks */
   _Atomic uint64_t next_tag;
-  _Atomic uint64_t gets, puts, served, refused, failed, bytes_in, bytes_out;
+  _Atomic uint64_t gets, puts, served, refused, failed, bytes_in, bytes_out, channel_xfers, channels_opened;
+  int use_channels;          /* ACX_REMOTE_TRANSPORT allows them and NCCL is built in */
+  pthread_mutex_t chan_lock; /* requester side: channel choice through the request's send */
+  chan_t *chans;             /* under lock */
+  xfer_t *xfers;             /* the progress thread's (and acx_remote_stop's once it is quiet) */
 } remote_t;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -77,6 +140,182 @@ static int64_t left_ns(int64_t deadline) {
 }
 
 static void put_status(unsigned char *p, acx_status_t st) { acxi_put_le32(p, (uint32_t)st); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* channels                                                                                   */
+
+static int same_device_id(const acx_token_t *a, const acx_token_t *b) {
+  return a->devid_type == b->devid_type && memcmp(&a->device, &b->device, sizeof a->device) == 0;
+}
+
+static int on_gpu(const acx_buffer_t *b) { return strcmp(b->dev->kind, "cuda") == 0; }
+
+/* Tells the executor to drop the channel's communicator (abort first: operations in flight fail
+ * at once) and frees what the channel holds. Not under rm->lock (acx_host_free waits for the
+ * executor). */
+static void chan_free(chan_t *ch) {
+  if (ch->comm_id && ch->dev) {
+    acxi_cmd_t ab = {.op = ACXC_OP_ABORT, .arg = {ch->comm_id, ACX_ERR_CANCELLED}};
+    acxi_cmd_t de = {.op = ACXC_OP_DESTROY, .arg = {ch->comm_id, 0, 0, 0, 1000}};
+    int64_t dl = acxi_deadline(acxi_device_timeout(ch->dev, -1));
+    (void)acxi_device_submit(ch->dev, &ab, NULL, 0, 0, -1, dl, NULL);
+    (void)acxi_device_submit(ch->dev, &de, NULL, 0, 0, -1, dl, NULL);
+  }
+  if (ch->region) (void)acx_host_free(ch->region);
+  if (ch->dev) acxi_device_release(ch->dev);
+  free(ch);
+}
+
+/* Unlinks the channel of (peer, side) whose communicator is comm_id (0: any), marking it failed.
+ * The caller frees what it gets. */
+static chan_t *chan_unlink(remote_t *rm, int peer, int owner_side, uint64_t comm_id) {
+  pthread_mutex_lock(&rm->lock);
+  chan_t **pp = &rm->chans, *ch = NULL;
+  while (*pp && !((*pp)->peer == peer && (*pp)->owner_side == owner_side && (!comm_id || (*pp)->comm_id == comm_id)))
+    pp = &(*pp)->next;
+  if (*pp) {
+    ch = *pp;
+    *pp = ch->next;
+    ch->failed = 1;
+  }
+  pthread_mutex_unlock(&rm->lock);
+  return ch;
+}
+
+static void chan_close(remote_t *rm, int peer, int owner_side, uint64_t comm_id, const char *why) {
+  chan_t *ch = chan_unlink(rm, peer, owner_side, comm_id);
+  if (!ch) return;
+  ACX_INFO(COLL, "remote: channel %" PRIu64 " (%s rank %d) closed: %s", ch->number, owner_side ? "serving" : "to",
+           peer, why);
+  chan_free(ch);
+}
+
+/* Starts this side's communicator of ch in dev's executor: a host region with the id, then INIT
+ * (fire-and-forget: a failed INIT fails the operations queued behind it). */
+static acx_status_t chan_start(remote_t *rm, chan_t *ch, acx_device_t *dev, int nccl_rank) {
+  acx_status_t st = acx_host_alloc(dev, sizeof(acxc_region_t), &ch->region);
+  void *p = NULL;
+  size_t bytes = 0;
+  if (st == ACX_OK) st = acx_host_mem_ptr(ch->region, &p, &bytes);
+  if (st != ACX_OK) return st;
+  acxc_region_t *reg = p;
+  memset(reg, 0, offsetof(acxc_region_t, slots));
+  reg->magic = ACXC_REGION_MAGIC;
+  memcpy(reg->nccl_id, ch->nccl_id, sizeof reg->nccl_id);
+  acxi_device_hold(dev);
+  pthread_mutex_lock(&rm->lock); /* acxc_remote_retire reads them from another thread */
+  ch->comm_id = acxc_next_comm_id();
+  ch->dev = dev;
+  ch->generation = atomic_load_explicit(&dev->generation, memory_order_acquire);
+  pthread_mutex_unlock(&rm->lock);
+  acxi_cmd_t cmd = {.op = ACXC_OP_INIT,
+                    .off = {ACXC_INIT_PRIVATE_STREAM},
+                    .arg = {ch->comm_id, 2, (uint64_t)nccl_rank, ch->region->id,
+                            (uint64_t)acxi_param_int("ACX_NCCL_INIT_TIMEOUT")}};
+  return acxi_device_submit(dev, &cmd, NULL, 0, 0, -1, acxi_deadline(acxi_device_timeout(dev, -1)), NULL);
+}
+
+/* One operation on a channel: send (a get's bytes at the owner, a put's at the requester) or
+ * receive, of buf[off, +bytes); *f completes when the executor has it done. */
+static acx_status_t chan_op(const chan_t *ch, int send, acx_buffer_t *buf, uint64_t off, uint64_t bytes,
+                            int64_t deadline_ns, acx_future_t **f) {
+  int64_t ms = (deadline_ns - acxi_now_ns()) / 1000000;
+  acxi_cmd_t cmd = {.op = send ? ACXC_OP_SEND : ACXC_OP_RECV, .dtype = ACX_DTYPE_BYTE, .bytes = bytes,
+                    .arg = {ch->comm_id, 0, (uint64_t)(ch->owner_side ? 1 : 0), 0, (uint64_t)(ms > 0 ? ms : 1)}};
+  cmd.buf[send ? 0 : 1] = buf->id;
+  cmd.off[send ? 0 : 1] = off;
+  acxi_bufarg_t ba = {buf, send ? "send" : "recv"};
+  return acxi_device_submit(ch->dev, &cmd, &ba, 1, 0, -1, deadline_ns, f);
+}
+
+static acx_status_t xfer_add(remote_t *rm, const chan_t *ch, acx_future_t *f, int64_t deadline_ns, xfer_t **out) {
+  xfer_t *x = calloc(1, sizeof *x);
+  if (!x) return ACX_ERR_NO_MEMORY;
+  *x = (xfer_t){.f = f, .deadline_ns = deadline_ns, .peer = ch->peer, .owner_side = ch->owner_side,
+                .comm_id = ch->comm_id, .next = rm->xfers};
+  rm->xfers = x;
+  atomic_fetch_add_explicit(&rm->inflight, 1, memory_order_relaxed);
+  *out = x;
+  return ACX_OK;
+}
+
+/* The requester's channel to `owner` for a request from local to the device t names, opened when
+ * there is none or the one there no longer fits; *comm_id = 0 when the bytes go through MPI.
+ * Under rm->chan_lock. */
+static acx_status_t chan_for_request(remote_t *rm, const acx_token_t *t, acx_buffer_t *local, uint64_t *comm_id) {
+  *comm_id = 0;
+  if (!rm->use_channels || t->devid_type == ACX_TOKEN_DEVID_NONE || !on_gpu(local)) return ACX_OK;
+  uint64_t epoch = 0;
+  acx_world_epoch(rm->world, &epoch);
+  pthread_mutex_lock(&rm->lock);
+  chan_t *ch = rm->chans;
+  while (ch && !(ch->peer == t->owner_rank && !ch->owner_side)) ch = ch->next;
+  int fits = ch && !ch->failed && ch->dev == local->dev && ch->epoch == epoch && same_device_id(&ch->reach, t) &&
+             ch->generation == atomic_load_explicit(&local->dev->generation, memory_order_acquire);
+  if (fits) *comm_id = ch->comm_id;
+  pthread_mutex_unlock(&rm->lock);
+  if (fits) return ACX_OK;
+  if (ch) chan_close(rm, t->owner_rank, 0, ch->comm_id, "replaced (device, generation or epoch moved, or it failed)");
+
+  ch = calloc(1, sizeof *ch);
+  if (!ch) return ACX_ERR_NO_MEMORY;
+  ch->peer = t->owner_rank;
+  ch->epoch = epoch;
+  ch->reach.devid_type = t->devid_type;
+  ch->reach.device = t->device;
+  acx_status_t st = acxc_nccl_local_id(ch->nccl_id);
+  if (st == ACX_OK) st = chan_start(rm, ch, local->dev, 1);
+  ch->number = ch->comm_id;
+  acxi_ctrl_msg_t m = {.type = ACXI_CTRL_CHAN_OPEN, .u.chan = {.channel = ch->number}};
+  memcpy(m.u.chan.nccl_id, ch->nccl_id, sizeof m.u.chan.nccl_id);
+  if (st == ACX_OK) st = acxc_ctrl_send(rm->cp, ch->peer, &m, NULL, NULL);
+  if (st != ACX_OK) {
+    ACX_WARN(COLL, "remote: opening a channel to rank %d failed: %s", ch->peer, acx_status_name(st));
+    chan_free(ch);
+    return st;
+  }
+  add(&rm->channels_opened, 1);
+  ACX_INFO(COLL, "remote: channel %" PRIu64 " to rank %d opened", ch->number, ch->peer);
+  pthread_mutex_lock(&rm->lock);
+  ch->next = rm->chans;
+  rm->chans = ch;
+  pthread_mutex_unlock(&rm->lock);
+  *comm_id = ch->comm_id;
+  return ACX_OK;
+}
+
+void acxc_remote_retire(acx_world_t *world) {
+  remote_t *rm = remote_of(world);
+  if (!rm) return;
+  /* Marked and aborted here; unlinked and freed by their usual paths (a failed channel is replaced
+   * by the next request, or by the requester's next CHAN_OPEN on the owner's side). */
+  struct {
+    uint64_t comm_id;
+    acx_device_t *dev;
+  } ab[64];
+  int n = 0, more = 0;
+  pthread_mutex_lock(&rm->lock);
+  for (chan_t *ch = rm->chans; ch; ch = ch->next) {
+    if (ch->failed) continue;
+    ch->failed = 1;
+    if (!ch->comm_id) continue;
+    if (n == 64) {
+      more = 1;
+      continue;
+    }
+    acxi_device_hold(ch->dev);
+    ab[n].comm_id = ch->comm_id;
+    ab[n++].dev = ch->dev;
+  }
+  pthread_mutex_unlock(&rm->lock);
+  for (int i = 0; i < n; i++) {
+    acxi_cmd_t cmd = {.op = ACXC_OP_ABORT, .arg = {ab[i].comm_id, ACX_ERR_WORLD_REBUILDING}};
+    (void)acxi_device_submit(ab[i].dev, &cmd, NULL, 0, 0, -1, acxi_deadline(acxi_device_timeout(ab[i].dev, -1)), NULL);
+    acxi_device_release(ab[i].dev);
+  }
+  if (n || more)
+    ACX_INFO(COLL, "remote: world rebuilding: %d channel(s) aborted%s", n, more ? " (more were marked failed)" : "");
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* requester side                                                                             */
@@ -143,12 +382,63 @@ static void put_ack_in(acxc_ctrl_t *cp, void *arg, acx_status_t st) {
   put_step(r, st);
 }
 
+/* The owner accepted a channel request: this side's matching operation. */
+static acx_status_t reply_on_channel(remote_t *rm, rop_t *r) {
+  pthread_mutex_lock(&rm->lock);
+  chan_t *ch = rm->chans;
+  while (ch && !(ch->peer == r->owner && !ch->owner_side && ch->comm_id == r->chan)) ch = ch->next;
+  chan_t snap = ch ? *ch : (chan_t){0};
+  pthread_mutex_unlock(&rm->lock);
+  /* The channel may be closed by another thread from here on: the local buffer's device reference
+   * is the one to use (the same device: channels are chosen by it); an operation on a closed
+   * channel fails in the executor. */
+  snap.dev = r->local->dev;
+  if (!ch || snap.failed) {
+    ACX_WARN(COLL, "remote: rank %d accepted request %" PRIu64 " on channel %" PRIu64 ", which this rank has closed since",
+             r->owner, r->tag, r->chan);
+    return ACX_ERR_PEER_LOST;
+  }
+  acx_future_t *f = NULL;
+  acx_status_t st = ACX_OK;
+  if (r->is_put) {
+    r->ack = malloc(4);
+    r->pending = 2;
+    st = r->ack ? acxc_ctrl_data_recv(rm->cp, r->owner, r->dtag_in, r->ack, 4, r->deadline_ns, put_ack_in, r)
+                : ACX_ERR_NO_MEMORY;
+    if (st != ACX_OK) {
+      free(r->ack);
+      r->ack = NULL;
+      return st;
+    }
+  }
+  st = chan_op(&snap, r->is_put, r->local, r->local_off, r->bytes, r->deadline_ns, &f);
+  xfer_t *x = NULL;
+  if (st == ACX_OK) st = xfer_add(rm, &snap, f, r->deadline_ns, &x);
+  if (st == ACX_OK) {
+    x->r = r;
+    return ACX_OK;
+  }
+  if (f) acx_future_release(f);
+  /* The owner's half is in its stream with nothing to match it here. */
+  chan_close(rm, r->owner, 0, r->chan, "this side's operation could not be issued");
+  if (r->is_put) {
+    /* The ack receive is posted: it ends at the deadline and finishes the request then. */
+    atomic_fetch_add_explicit(&rm->inflight, 1, memory_order_relaxed);
+    put_step(r, st);
+    return ACX_OK;
+  }
+  return st;
+}
+
 static void on_reply(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
   remote_t *rm = arg;
   rop_t *r = rop_take(rm, m->u.reply.tag);
   if (!r) {
     ACX_INFO(COLL, "remote: a %s from rank %d for tag %" PRIu64 ", which is not waiting (past its deadline?): dropped",
              acxi_ctrl_type_str(m->type), m->sender, m->u.reply.tag);
+    /* If it went on the channel to that rank, the owner has an operation there that nothing here
+     * matches: the channel's order is gone. */
+    if (m->u.reply.status == ACX_OK) chan_close(rm, m->sender, 0, 0, "a late reply to a request that had expired");
     return;
   }
   int want_put = m->type == ACXI_CTRL_PUT_REPLY;
@@ -159,7 +449,16 @@ static void on_reply(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_s
     return;
   }
   if (m->u.reply.status != ACX_OK) {
+    if (r->chan && !VERDICT(m->u.reply.status)) chan_close(rm, r->owner, 0, r->chan, acx_status_name(m->u.reply.status));
     rop_finish(r, m->u.reply.status);
+    return;
+  }
+  if (r->chan) {
+    acx_status_t cs = reply_on_channel(rm, r);
+    if (cs != ACX_OK) {
+      chan_close(rm, r->owner, 0, r->chan, "this side's operation could not be issued");
+      rop_finish(r, cs);
+    }
     return;
   }
   atomic_fetch_add_explicit(&rm->inflight, 1, memory_order_relaxed);
@@ -181,6 +480,44 @@ static void on_reply(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_s
   if (st != ACX_OK) {
     atomic_fetch_sub_explicit(&rm->inflight, 1, memory_order_release);
     rop_finish(r, st);
+  }
+}
+
+static void oxfer_done(remote_t *rm, xfer_t *x, acx_status_t st);
+
+/* Channel operations that finished; one past its deadline aborts its channel (the executor then
+ * fails it, and everything behind it, at once). The progress thread. */
+static void xfers_poll(remote_t *rm, int64_t now) {
+  xfer_t **pp = &rm->xfers;
+  while (*pp) {
+    xfer_t *x = *pp;
+    acx_status_t st = acx_future_result(x->f, NULL, 0, NULL);
+    if (st == ACX_ERR_TIMEOUT) {
+      if (now >= x->deadline_ns && !x->aborted) {
+        x->aborted = 1;
+        ACX_WARN(COLL, "remote: a channel transfer with rank %d passed its deadline; the channel is closed", x->peer);
+        chan_close(rm, x->peer, x->owner_side, x->comm_id, "a transfer passed its deadline");
+      }
+      pp = &x->next;
+      continue;
+    }
+    *pp = x->next;
+    acx_future_release(x->f);
+    if (st != ACX_OK) chan_close(rm, x->peer, x->owner_side, x->comm_id, acx_status_name(st));
+    else add(&rm->channel_xfers, 1);
+    if (x->r) {
+      rop_t *r = x->r;
+      if (st == ACX_OK) add(r->is_put ? &rm->bytes_out : &rm->bytes_in, r->bytes);
+      if (r->is_put) {
+        put_step(r, st); /* the in-flight count of the request: put_step's */
+      } else {
+        atomic_fetch_sub_explicit(&rm->inflight, 1, memory_order_release);
+        rop_finish(r, st);
+      }
+      free(x);
+    } else {
+      oxfer_done(rm, x, st);
+    }
   }
 }
 
@@ -207,8 +544,10 @@ static void on_tick(acxc_ctrl_t *cp, void *arg, int64_t now) {
     expired = r->next;
     ACX_WARN(COLL, "remote %s (tag %" PRIu64 ") to rank %d: no answer within ACX_REMOTE_TIMEOUT",
              r->is_put ? "put" : "get", r->tag, r->owner);
+    if (r->chan) chan_close(rm, r->owner, 0, r->chan, "a request expired waiting for its reply");
     rop_finish(r, ACX_ERR_TIMEOUT);
   }
+  xfers_poll(rm, now);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -245,10 +584,112 @@ static acx_status_t check_request(remote_t *rm, const acxi_ctrl_msg_t *m, acx_st
   return st;
 }
 
+/* An owner-side channel operation finished: the buffer goes back; a put's requester learns the
+ * outcome (its own send finishing says nothing about this side's receive). */
+static void oxfer_done(remote_t *rm, xfer_t *x, acx_status_t st) {
+  if (st == ACX_OK) add(x->is_put ? &rm->bytes_in : &rm->bytes_out, x->bytes);
+  acx_buffer_release(x->buf);
+  if (x->is_put) {
+    unsigned char *ack = malloc(4);
+    if (ack) {
+      put_status(ack, st);
+      if (acxc_ctrl_data_send(rm->cp, x->peer, x->dtag_out, ack, 4, acxi_deadline(rm->timeout_ns), free_on_ok, ack) !=
+          ACX_OK)
+        free(ack);
+    }
+  } else if (st != ACX_OK) {
+    ACX_INFO(COLL, "remote: serving a get of rank %d on channel %" PRIu64 " failed: %s", x->peer, x->comm_id,
+             acx_status_name(st));
+  }
+  atomic_fetch_sub_explicit(&rm->inflight, 1, memory_order_release);
+  free(x);
+}
+
+static void on_chan_open(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
+  remote_t *rm = arg;
+  chan_close(rm, m->sender, 1, 0, "the requester opened a new one");
+  chan_t *ch = calloc(1, sizeof *ch);
+  if (!ch) {
+    ACX_WARN(COLL, "remote: out of memory for rank %d's channel %" PRIu64 "; its requests will be refused", m->sender,
+             m->u.chan.channel);
+    return;
+  }
+  ch->peer = m->sender;
+  ch->owner_side = 1;
+  ch->number = m->u.chan.channel;
+  memcpy(ch->nccl_id, m->u.chan.nccl_id, sizeof ch->nccl_id);
+  pthread_mutex_lock(&rm->lock);
+  ch->next = rm->chans;
+  rm->chans = ch;
+  pthread_mutex_unlock(&rm->lock);
+  ACX_INFO(COLL, "remote: rank %d opened channel %" PRIu64 " to this rank", m->sender, ch->number);
+}
+
+/* The owner's half of a CHANNEL request that passed the checks: its send (get) or receive (put)
+ * on the requester's channel, issued now, before the reply. ACX_OK: in flight, buf's reference
+ * is the transfer's. */
+static acx_status_t serve_on_channel(remote_t *rm, const acxi_ctrl_msg_t *m, acx_buffer_t *buf, int is_put) {
+  pthread_mutex_lock(&rm->lock);
+  chan_t *ch = rm->chans;
+  while (ch && !(ch->peer == m->sender && ch->owner_side)) ch = ch->next;
+  int fresh = ch && !ch->failed && !ch->comm_id;
+  int dev_ok = ch && !ch->failed && ch->comm_id && ch->dev == buf->dev &&
+               ch->generation == atomic_load_explicit(&buf->dev->generation, memory_order_acquire);
+  pthread_mutex_unlock(&rm->lock);
+  if (!ch || ch->failed) {
+    ACX_WARN(COLL, "remote: rank %d asked for its bytes on a channel, and it has none open to this rank", m->sender);
+    return ACX_ERR_INVALID_STATE;
+  }
+  if (!on_gpu(buf)) {
+    ACX_WARN(COLL, "remote: rank %d asked for a channel transfer of a buffer on a %s device", m->sender, buf->dev->kind);
+    return ACX_ERR_NOT_SUPPORTED;
+  }
+  /* Only the progress thread starts or replaces owner-side channels: ch stays ours meanwhile. */
+  if (fresh) {
+    acx_status_t st = chan_start(rm, ch, buf->dev, 0);
+    if (st != ACX_OK) {
+      ACX_WARN(COLL, "remote: starting rank %d's channel %" PRIu64 " failed: %s", m->sender, ch->number,
+               acx_status_name(st));
+      chan_close(rm, m->sender, 1, 0, "its start failed");
+      return st;
+    }
+    dev_ok = 1;
+  }
+  if (!dev_ok) {
+    ACX_WARN(COLL, "remote: rank %d's channel %" PRIu64 " lives on another device (or generation) than the buffer its "
+             "request names", m->sender, ch->number);
+    chan_close(rm, m->sender, 1, 0, "device or generation mismatch");
+    return ACX_ERR_DEVICE_LOST;
+  }
+  int64_t deadline = acxi_deadline(rm->timeout_ns);
+  acx_future_t *f = NULL;
+  acx_status_t st = chan_op(ch, !is_put, buf, m->u.access.offset, m->u.access.bytes, deadline, &f);
+  xfer_t *x = NULL;
+  if (st == ACX_OK) st = xfer_add(rm, ch, f, deadline, &x);
+  if (st != ACX_OK) {
+    if (f) acx_future_release(f);
+    chan_close(rm, m->sender, 1, 0, "an operation could not be issued");
+    return st;
+  }
+  x->buf = buf;
+  x->is_put = is_put;
+  x->bytes = m->u.access.bytes;
+  x->dtag_out = acxc_ctrl_data_tag(rm->cp, m->u.access.tag, 0);
+  return ACX_OK;
+}
+
 static void on_get_req(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
   remote_t *rm = arg;
   acx_buffer_t *buf = NULL;
   acx_status_t st = check_request(rm, m, decoded, ACX_TOKEN_READ, &buf);
+  if (m->flags & ACXI_CTRL_FLAG_CHANNEL) {
+    if (st == ACX_OK) {
+      st = serve_on_channel(rm, m, buf, 0);
+      if (st != ACX_OK) acx_buffer_release(buf);
+    }
+    reply(cp, m, st);
+    return;
+  }
   unsigned char *staging = NULL;
   if (st == ACX_OK) {
     /* The resolve bounded bytes by the buffer's size: the staging allocation is as trusted as it. */
@@ -291,6 +732,14 @@ static void on_put_req(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx
   remote_t *rm = arg;
   acx_buffer_t *buf = NULL;
   acx_status_t st = check_request(rm, m, decoded, ACX_TOKEN_WRITE, &buf);
+  if (m->flags & ACXI_CTRL_FLAG_CHANNEL) {
+    if (st == ACX_OK) {
+      st = serve_on_channel(rm, m, buf, 1);
+      if (st != ACX_OK) acx_buffer_release(buf);
+    }
+    reply(cp, m, st);
+    return;
+  }
   oput_t *o = NULL;
   if (st == ACX_OK) {
     o = calloc(1, sizeof *o);
@@ -334,7 +783,16 @@ acx_status_t acx_remote_start(acx_world_t *world) {
   rm->world = world;
   int64_t ms = acxi_param_int("ACX_REMOTE_TIMEOUT");
   rm->timeout_ns = (ms > 0 ? ms : 1) * 1000000LL;
+  const char *tr = acxi_param_str("ACX_REMOTE_TRANSPORT");
+  if (tr && strcmp(tr, "auto") != 0 && strcmp(tr, "mpi") != 0) {
+    ACX_WARN(COLL, "ACX_REMOTE_TRANSPORT='%s': expected 'auto' or 'mpi'", tr);
+    (void)acxc_ctrl_release(rm->cp, -1);
+    free(rm);
+    return ACX_ERR_BAD_PARAM;
+  }
+  rm->use_channels = ACX_HAVE_NCCL && !(tr && strcmp(tr, "mpi") == 0);
   pthread_mutex_init(&rm->lock, NULL);
+  pthread_mutex_init(&rm->chan_lock, NULL);
   pthread_mutex_lock(&registry_lock);
   rm->next = registry;
   registry = rm;
@@ -343,7 +801,10 @@ acx_status_t acx_remote_start(acx_world_t *world) {
   acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_PUT_REQ, on_put_req, rm);
   acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_GET_REPLY, on_reply, rm);
   acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_PUT_REPLY, on_reply, rm);
+  acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_CHAN_OPEN, on_chan_open, rm);
   acxc_ctrl_set_tick(rm->cp, 0, on_tick, rm);
+  ACX_INFO(COLL, "remote access started: bytes between GPU buffers move %s", rm->use_channels ? "on NCCL channels"
+           : "through host memory over MPI (ACX_REMOTE_TRANSPORT=mpi or no NCCL)");
   return ACX_OK;
 }
 
@@ -360,9 +821,26 @@ acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns) {
     return ACX_ERR_INVALID_STATE;
   }
   for (int t = ACXI_CTRL_GET_REQ; t <= ACXI_CTRL_PUT_REPLY; t++) acxc_ctrl_set_handler(rm->cp, t, NULL, NULL);
+  acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_CHAN_OPEN, NULL, NULL);
   acxc_ctrl_set_tick(rm->cp, 0, NULL, NULL);
   /* The progress thread may be inside a handler or the tick right now. */
   (void)acxc_ctrl_quiesce(rm->cp, rm->timeout_ns);
+  /* Channels go (their operations in flight fail at once), then those operations are reaped. */
+  pthread_mutex_lock(&rm->lock);
+  chan_t *chans = rm->chans;
+  rm->chans = NULL;
+  pthread_mutex_unlock(&rm->lock);
+  while (chans) {
+    chan_t *ch = chans;
+    chans = ch->next;
+    chan_free(ch);
+  }
+  int64_t xdl = acxi_deadline(rm->timeout_ns);
+  while (rm->xfers && acxi_now_ns() < xdl) {
+    xfers_poll(rm, acxi_now_ns());
+    if (rm->xfers) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  if (rm->xfers) ACX_WARN(COLL, "acx_remote_stop: channel transfers still in the executor after ACX_REMOTE_TIMEOUT");
   pthread_mutex_lock(&rm->lock);
   rop_t *ops = rm->ops;
   rm->ops = NULL;
@@ -383,6 +861,7 @@ acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns) {
     return st != ACX_OK ? st : ACX_ERR_TIMEOUT;
   }
   pthread_mutex_destroy(&rm->lock);
+  pthread_mutex_destroy(&rm->chan_lock);
   free(rm);
   return st;
 }
@@ -453,10 +932,19 @@ static acx_status_t access_remote(const char *fn, acx_world_t *world, const acx_
 
   rop_t *r = calloc(1, sizeof *r);
   if (!r) return ACX_ERR_NO_MEMORY;
-  r->staging = malloc(bytes);
-  acx_status_t st = r->staging ? acx_future_create(&r->future) : ACX_ERR_NO_MEMORY;
-  if (st == ACX_OK && is_put) st = acx_buffer_read(local, local_offset, r->staging, bytes, 0, rm->timeout_ns);
+  /* From the channel's choice to the request's send, one requester thread at a time: a request
+   * must reach the owner on the channel it was made for (a replacement's CHAN_OPEN comes after). */
+  pthread_mutex_lock(&rm->chan_lock);
+  acx_status_t st = chan_for_request(rm, token, local, &r->chan);
+  if (st == ACX_OK && !r->chan) {
+    r->staging = malloc(bytes);
+    if (!r->staging) st = ACX_ERR_NO_MEMORY;
+  }
+  if (st == ACX_OK) st = acx_future_create(&r->future);
+  if (st == ACX_OK && is_put && !r->chan)
+    st = acx_buffer_read(local, local_offset, r->staging, bytes, 0, rm->timeout_ns);
   if (st != ACX_OK) {
+    pthread_mutex_unlock(&rm->chan_lock);
     if (r->future) acx_future_release(r->future);
     free(r->staging);
     free(r);
@@ -478,6 +966,7 @@ static acx_status_t access_remote(const char *fn, acx_world_t *world, const acx_
   pthread_mutex_lock(&rm->lock);
   if (rm->nops >= MAX_IN_FLIGHT) {
     pthread_mutex_unlock(&rm->lock);
+    pthread_mutex_unlock(&rm->chan_lock);
     ACX_WARN(COLL, "%s: %d requests are waiting for their owners already", fn, MAX_IN_FLIGHT);
     acx_future_release(r->future);
     rop_finish(r, ACX_ERR_QUEUE_FULL);
@@ -489,9 +978,13 @@ static acx_status_t access_remote(const char *fn, acx_world_t *world, const acx_
   pthread_mutex_unlock(&rm->lock);
 
   acxi_ctrl_msg_t m = {.type = is_put ? ACXI_CTRL_PUT_REQ : ACXI_CTRL_GET_REQ,
+                       .flags = r->chan ? ACXI_CTRL_FLAG_CHANNEL : 0,
                        .u.access = {.token = *token, .offset = offset, .bytes = bytes, .tag = r->tag}};
+  uint64_t chan = r->chan; /* r may be finished by the time the send returns */
   st = acxc_ctrl_send(rm->cp, r->owner, &m, NULL, NULL);
+  pthread_mutex_unlock(&rm->chan_lock);
   if (st != ACX_OK) {
+    if (chan) chan_close(rm, token->owner_rank, 0, chan, "the request could not be sent");
     rop_t *again = rop_take(rm, r->tag);
     if (again) {
       acx_future_release(again->future); /* the caller's reference: the call fails */
@@ -566,6 +1059,8 @@ acx_status_t acx_remote_stats(acx_world_t *world, acx_remote_stats_t *s) {
                             .refused = atomic_load(&rm->refused),
                             .failed = atomic_load(&rm->failed),
                             .bytes_in = atomic_load(&rm->bytes_in),
-                            .bytes_out = atomic_load(&rm->bytes_out)};
+                            .bytes_out = atomic_load(&rm->bytes_out),
+                            .channel_transfers = atomic_load(&rm->channel_xfers),
+                            .channels_opened = atomic_load(&rm->channels_opened)};
   return ACX_OK;
 }

@@ -311,3 +311,21 @@ acx_status_t acxc_world_nccl_unique_id(acx_world_t *w, int root, unsigned char i
   return ACX_ERR_NOT_SUPPORTED;
 #endif
 }
+
+acx_status_t acxc_nccl_local_id(unsigned char id[ACXC_NCCL_ID_BYTES]) {
+  ACX_CHECK_NULL(id);
+#if ACX_HAVE_NCCL
+  ncclUniqueId uid;
+  ncclResult_t nr = ncclGetUniqueId(&uid);
+  if (nr != ncclSuccess) {
+    ACX_WARN(COLL, "ncclGetUniqueId failed: %s (%s)", ncclGetErrorString(nr), ncclGetLastError(NULL));
+    return ACX_ERR_NCCL;
+  }
+  _Static_assert(sizeof uid == ACXC_NCCL_ID_BYTES, "ncclUniqueId size");
+  memcpy(id, &uid, ACXC_NCCL_ID_BYTES);
+  return ACX_OK;
+#else
+  ACX_WARN(COLL, "acxc_nccl_local_id: this libacx was built without NCCL");
+  return ACX_ERR_NOT_SUPPORTED;
+#endif
+}

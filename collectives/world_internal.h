@@ -29,6 +29,9 @@ acx_status_t acxc_world_bcast_bytes(acx_world_t *w, int root, void *buf, size_t 
  * root broadcasts its status with the id), so no rank waits for an id that will not come.
  * ACX_ERR_NOT_SUPPORTED in a build without NCCL; ACX_ERR_NCCL (logged with NCCL's message). */
 acx_status_t acxc_world_nccl_unique_id(acx_world_t *w, int root, unsigned char id[ACXC_NCCL_ID_BYTES]);
+/* A fresh ncclUniqueId made here, for a communicator this rank sets up with one peer (it listens
+ * for the bootstrap in this process). ACX_ERR_NCCL; ACX_ERR_NOT_SUPPORTED without NCCL. */
+acx_status_t acxc_nccl_local_id(unsigned char id[ACXC_NCCL_ID_BYTES]);
 
 /* The rebuild protocol (rebuild.c) moved the world to `epoch`: the token identity follows at once,
  * so exports carry the new epoch and older tokens go stale. Any thread. */

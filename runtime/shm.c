@@ -96,7 +96,7 @@ acx_status_t acxi_ctrl_create(uint32_t slots, uint64_t generation, acxi_shm_t *s
   size_t total = cpl_off + cpl_bytes;
   ACXCHECK(acxi_shm_create("acx-ctrl", total, shm));
   acxi_ctrl_t *c = acxi_ctrl(shm);
-  c->magic = ACXI_CTRL_MAGIC;
+  c->magic = ACXI_SHM_CTRL_MAGIC;
   c->version = ACXI_PROTOCOL_VERSION;
   c->slots = slots;
   c->total_bytes = total;
@@ -121,7 +121,7 @@ acx_status_t acxi_ctrl_attach(int fd, acxi_shm_t *shm) {
   ACXCHECK(acxi_shm_map(fd, 0, shm));
   acxi_ctrl_t *c = acxi_ctrl(shm);
   acx_status_t res = ACX_ERR_INVALID_ARG;
-  if (shm->bytes < sizeof(acxi_ctrl_t) || c->magic != ACXI_CTRL_MAGIC) {
+  if (shm->bytes < sizeof(acxi_ctrl_t) || c->magic != ACXI_SHM_CTRL_MAGIC) {
     ACX_WARN(EXEC, "fd %d is not an acx control block (bad magic)", fd);
     goto err_destroy_shm;
   }

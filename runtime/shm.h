@@ -26,7 +26,7 @@ acx_status_t acxi_shm_map(int fd, size_t bytes, acxi_shm_t *shm);
 /* Unmaps and closes; safe on a zeroed or already destroyed segment. */
 void acxi_shm_destroy(acxi_shm_t *shm);
 
-#define ACXI_CTRL_MAGIC 0x6163786374726c31ull /* "acxctrl1" */
+#define ACXI_SHM_CTRL_MAGIC 0x6163786374726c31ull /* "acxctrl1" */
 
 /* What the executor says about itself (acxi_ctrl_t.state). */
 typedef enum acxi_exec_state {

@@ -2,10 +2,18 @@
  * (acx/token.h). The request travels over the world's control plane (MPI, on a duplicate of the
  * world's communicator, served by one progress thread per rank; MPI_THREAD_MULTIPLE, which
  * acx_world_init requires already), the owner checks the token (generation, epoch, key, rights,
- * bounds) and answers, then the bytes move: staged through host memory and sent over MPI on the
- * control plane's communicator, for both device kinds (docs/resilience.md says why and what a
- * GPU-direct path would change). Remote traffic never enters a collectives communicator, so it
- * cannot interleave with collectives in a different order on different ranks. */
+ * bounds) and answers, then the bytes move:
+ *  - GPU to GPU through NCCL when both buffers live on cuda devices (ACX_REMOTE_TRANSPORT=auto,
+ *    the default): on a two-rank channel per (requester, owner) pair, a NCCL communicator of its
+ *    own in each executor, on a CUDA stream of its own, with its sends and receives issued in the
+ *    owner's serving order on both sides (docs/tokens.md, "Data path");
+ *  - otherwise (host device kind, ACX_REMOTE_TRANSPORT=mpi) staged through host memory and sent
+ *    over MPI on the control plane's communicator.
+ * Remote traffic never enters a collectives communicator, so it cannot interleave with
+ * collectives in a different order on different ranks. The owner's bytes are read when the
+ * transfer runs, after every write to that buffer the owner submitted before it served the
+ * request; an owner that writes the buffer while peers read it orders the two itself (as with
+ * MPI one-sided access). */
 #ifndef ACX_REMOTE_H
 #define ACX_REMOTE_H
 
@@ -76,7 +84,9 @@ typedef struct acx_remote_stats {
   uint64_t served;      /* requests of other ranks this rank answered (any verdict) */
   uint64_t refused;     /* of those, refused by the owner's check */
   uint64_t failed;      /* this rank's requests that completed with an error */
-  uint64_t bytes_in, bytes_out; /* payload received / sent over the control plane */
+  uint64_t bytes_in, bytes_out; /* payload received / sent (either path) */
+  uint64_t channel_transfers;   /* transfers (as requester or owner) that moved on an NCCL channel */
+  uint64_t channels_opened;     /* channels this rank opened as requester */
 } acx_remote_stats_t;
 /* ACX_ERR_INVALID_STATE when acx_remote_start was not called. Any thread. */
 acx_status_t acx_remote_stats(acx_world_t *world, acx_remote_stats_t *stats);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "acx/remote.h"
+#include "acx_build_config.h"
 #include "acx/token.h"
 #include "acx/world.h"
 #include "acx_test.h"
@@ -115,6 +116,77 @@ static void test_get_put_round_trip(void) {
   acx_buffer_release(mine);
   acx_buffer_release(local);
   free(all);
+  free(host);
+  free(back);
+}
+
+/* Every rank reads its right neighbour and writes its left one at the same time, many requests in
+ * flight, each large enough that a send cannot finish before its receive is posted: on GPUs the
+ * bytes move on NCCL channels (one per ordered pair of ranks, each in its own stream), and gets
+ * served by a rank interleave with its own gets and puts. Nothing may deadlock, every byte must
+ * land, and the stats must say which path carried them. */
+static void test_crossfire(void) {
+  const size_t big = 24u << 20, k = 6, slot = big / k;
+  unsigned char *host = malloc(big), *back = malloc(big);
+  for (size_t i = 0; i < big; i++) host[i] = pattern(rank, i);
+  acx_buffer_t *mine = alloc(big, ACX_DTYPE_BYTE), *inbox = alloc(big, ACX_DTYPE_BYTE);
+  acx_buffer_t *got = alloc(big, ACX_DTYPE_BYTE), *out = alloc(big, ACX_DTYPE_BYTE);
+  ACX_ASSERT_STATUS(acx_buffer_write(mine, 0, host, big, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_write(out, 0, host, big, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_fill(inbox, 0, big, 0, 1, 0, T_LONG), ACX_OK);
+  acx_token_t t1, t2, *rd = malloc((size_t)nranks * sizeof *rd), *wr = malloc((size_t)nranks * sizeof *wr);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_READ, &t1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_export(inbox, ACX_TOKEN_WRITE, &t2), ACX_OK);
+  exchange(&t1, rd);
+  exchange(&t2, wr);
+  acx_remote_stats_t before = {.size = sizeof before}, after = {.size = sizeof after};
+  ACX_ASSERT_STATUS(acx_remote_stats(world, &before), ACX_OK);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  acx_future_t *f[2 * 6];
+  for (size_t j = 0; j < k; j++) {
+    /* Slots in opposite orders for gets and puts, so that the two directions cross. */
+    ACX_ASSERT_STATUS(acx_token_get(world, &rd[right()], j * slot, slot, got, j * slot, &f[2 * j]), ACX_OK);
+    size_t q = k - 1 - j;
+    ACX_ASSERT_STATUS(acx_token_put(world, &wr[left()], q * slot, slot, out, q * slot, &f[2 * j + 1]), ACX_OK);
+  }
+  for (size_t j = 0; j < 2 * k; j++) {
+    ACX_ASSERT_STATUS(acx_future_wait(f[j], T_LONG, NULL, 0, NULL), ACX_OK);
+    acx_future_release(f[j]);
+  }
+  double secs = MPI_Wtime() - t0;
+  MPI_Barrier(MPI_COMM_WORLD); /* every put into this rank's inbox is done */
+  ACX_ASSERT_STATUS(acx_remote_stats(world, &after), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_read(got, 0, back, big, 0, T_LONG), ACX_OK);
+  size_t wrong = 0;
+  for (size_t i = 0; i < big; i++) wrong += back[i] != pattern(right(), i);
+  CU_ASSERT_EQUAL(wrong, 0);
+  ACX_ASSERT_STATUS(acx_buffer_read(inbox, 0, back, big, 0, T_LONG), ACX_OK);
+  wrong = 0;
+  for (size_t i = 0; i < big; i++) wrong += back[i] != pattern(right(), i); /* the right one puts here */
+  CU_ASSERT_EQUAL(wrong, 0);
+  uint64_t moved = after.channel_transfers - before.channel_transfers;
+  const char *tr = getenv("ACX_REMOTE_TRANSPORT");
+  int channels = use_cuda && ACX_HAVE_NCCL && !(tr && !strcmp(tr, "mpi")) && nranks > 1;
+  /* As requester: k gets and k puts; as owner: the neighbours' k gets and k puts. */
+  if (channels) {
+    CU_ASSERT(moved >= 4 * k);
+  } else {
+    CU_ASSERT_EQUAL(moved, 0);
+  }
+  if (rank == 0)
+    printf("\n    crossfire: %zu gets + %zu puts of %zu KiB each way per rank in %.2f ms (%.1f GB/s per rank, in+out), "
+           "%s\n", k, k, slot >> 10, secs * 1e3, 2.0 * (double)big / secs / 1e9,
+           channels ? "NCCL channels" : "MPI through host memory");
+  MPI_Barrier(MPI_COMM_WORLD);
+  ACX_ASSERT_STATUS(acx_buffer_unexport(mine), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_unexport(inbox), ACX_OK);
+  acx_buffer_release(mine);
+  acx_buffer_release(inbox);
+  acx_buffer_release(got);
+  acx_buffer_release(out);
+  free(rd);
+  free(wr);
   free(host);
   free(back);
 }
@@ -330,8 +402,8 @@ int main(int argc, char **argv) {
   if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   static const acx_test_case_t cases[] = {ACX_TEST(test_get_put_round_trip), ACX_TEST(test_typed_round_trip),
                                           ACX_TEST(test_refusals),           ACX_TEST(test_local_buffer),
-                                          ACX_TEST(test_bad_args),           ACX_TEST(test_stale_generation),
-                                          ACX_TEST_END};
+                                          ACX_TEST(test_bad_args),           ACX_TEST(test_crossfire),
+                                          ACX_TEST(test_stale_generation),   ACX_TEST_END};
   int rc = acx_test_run("remote", cases, NULL, NULL);
   st = acx_remote_stop(world, T_LONG);
   if (st != ACX_OK) {
