@@ -30,7 +30,7 @@ for step in "$@"; do
     small) el small
       for sb in 1 0; do ACX_EXECUTOR_STANDBY=$sb timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_EXECUTOR_STANDBY $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 32K -f 64 -n 100 -w 20 -d float 2>&1 | grep -E "^ +[0-9]+ " | sed "s/^/standby=$sb /"; done ;;
     remote) el remote
-      (cd $B && timeout ${REMOTE_T:-300} ctest -L gpu-mpi -R "remote|rebuild|resilient" --output-on-failure --timeout 150 >$OUT/ctest-remote.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|gpu path|bytes" $OUT/ctest-remote.txt | tail -30) ;;
+      (cd $B && timeout ${REMOTE_T:-300} ctest -L gpu-mpi -R "${REMOTE_R:-remote|rebuild|resilient}" --output-on-failure --timeout 150 >$OUT/ctest-remote.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|crossfire|recovered|fault-to-ready|bit" $OUT/ctest-remote.txt | tail -40) ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
 done
