@@ -107,7 +107,6 @@ typedef struct ncomm {
    * engine stream named by the command (ordered there after the buffers' earlier users); pv holds
    * the operations in flight, a FIFO. */
   cudaStream_t ps;
-  cudaEvent_t order_ev;
   pend_t *pv;
   size_t phead, pcount, pcap;
   cstats_t st;
@@ -166,7 +165,6 @@ static void comm_remove(ext_t *x, ncomm_t *c) {
   if (c->chain_ev) (void)cudaEventDestroy(c->chain_ev);
   for (size_t i = 0; i < c->pcount; i++) (void)cudaEventDestroy(c->pv[(c->phead + i) % c->pcap].ev);
   free(c->pv);
-  if (c->order_ev) (void)cudaEventDestroy(c->order_ev);
   if (c->ps) (void)cudaStreamDestroy(c->ps);
   for (int i = 0; i < x->n; i++)
     if (x->v[i] == c) {
@@ -615,9 +613,11 @@ static void chain(ncomm_t *c, const acxi_engine_api_t *api, acxi_engine_t *e, ui
  * Why: remote access (collectives/remote.c) moves bytes on two-rank channels, one per ordered
  * pair of ranks, each with its operations in one agreed order. Operations of different channels
  * must not wait for each other: in one shared stream, rank A's send to B could sit behind A's
- * receive from C while C's send to A sits behind a receive from B ... and the ring deadlocks. So a
- * channel's operations run on its own stream, ordered after the engine stream named by the command
- * (which first waits for the buffers' earlier users), and complete through an event of their own.
+ * receive from C while C's send to A sits behind a receive from B ... and the ring deadlocks. Nor
+ * may they wait for unrelated work of an engine stream (a collective waiting for the very rank
+ * whose transfer this is). So a channel's operations run on its own stream, ordered after the
+ * earlier users of their buffer only (the engine's order_external), and complete through an
+ * event of their own. The command's stream index is checked and otherwise unused.
  */
 
 /* The operation is in c->ps now: it completes when an event recorded after it has. */
@@ -690,8 +690,7 @@ static int private_poll(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t 
 }
 
 /* An operation of a private-stream communicator (point-to-point only). Only in C_READY. */
-static void issue_private(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const acxi_cmd_t *cmd,
-                          cudaStream_t es) {
+static void issue_private(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const acxi_cmd_t *cmd) {
   acx_status_t st = ACX_OK;
   plan_t p;
   if (cmd->op != ACXC_OP_SEND && cmd->op != ACXC_OP_RECV) {
@@ -709,17 +708,14 @@ static void issue_private(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_
   }
   c->st.ops++;
   c->st.eager++;
-  /* The engine stream waits for the buffer's earlier users; the private stream waits for it. */
-  order(e, api, &p.acc, cmd->stream);
-  cudaError_t err = c->order_ev ? cudaSuccess : cudaEventCreateWithFlags(&c->order_ev, cudaEventDisableTiming);
-  if (err == cudaSuccess) err = cudaEventRecord(c->order_ev, es);
-  if (err == cudaSuccess) err = cudaStreamWaitEvent(c->ps, c->order_ev, 0);
-  if (err != cudaSuccess) {
-    ACX_WARN(COLL, "communicator %" PRIu64 ": ordering its private stream after stream %u: %s (%d)", c->id,
-             cmd->stream, cudaGetErrorString(err), (int)err);
-    (void)cudaGetLastError();
-    comm_fail(e, api, c, ACX_ERR_DEVICE, (int)err, 1, "ordering the private stream failed");
-    finish(e, api, cmd, ACX_ERR_DEVICE, (int)err, 0, 0);
+  /* The private stream waits for the buffer's earlier users alone. Waiting for a whole engine
+   * stream would tie the transfer to unrelated work queued there (a collective that waits for the
+   * very peer that waits for this transfer: a deadlock across ranks). */
+  uint64_t id = cmd->op == ACXC_OP_SEND ? p.acc.send : p.acc.recv;
+  st = api->order_external(e, id, c->ps, cmd->op == ACXC_OP_RECV);
+  if (st != ACX_OK) {
+    comm_fail(e, api, c, st, 0, 1, "ordering the private stream after the buffer's users failed");
+    finish(e, api, cmd, st, 0, 0, 0);
     return;
   }
   ncclResult_t r = nccl_call(c, &p, c->ps);
@@ -750,7 +746,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
     return;
   }
   if (c->ps) {
-    issue_private(e, api, c, cmd, s);
+    issue_private(e, api, c, cmd);
     return;
   }
   ncclResult_t r = ncclSuccess;

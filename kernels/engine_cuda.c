@@ -1508,6 +1508,32 @@ static void api_order_access(acxi_engine_t *e, uint64_t id, uint32_t stream, int
   (void)order(e, &b->t, (int)stream, writes != 0, 1);
 }
 
+static acx_status_t api_order_external(acxi_engine_t *e, uint64_t id, void *stream, int writes) {
+  buffer_t *b = (id == KEY_EMPTY || id == KEY_TOMB) ? NULL : idmap_get(&e->buffers, id);
+  if (!b) {
+    ACX_WARN(EXEC, "extension: order_external(buffer %" PRIu64 ") names no buffer", id);
+    return ACX_ERR_UNKNOWN_BUFFER;
+  }
+  if (e->poisoned) return ACX_ERR_DEVICE_LOST;
+  cudaStream_t s = stream;
+  track_t *t = &b->t;
+  if (e->nstreams == 1) {
+    /* One engine stream keeps no per-buffer events: after everything in it, then. */
+    cudaEvent_t ev;
+    ACXCHECK(event_get(e, &ev));
+    cudaError_t err = cudaEventRecord(ev, e->streams[0]);
+    if (err == cudaSuccess) err = cudaStreamWaitEvent(s, ev, 0);
+    event_put(e, ev);
+    CUDACHECK(err);
+    return ACX_OK;
+  }
+  if (t->writer >= 0) CUDACHECK(cudaStreamWaitEvent(s, t->write_ev, 0));
+  if (writes && t->readers)
+    for (int r = 0; r < e->nstreams; r++)
+      if (t->readers & (1ull << r)) CUDACHECK(cudaStreamWaitEvent(s, t->read_ev[r], 0));
+  return ACX_OK;
+}
+
 static void api_complete(acxi_engine_t *e, const acxi_cpl_t *cpl) { e->complete(e->sink, cpl); }
 
 static void api_complete_after(acxi_engine_t *e, uint32_t stream, const acxi_cmd_t *cmd) {
@@ -1539,6 +1565,7 @@ static const acxi_engine_api_t engine_api = {
     .host_region = api_host_region,
     .stream = api_stream,
     .order_access = api_order_access,
+    .order_external = api_order_external,
     .complete = api_complete,
     .complete_after = api_complete_after,
     .ext_state = api_ext_state,

@@ -465,6 +465,9 @@ static void *api_stream(acxi_engine_t *e, uint32_t idx) { return NULL; /* the ho
 static void api_order_access(acxi_engine_t *e, uint64_t id, uint32_t stream, int writes) {
   /* synchronous execution: every earlier write has finished */
 }
+static acx_status_t api_order_external(acxi_engine_t *e, uint64_t id, void *stream, int writes) {
+  return ACX_OK; /* synchronous execution: every earlier access has finished */
+}
 static void api_complete(acxi_engine_t *e, const acxi_cpl_t *cpl) { e->complete(e->sink, cpl); }
 static void api_complete_after(acxi_engine_t *e, uint32_t stream, const acxi_cmd_t *cmd) {
   acxi_cpl_t cpl = {.req_id = cmd->req_id, .status = ACX_OK};
@@ -481,6 +484,7 @@ static const acxi_engine_api_t host_api = {
     .host_region = api_host_region,
     .stream = api_stream,
     .order_access = api_order_access,
+    .order_external = api_order_external,
     .complete = api_complete,
     .complete_after = api_complete_after,
     .ext_state = api_ext_state,

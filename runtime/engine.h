@@ -66,6 +66,12 @@ typedef struct acxi_engine_api {
   /* Orders `stream` after the last writer of buffer `id` (device-side wait), and records this
    * stream as the buffer's last writer when `writes` is set. */
   void (*order_access)(acxi_engine_t *e, uint64_t id, uint32_t stream, int writes);
+  /* Makes an extension's own stream (a cudaStream_t) wait for the accesses of buffer `id` that
+   * must precede this one (its last writer; with `writes`, its readers too), and nothing else.
+   * The access is not recorded: later engine work on the buffer does not wait for it, so the
+   * extension reports its completion only once it has finished. ACX_ERR_UNKNOWN_BUFFER,
+   * ACX_ERR_DEVICE (a CUDA call failed, logged). */
+  acx_status_t (*order_external)(acxi_engine_t *e, uint64_t id, void *stream, int writes);
   /* Posts the completion now. */
   void (*complete)(acxi_engine_t *e, const acxi_cpl_t *cpl);
   /* Posts a completion for cmd (status ACX_OK, values 0) once the work queued so far on
