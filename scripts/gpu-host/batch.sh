@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build tests memcheck launch f32 bf16 bf16big net libs retest small remote.
+# .gpu/debs; steps: build tests memcheck launch f32 bf16 bf16big net libs retest small remote remotev mid smallstats.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
@@ -31,6 +31,12 @@ for step in "$@"; do
       for sb in 1 0; do ACX_EXECUTOR_STANDBY=$sb timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_EXECUTOR_STANDBY $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 32K -f 64 -n 100 -w 20 -d float 2>&1 | grep -E "^ +[0-9]+ " | sed "s/^/standby=$sb /"; done ;;
     remote) el remote
       (cd $B && timeout ${REMOTE_T:-300} ctest -L gpu-mpi -R "${REMOTE_R:-remote|rebuild|resilient}" --output-on-failure --timeout 150 >$OUT/ctest-remote.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|crossfire|recovered|fault-to-ready|bit" $OUT/ctest-remote.txt | tail -40) ;;
+    remotev) el remotev  # the verbose output of the GPU remote and resilience tests (timings, results)
+      (cd $B && timeout 200 ctest -V -R "resilient_allreduce_cuda|test_remote_cuda" --timeout 150 >$OUT/ctest-remotev.txt 2>&1; grep -E "crossfire|result:|recovered at|rebuild\(s\)|identical|differ|tests passed" $OUT/ctest-remotev.txt | sed 's/^[0-9]*: //' | tail -40) ;;
+    mid) el mid  # 32 MiB - 256 MiB with more iterations
+      for d in float bfloat16; do timeout 120 $BENCH -b 32M -e 256M -f 2 -n 60 -w 10 -d $d >$OUT/ar-mid-$d.txt 2>&1; grep -E "^ +[0-9]+ " $OUT/ar-mid-$d.txt; done ;;
+    smallstats) el smallstats  # small messages, repeated, with the communicator's executor-time stats
+      for rep in 1 2 3; do ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 40 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 32K -f 64 -n 100 -w 20 -d float >$OUT/small-$rep.txt 2>&1; grep -E "^ +[0-9]+ " $OUT/small-$rep.txt | sed "s/^/rep=$rep /"; grep -oE "communicator 1: .*" $OUT/small-$rep.txt | sed "s/^/rep=$rep /"; done ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
 done
