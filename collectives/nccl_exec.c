@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <nccl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,7 @@ typedef struct ncomm {
    * whose capture the call in progress belongs to (C_ISSUING). */
   gentry_t *gc;
   int gcap;
+  int64_t gmax_bytes; /* ACX_COLL_GRAPH_MAX_BYTES; < 0: no limit */
   uint64_t gclock;
   cudaStream_t cs;
   gentry_t *capturing;
@@ -297,6 +299,20 @@ static int capture_finish(ncomm_t *c, cudaStream_t s) {
   cudaError_t err = cudaStreamEndCapture(c->cs, &graph);
   if (err == cudaSuccess && !graph) err = cudaErrorStreamCaptureInvalidated;
   if (err == cudaSuccess) err = cudaGraphGetNodes(graph, NULL, &nodes);
+  /* What NCCL put into the graph (cudaGraphNodeType: 0 kernel, 1 memcpy, 2 memset, 3 host, 6 event
+   * record, 7 event wait ...), for the first capture's log line. */
+  char kinds[64] = "";
+  if (err == cudaSuccess && !c->st.captures) {
+    cudaGraphNode_t nv[8];
+    size_t nn = 8, o = 0;
+    if (cudaGraphGetNodes(graph, nv, &nn) == cudaSuccess)
+      for (size_t i = 0; i < nn && i < 8 && o + 8 < sizeof kinds; i++) {
+        enum cudaGraphNodeType t;
+        if (cudaGraphNodeGetType(nv[i], &t) == cudaSuccess)
+          o += (size_t)snprintf(kinds + o, sizeof kinds - o, "%s%d", i ? "," : "", (int)t);
+      }
+    (void)cudaGetLastError();
+  }
   while (err == cudaSuccess && n < GRAPH_INSTANCES && (err = cudaGraphInstantiate(&exec[n], graph, 0)) == cudaSuccess)
     n++;
   if (n > 0 && err != cudaSuccess) { /* fewer instances: still a graph to replay */
@@ -319,9 +335,11 @@ static int capture_finish(ncomm_t *c, cudaStream_t s) {
   memcpy(g->exec, exec, sizeof exec);
   g->nexec = n;
   g->next = 1 % n;
-  if (!c->st.captures)
-    ACX_INFO(COLL, "communicator %" PRIu64 ": first collective captured: %zu graph nodes, %d instances", c->id, nodes,
-             n);
+  if (!c->st.captures) {
+    /* What NCCL put into the graph (kernel, event record/wait, host, memset ... nodes). */
+    ACX_INFO(COLL, "communicator %" PRIu64 ": first collective captured: %zu graph nodes (types %s), %d instances",
+             c->id, nodes, kinds, n);
+  }
   c->st.captures++;
   return 1;
 }
@@ -792,7 +810,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
     if (st == ACX_OK) {
       order(e, api, &p.acc, cmd->stream);
       gentry_t *g = NULL;
-      if (graph_eligible(c, d.op)) {
+      if (graph_eligible(c, d.op) && (c->gmax_bytes < 0 || d.count * p.es <= (uint64_t)c->gmax_bytes)) {
         gkey_t k;
         memset(&k, 0, sizeof k);
         k.op = d.op, k.dtype = d.dtype, k.redop = d.redop, k.peer = d.peer;
@@ -992,6 +1010,7 @@ static void start_init(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x,
   c->timeout_ns = acxi_param_int("ACX_COLL_TIMEOUT") * 1000000;
   c->last_stream = -1;
   c->gcap = graph_cache_size();
+  c->gmax_bytes = acxi_param_int("ACX_COLL_GRAPH_MAX_BYTES");
   if (cmd->off[0] & ACXC_INIT_PRIVATE_STREAM) {
     c->gcap = 0; /* point-to-point only: nothing to capture */
     cudaError_t err = cudaStreamCreateWithFlags(&c->ps, cudaStreamNonBlocking);
