@@ -15,6 +15,7 @@
 #include "collectives/ctrl_plane.h"
 #include "collectives/world_internal.h"
 #include "runtime/clock.h"
+#include "runtime/device_internal.h"
 #include "runtime/log.h"
 #include "runtime/param.h"
 
@@ -45,6 +46,9 @@ typedef struct sup {
   acx_status_t fail_status;
   int pending;          /* a rebuild is asked for and not started */
   int again;            /* a fault of the next epoch arrived during a rebuild */
+  uint64_t again_gen;   /* ... and when each such fault was a device restart, the newest generation
+                           (0: some fault was not a restart, it always calls for another rebuild) */
+  uint64_t rebuilt_gen; /* the device generation the last rebuild made its collectives on */
   uint64_t from_epoch;  /* the epoch the pending/running rebuild leaves */
   int64_t fault_ns;     /* when this rank learned of the fault */
   int initiator;
@@ -94,8 +98,9 @@ static void notify_all(sup_t *s, acx_status_t cause, uint64_t old_gen, uint64_t 
   }
 }
 
-/* A fault seen on this rank. Returns 1 when it starts a rebuild (the caller then tells the others). */
-static int trigger_local(sup_t *s, acx_status_t cause, const char *why, int64_t fault_ns) {
+/* A fault seen on this rank (new_gen: the device generation a restart moved to, 0 for other
+ * faults). Returns 1 when it starts a rebuild (the caller then tells the others). */
+static int trigger_local(sup_t *s, acx_status_t cause, const char *why, int64_t fault_ns, uint64_t new_gen) {
   int start = 0;
   pthread_mutex_lock(&s->lock);
   if (s->stop || s->state == S_FAILED) {
@@ -108,7 +113,11 @@ static int trigger_local(sup_t *s, acx_status_t cause, const char *why, int64_t 
     start = 1;
     pthread_cond_broadcast(&s->cond);
   } else if (s->state == S_REBUILDING) {
-    s->again = 1; /* the rebuild under way may have been made before this fault */
+    /* The rebuild under way may have been made before this fault. A device restart it has
+     * already built on (its collectives were made on that generation, or a later one) is not. */
+    if (!s->again) s->again_gen = new_gen;
+    else if (s->again_gen) s->again_gen = new_gen && new_gen > s->again_gen ? new_gen : 0;
+    s->again = 1;
   }
   pthread_mutex_unlock(&s->lock);
   if (start)
@@ -179,7 +188,8 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
     pthread_mutex_lock(&s->lock);
     int ready = s->state == S_READY && !s->pending;
     pthread_mutex_unlock(&s->lock);
-    if (ready && cs != ACX_OK && cs != ACX_ERR_WORLD_REBUILDING && trigger_local(s, cs, "the collectives failed", acxi_now_ns()))
+    if (ready && cs != ACX_OK && cs != ACX_ERR_WORLD_REBUILDING &&
+        trigger_local(s, cs, "the collectives failed", acxi_now_ns(), 0))
       notify_all(s, cs, 0, 0);
     return ACX_OK;
   }
@@ -193,7 +203,8 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
     acx_device_stats_t ds = {.size = sizeof ds};
     int64_t lost_ns = acxi_now_ns();
     if (acx_device_stats(s->dev, &ds) == ACX_OK && ds.last_recovery_ns > 0) lost_ns -= ds.last_recovery_ns;
-    if (trigger_local(s, cause, why, lost_ns)) notify_all(s, cause, ev->old_generation, ev->new_generation);
+    if (trigger_local(s, cause, why, lost_ns, ev->new_generation))
+      notify_all(s, cause, ev->old_generation, ev->new_generation);
     return ACX_OK;
   }
   case ACX_MSG_DEVICE_UNAVAILABLE:
@@ -248,10 +259,15 @@ static acx_status_t attempt(sup_t *s, uint64_t target, int64_t deadline) {
   int all = 0;
   ACXCHECK(agree_min(s, st == ACX_OK, &all, deadline));
   if (!all) return st != ACX_OK ? st : ACX_ERR_PEER_LOST;
+  uint64_t gen = atomic_load_explicit(&s->dev->generation, memory_order_acquire);
   if (s->coll) {
     int64_t left = deadline - acxi_now_ns();
     ACXCHECK(acxc_coll_reinit(s->coll, left > 1000000 ? left : 1000000));
+    gen = s->coll->generation;
   }
+  pthread_mutex_lock(&s->lock);
+  s->rebuilt_gen = gen;
+  pthread_mutex_unlock(&s->lock);
   /* Exports from here on carry the new epoch; older tokens are stale. */
   acxc_world_set_epoch(s->w, target);
   int rank = acxc_ctrl_rank(s->cp), size = acxc_ctrl_size(s->cp);
@@ -325,7 +341,13 @@ static void *rebuild_thread(void *arg) {
       s->last_initiator = initiator;
       s->last_cause = cause;
       again = s->again;
+      if (again && s->again_gen && s->again_gen <= s->rebuilt_gen) {
+        ACX_INFO(COLL, "rebuild: the device restart (generation %" PRIu64 ") seen during the rebuild is covered by it "
+                 "(collectives made on generation %" PRIu64 "): no second rebuild", s->again_gen, s->rebuilt_gen);
+        again = 0;
+      }
       s->again = 0;
+      s->again_gen = 0;
       ACX_WARN(COLL, "rebuild: world ready at epoch %" PRIu64 ", %.1f ms after this rank learned of the fault "
                "(its executor's loss, or the notice's arrival; rank %d: %s)", target, took / 1e6, initiator, acx_status_name(cause));
     } else {
@@ -335,7 +357,8 @@ static void *rebuild_thread(void *arg) {
     }
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
-    if (again && trigger_local(s, cause, "a fault arrived while the world was rebuilt", acxi_now_ns())) notify_all(s, cause, 0, 0);
+    if (again && trigger_local(s, cause, "a fault arrived while the world was rebuilt", acxi_now_ns(), 0))
+      notify_all(s, cause, 0, 0);
     pthread_mutex_lock(&s->lock);
   }
   pthread_mutex_unlock(&s->lock);
@@ -523,7 +546,7 @@ acx_status_t acx_world_request_rebuild(acx_world_t *world, acx_status_t cause) {
     ACX_WARN(COLL, "acx_world_request_rebuild: this world is not supervised");
     return ACX_ERR_INVALID_STATE;
   }
-  if (trigger_local(s, cause, "requested by the application", acxi_now_ns())) notify_all(s, cause, 0, 0);
+  if (trigger_local(s, cause, "requested by the application", acxi_now_ns(), 0)) notify_all(s, cause, 0, 0);
   return ACX_OK;
 }
 
