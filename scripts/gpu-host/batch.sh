@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build tests memcheck launch f32 bf16 bf16big net libs retest small remote remotev mid smallstats.
+# .gpu/debs; steps: build tests memcheck launch f32 bf16 bf16big net libs retest small remote remotev mid smallstats gmax testsv netsmall.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
@@ -18,6 +18,10 @@ for step in "$@"; do
       cmake --build $B -j 32 >$OUT/build.txt 2>&1 || { grep -E "error|Error" $OUT/build.txt | head -30; exit 1; } ;;
     tests) el tests
       (cd $B && timeout 420 ctest -L gpu --output-on-failure --timeout 200 >$OUT/ctest-gpu.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)" $OUT/ctest-gpu.txt | tail -40) ;;
+    testsv) el testsv  # every GPU test, verbose: the summary plus the remote and resilience lines
+      (cd $B && timeout 420 ctest -L gpu -V --timeout 200 >$OUT/ctest-gpu-v.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|tests failed|crossfire|identical|rebuild\(s\)|covered by it" $OUT/ctest-gpu-v.txt | sed 's/^[0-9]*: //' | tail -50) ;;
+    netsmall) el netsmall  # small sizes on the network transport with the replay stats and graph node types
+      ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_DEBUG -x ACX_DEBUG_SUBSYS -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 32K -f 64 -n 50 -w 10 -d float >$OUT/netsmall.txt 2>&1; grep -E "^ +[0-9]+ " $OUT/netsmall.txt; grep -hoE "(first collective captured.*|communicator 1: [0-9]+ operations.*)" $OUT/netsmall.txt | sort -u | head -4 ;;
     memcheck) el memcheck
       for t in tests/gpu/test_engine_cuda; do timeout 150 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $B/$t --no-fault >$OUT/memcheck.txt 2>&1; echo "memcheck $t rc=$?"; grep -E "ERROR SUMMARY|Run Summary|tests " $OUT/memcheck.txt | head -4; done ;;
     launch) el launch; timeout 150 $B/bench/launch/acx-launch-bench 2>&1 | tee $OUT/launch.txt | grep -vE "ACX WARN" | tail -16 ;;
