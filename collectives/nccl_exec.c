@@ -362,8 +362,13 @@ static void do_abort(ncomm_t *c, const char *why) {
   graphs_clear(c);
   if (!c->comm) return;
   /* ncclCommAbort frees the communicator whatever it returns: never touch it again. */
+  int64_t t0 = acxi_now_ns();
   ncclResult_t r = ncclCommAbort(c->comm);
+  int64_t took = acxi_now_ns() - t0;
   c->comm = NULL;
+  /* The executor serves nothing else meanwhile (a rebuild's ping waits for it): worth a line. */
+  if (took > 100000000)
+    ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommAbort (%s) took %.0f ms", c->id, why, took / 1e6);
   if (r != ncclSuccess && r != ncclInProgress)
     ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommAbort (%s) returned %s (%d)", c->id, why, ncclGetErrorString(r),
              (int)r);
