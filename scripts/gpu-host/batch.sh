@@ -19,7 +19,7 @@ for step in "$@"; do
     tests) el tests
       (cd $B && timeout 420 ctest -L gpu --output-on-failure --timeout 200 >$OUT/ctest-gpu.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)" $OUT/ctest-gpu.txt | tail -40) ;;
     testsv) el testsv  # every GPU test, verbose: the summary plus the remote and resilience lines
-      (cd $B && timeout 420 ctest -L gpu -V --timeout 200 >$OUT/ctest-gpu-v.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|tests failed|crossfire|identical|rebuild\(s\)|covered by it" $OUT/ctest-gpu-v.txt | sed 's/^[0-9]*: //' | tail -50) ;;
+      (cd $B && timeout 420 ctest -L gpu -V --timeout 200 >$OUT/ctest-gpu-v.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|tests failed|crossfire|identical|rebuild\(s\)|covered by it|ncclCommAbort .* took|world ready" $OUT/ctest-gpu-v.txt | sed 's/^[0-9]*: //' | tail -50) ;;
     netsmall) el netsmall  # small sizes on the network transport with the replay stats and graph node types
       ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_DEBUG -x ACX_DEBUG_SUBSYS -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 32K -f 64 -n 50 -w 10 -d float >$OUT/netsmall.txt 2>&1; grep -E "^ +[0-9]+ " $OUT/netsmall.txt; grep -hoE "(first collective captured.*|communicator 1: [0-9]+ operations.*)" $OUT/netsmall.txt | sort -u | head -4 ;;
     memcheck) el memcheck
