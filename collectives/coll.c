@@ -18,11 +18,9 @@
 #include "runtime/log.h"
 #include "runtime/param.h"
 
-#if ACX_HAVE_NCCL
 static _Atomic uint64_t next_comm_id = 1; /* executor-side communicator ids */
 
 uint64_t acxc_next_comm_id(void) { return atomic_fetch_add_explicit(&next_comm_id, 1, memory_order_relaxed); }
-#endif
 static _Atomic int coll_counter;
 
 static const char *const redop_names[ACX_REDOP_COUNT] = {"sum", "prod", "max", "min", "avg"};
