@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,7 @@ typedef struct ncomm {
   cudaStream_t ps;
   pend_t *pv;
   size_t phead, pcount, pcap;
+  int destroy_pending; /* a DESTROY (in init_cmd) waits for the operations in flight to leave */
   cstats_t st;
 } ncomm_t;
 
@@ -356,24 +358,101 @@ static void stats_log(const ncomm_t *c) {
            t->replays ? (double)t->launch_ns / (double)t->replays / 1e3 : 0.0);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* aborts                                                                                     */
+/*
+ * ncclCommAbort takes about half a second on the GPU host whatever the communicator's state
+ * (measured: 505-520 ms for collectives' communicators and two-rank channels alike), and a world
+ * rebuild aborts several. On the executor thread that is half a second per communicator in which
+ * nothing else is served, the rebuild's own ping and the new communicator's creation included. So
+ * each abort runs on a thread of its own. Nothing of acx's waits for it: the kernels it stops
+ * complete (with garbage) and their completions follow the abort's effect, as they would after a
+ * synchronous abort; the engine's teardown waits for every abort thread.
+ */
+typedef struct abort_job {
+  ncclComm_t comm;
+  uint64_t id;
+  int device;
+  char why[96];
+} abort_job_t;
+
+static pthread_mutex_t aborts_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t aborts_cond = PTHREAD_COND_INITIALIZER;
+static int aborts_running;
+
+static void abort_now(ncclComm_t comm, uint64_t id, const char *why) {
+  /* ncclCommAbort frees the communicator whatever it returns: never touch it again. */
+  int64_t t0 = acxi_now_ns();
+  ncclResult_t r = ncclCommAbort(comm);
+  int64_t took = acxi_now_ns() - t0;
+  if (r != ncclSuccess && r != ncclInProgress)
+    ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommAbort (%s) returned %s (%d) after %.0f ms", id, why,
+             ncclGetErrorString(r), (int)r, took / 1e6);
+  else
+    ACX_INFO(COLL, "communicator %" PRIu64 " aborted (%s) in %.0f ms", id, why, took / 1e6);
+}
+
+static void *abort_main(void *arg) {
+  abort_job_t *j = arg;
+  if (cudaSetDevice(j->device) != cudaSuccess) (void)cudaGetLastError(); /* NCCL sets the comm's own too */
+  abort_now(j->comm, j->id, j->why);
+  pthread_mutex_lock(&aborts_lock);
+  aborts_running--;
+  pthread_cond_broadcast(&aborts_cond);
+  pthread_mutex_unlock(&aborts_lock);
+  free(j);
+  return NULL;
+}
+
+/* Starts ncclCommAbort(comm) on a detached thread; on the calling thread when none can start. */
+static void abort_async(ncclComm_t comm, uint64_t id, const char *why) {
+  abort_job_t *j = calloc(1, sizeof *j);
+  int dev = 0;
+  if (j && cudaGetDevice(&dev) == cudaSuccess) {
+    *j = (abort_job_t){.comm = comm, .id = id, .device = dev};
+    snprintf(j->why, sizeof j->why, "%s", why);
+    pthread_attr_t at;
+    pthread_t t;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&aborts_lock);
+    aborts_running++;
+    int rc = pthread_create(&t, &at, abort_main, j);
+    if (rc != 0) aborts_running--;
+    pthread_mutex_unlock(&aborts_lock);
+    pthread_attr_destroy(&at);
+    if (rc == 0) return;
+    ACX_WARN(COLL, "communicator %" PRIu64 ": no thread for its abort (%s): aborting on the executor thread", id,
+             strerror(rc));
+  }
+  (void)cudaGetLastError();
+  free(j);
+  abort_now(comm, id, why);
+}
+
+/* Waits (up to deadline) for the abort threads to finish. */
+static void aborts_wait(int64_t deadline_ns) {
+  pthread_mutex_lock(&aborts_lock);
+  while (aborts_running > 0 && acxi_now_ns() < deadline_ns) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 10000000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&aborts_cond, &aborts_lock, &ts);
+  }
+  int left = aborts_running;
+  pthread_mutex_unlock(&aborts_lock);
+  if (left) ACX_WARN(COLL, "%d ncclCommAbort call(s) still running at the engine's teardown", left);
+}
+
 static void do_abort(ncomm_t *c, const char *why) {
   /* Graphs hold NCCL plans that point into the communicator: they go first. */
   capture_abandon(c);
   graphs_clear(c);
   if (!c->comm) return;
-  /* ncclCommAbort frees the communicator whatever it returns: never touch it again. */
-  int64_t t0 = acxi_now_ns();
-  ncclResult_t r = ncclCommAbort(c->comm);
-  int64_t took = acxi_now_ns() - t0;
+  ncclComm_t comm = c->comm;
   c->comm = NULL;
-  /* The executor serves nothing else meanwhile (a rebuild's ping waits for it): worth a line. */
-  if (took > 100000000)
-    ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommAbort (%s) took %.0f ms", c->id, why, took / 1e6);
-  if (r != ncclSuccess && r != ncclInProgress)
-    ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommAbort (%s) returned %s (%d)", c->id, why, ncclGetErrorString(r),
-             (int)r);
-  else
-    ACX_INFO(COLL, "communicator %" PRIu64 " aborted (%s)", c->id, why);
+  abort_async(comm, c->id, why);
 }
 
 /* The communicator cannot go on: everything waiting on it fails with st. abort_now 0 keeps the
@@ -401,15 +480,10 @@ static void comm_fail(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c
     }
   }
   if (abort_now) do_abort(c, why);
-  /* Private stream: what is in flight fails with the communicator (after the abort above, which
-   * lets its kernels leave; without it the rank's ABORT or the grace period follows). */
-  while (c->pcount) {
-    pend_t *pd = &c->pv[c->phead];
-    finish(e, api, &pd->cmd, st, code, 0, 0);
-    (void)cudaEventDestroy(pd->ev);
-    c->phead = (c->phead + 1) % c->pcap;
-    c->pcount--;
-  }
+  /* Private stream: what is in flight fails with the communicator once its kernel has left (the
+   * abort makes it leave; without one, the rank's ABORT or the grace period follows): the rank
+   * may free the buffer as soon as it hears, and nothing of the engine orders a free after these
+   * kernels. private_poll reports them. */
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -686,7 +760,13 @@ static int private_poll(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t 
   while (c->pcount) {
     pend_t *pd = &c->pv[c->phead];
     cudaError_t err = cudaEventQuery(pd->ev);
-    if (err == cudaErrorNotReady) {
+    if (err == cudaErrorNotReady && c->state == C_FAILED) {
+      /* Aborted: its kernel is leaving. One that outstays the grace period is reported anyway. */
+      if (now - c->failed_at_ns < c->timeout_ns) return n + 1;
+      ACX_WARN(COLL, "communicator %" PRIu64 ": an operation still runs %.0f s after the communicator failed; "
+               "reported failed", c->id, (now - c->failed_at_ns) / 1e9);
+      err = cudaSuccess;
+    } else if (err == cudaErrorNotReady) {
       if (now >= pd->deadline_ns) {
         ACX_WARN(COLL, "communicator %" PRIu64 ": a point-to-point operation (op %#x, %" PRIu64 " bytes) with rank %d"
                  " is still waiting for its peer at its deadline", c->id, pd->cmd.op, pd->cmd.bytes,
@@ -695,7 +775,7 @@ static int private_poll(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t 
       }
       return n + 1;
     }
-    acx_status_t st = ACX_OK;
+    acx_status_t st = c->state == C_FAILED ? c->fail_status : ACX_OK;
     if (err != cudaSuccess) {
       /* A sticky error shows on the engine's own streams too, which poisons the engine. */
       ACX_WARN(COLL, "communicator %" PRIu64 ": an operation of its private stream failed: %s (%d)", c->id,
@@ -706,7 +786,7 @@ static int private_poll(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t 
     (void)cudaEventDestroy(pd->ev);
     c->phead = (c->phead + 1) % c->pcap;
     c->pcount--;
-    finish(e, api, &done, st, st == ACX_OK ? 0 : (int)err, 0, 0);
+    finish(e, api, &done, st, st == ACX_OK ? 0 : err != cudaSuccess ? (int)err : c->fail_code, 0, 0);
     n++;
   }
   return n;
@@ -890,7 +970,13 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
 
 static void start_destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c,
                           const acxi_cmd_t *cmd) {
-  if (c->pcount) comm_fail(e, api, c, ACX_ERR_CANCELLED, 0, 1, "destroyed with point-to-point operations in flight");
+  if (c->pcount) {
+    /* Removed once they have left (progress_one), so their completions are still posted. */
+    comm_fail(e, api, c, ACX_ERR_CANCELLED, 0, 1, "destroyed with point-to-point operations in flight");
+    c->destroy_pending = 1;
+    c->init_cmd = *cmd;
+    return;
+  }
   if (c->state == C_FAILED || !c->comm) {
     do_abort(c, "destroy of a failed communicator");
     finish(e, api, cmd, ACX_OK, 0, 0, 0);
@@ -1126,6 +1212,12 @@ static ncclResult_t comm_state(ncomm_t *c) {
 
 static int progress_one(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c, int64_t now) {
   int busy = c->pcount ? private_poll(e, api, c, now) : 0;
+  if (c->destroy_pending) {
+    if (c->pcount) return busy;
+    finish(e, api, &c->init_cmd, ACX_OK, 0, 0, 0);
+    comm_remove(x, c);
+    return busy + 1;
+  }
   return busy + progress_state(e, api, x, c, now);
 }
 
@@ -1252,6 +1344,8 @@ static void nccl_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
   free(x->v);
   free(x);
   *slot = NULL;
+  /* The CUDA context goes after this: NCCL's aborts must be done with it. */
+  aborts_wait(acxi_now_ns() + 10000000000LL);
 }
 
 static const acxi_ext_ops_t nccl_ext_ops = {

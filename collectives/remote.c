@@ -150,15 +150,16 @@ static int same_device_id(const acx_token_t *a, const acx_token_t *b) {
 
 static int on_gpu(const acx_buffer_t *b) { return strcmp(b->dev->kind, "cuda") == 0; }
 
-/* Tells the executor to drop the channel's communicator (abort first: operations in flight fail
- * at once) and frees what the channel holds. Not under rm->lock (acx_host_free waits for the
- * executor). */
+/* Tells the executor to drop the channel's communicator and frees what the channel holds. A
+ * failed channel is aborted first (operations in flight fail at once); a healthy one (remote
+ * access stopping) is finalized, which is quicker than NCCL's abort. Not under rm->lock
+ * (acx_host_free waits for the executor). */
 static void chan_free(chan_t *ch) {
   if (ch->comm_id && ch->dev) {
     acxi_cmd_t ab = {.op = ACXC_OP_ABORT, .arg = {ch->comm_id, ACX_ERR_CANCELLED}};
     acxi_cmd_t de = {.op = ACXC_OP_DESTROY, .arg = {ch->comm_id, 0, 0, 0, 1000}};
     int64_t dl = acxi_deadline(acxi_device_timeout(ch->dev, -1));
-    (void)acxi_device_submit(ch->dev, &ab, NULL, 0, 0, -1, dl, NULL);
+    if (ch->failed) (void)acxi_device_submit(ch->dev, &ab, NULL, 0, 0, -1, dl, NULL);
     (void)acxi_device_submit(ch->dev, &de, NULL, 0, 0, -1, dl, NULL);
   }
   if (ch->region) (void)acx_host_free(ch->region);
