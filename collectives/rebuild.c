@@ -104,6 +104,10 @@ static int trigger_local(sup_t *s, acx_status_t cause, const char *why, int64_t 
   int start = 0;
   pthread_mutex_lock(&s->lock);
   if (s->stop || s->state == S_FAILED) {
+  } else if (s->state == S_READY && !s->pending && new_gen && new_gen <= s->rebuilt_gen) {
+    /* A restart whose event came after the rebuild that already built on it. */
+    ACX_INFO(COLL, "rebuild: %s: covered by the last rebuild (collectives made on generation %" PRIu64 ")", why,
+             s->rebuilt_gen);
   } else if (s->state == S_READY && !s->pending) {
     s->pending = 1;
     s->from_epoch = epoch_of(s);

@@ -164,6 +164,33 @@ static void test_requested_rebuild(void) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Rank 1's executor dies while a rebuild rank 0 asked for gets under way: that one rebuild covers
+ * the restart (it waits for rank 1's device and makes the collectives on its new generation), so
+ * the restart's own event -- arriving before, during or after the rebuild -- must not start a
+ * second one. */
+static void test_restart_during_rebuild(void) {
+  uint64_t e = 0;
+  acx_world_epoch(world, &e);
+  acx_rebuild_stats_t before = {.size = sizeof before}, after = {.size = sizeof after};
+  ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &before), ACX_OK);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 1) kill(atomic_load(&dev->pid), SIGKILL); /* before rank 0's notice can arrive */
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) ACX_ASSERT_STATUS(acx_world_request_rebuild(world, ACX_ERR_PEER_LOST), ACX_OK);
+  ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
+  /* Long enough for a needless second rebuild to begin (the restart event, its notice). */
+  nanosleep(&(struct timespec){0, 500000000}, NULL);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ACX_ASSERT_STATUS(acx_world_wait_ready(world, T_LONG), ACX_OK);
+  uint64_t e2 = 0;
+  acx_world_epoch(world, &e2);
+  CU_ASSERT_EQUAL(e2, e + 1);
+  ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &after), ACX_OK);
+  CU_ASSERT_EQUAL(after.rebuilds, before.rebuilds + 1);
+  check_allreduce();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void test_bad_args(void) {
   ACX_ASSERT_STATUS(acx_world_supervise(world, sys, dev, coll, NULL), ACX_ERR_INVALID_STATE);
   ACX_ASSERT_STATUS(acx_world_supervise(NULL, sys, dev, coll, NULL), ACX_ERR_NULL_ARG);
@@ -214,7 +241,8 @@ int main(int argc, char **argv) {
   if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   if (acx_world_supervise(world, sys, dev, coll, NULL) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   static const acx_test_case_t cases[] = {ACX_TEST(test_rebuild_after_kill), ACX_TEST(test_requested_rebuild),
-                                          ACX_TEST(test_bad_args), ACX_TEST_END};
+                                          ACX_TEST(test_restart_during_rebuild), ACX_TEST(test_bad_args),
+                                          ACX_TEST_END};
   int rc = acx_test_run("rebuild", cases, NULL, NULL);
   fflush(stdout);
   if ((st = acx_world_unsupervise(world, T_LONG)) != ACX_OK) {
