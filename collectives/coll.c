@@ -555,7 +555,16 @@ acx_status_t acx_alltoall_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_
 acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
   ACX_CHECK_NULL(c);
   ACXCHECK(no_sync_in_group(c, __func__));
-  if (c->host) return acxc_mpi_synchronize(c, wait_budget(c, timeout_ns));
+  if (c->host) {
+    /* c->mpi is replaced by a rebuild, under the submit lock: take it under that lock too. */
+    ACXCHECK(lock_submit(c, __func__));
+    acxc_mpi_t *m = acxc_mpi_wait_begin(c);
+    pthread_mutex_unlock(&c->submit_lock);
+    if (!m) return broken(c) != ACX_OK ? broken(c) : ACX_ERR_INVALID_STATE;
+    acx_status_t st = acxc_mpi_synchronize(c, m, wait_budget(c, timeout_ns));
+    acxc_mpi_wait_end(m);
+    return st;
+  }
   ACXCHECK(broken(c));
   uint64_t used = atomic_load_explicit(&c->streams_used, memory_order_relaxed);
   acx_future_t *fs[64];

@@ -112,8 +112,14 @@ acx_status_t acxc_mpi_create(acx_coll_t *c);
 /* Queues op for the MPI worker. *done (may be NULL) completes with its status. */
 acx_status_t acxc_mpi_submit(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, acx_future_t **member_futs,
                              acx_future_t **done);
-/* Waits for the queue to drain (up to timeout_ns); the first failure not reported to a future. */
-acx_status_t acxc_mpi_synchronize(acx_coll_t *c, int64_t timeout_ns);
+/* Waits for m's queue to drain (up to timeout_ns, or until m stops: ACX_ERR_CANCELLED unless the
+ * coll is broken); the first failure not reported to a future. m comes from acxc_mpi_wait_begin,
+ * taken under the coll's submit lock (a rebuild replaces c->mpi under it), and is handed back with
+ * acxc_mpi_wait_end: acxc_mpi_destroy waits for its waiters before freeing. wait_begin returns NULL
+ * when the coll has no MPI state. */
+acxc_mpi_t *acxc_mpi_wait_begin(acx_coll_t *c);
+void acxc_mpi_wait_end(acxc_mpi_t *m);
+acx_status_t acxc_mpi_synchronize(acx_coll_t *c, acxc_mpi_t *m, int64_t timeout_ns);
 /* Fails every queued request with cause and wakes the worker. */
 void acxc_mpi_break(acx_coll_t *c, acx_status_t cause);
 void acxc_mpi_destroy(acx_coll_t *c, int64_t timeout_ns);

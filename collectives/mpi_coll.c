@@ -44,6 +44,7 @@ struct acxc_mpi {
   pthread_cond_t idle;  /* a request finished */
   mreq_t *head, *tail;
   int stop;
+  int waiters; /* threads inside acxc_mpi_synchronize: acxc_mpi_destroy frees nothing before they left */
   uint64_t submitted, finished;
   acx_status_t unreported;
   mreq_t *orphans; /* abandoned at their deadline: MPI may still write their staging buffers */
@@ -447,12 +448,27 @@ acx_status_t acxc_mpi_submit(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, 
   return ACX_OK;
 }
 
-acx_status_t acxc_mpi_synchronize(acx_coll_t *c, int64_t timeout_ns) {
+acxc_mpi_t *acxc_mpi_wait_begin(acx_coll_t *c) {
   acxc_mpi_t *m = c->mpi;
+  if (!m) return NULL;
+  pthread_mutex_lock(&m->lock);
+  m->waiters++;
+  pthread_mutex_unlock(&m->lock);
+  return m;
+}
+
+void acxc_mpi_wait_end(acxc_mpi_t *m) {
+  pthread_mutex_lock(&m->lock);
+  m->waiters--;
+  pthread_cond_broadcast(&m->idle); /* acxc_mpi_destroy may be waiting for the last waiter */
+  pthread_mutex_unlock(&m->lock);
+}
+
+acx_status_t acxc_mpi_synchronize(acx_coll_t *c, acxc_mpi_t *m, int64_t timeout_ns) {
   int64_t deadline = acxi_deadline(timeout_ns);
   pthread_mutex_lock(&m->lock);
   uint64_t target = m->submitted;
-  while (m->finished < target) {
+  while (m->finished < target && !m->stop) {
     if (acxi_now_ns() >= deadline) {
       pthread_mutex_unlock(&m->lock);
       ACX_WARN(COLL, "acx_coll_synchronize: %" PRIu64 " operations still in flight at the deadline",
@@ -462,10 +478,13 @@ acx_status_t acxc_mpi_synchronize(acx_coll_t *c, int64_t timeout_ns) {
     struct timespec ts = acxi_ts_from_ns(deadline);
     pthread_cond_timedwait(&m->idle, &m->lock, &ts);
   }
+  /* Stopping (a rebuild replaces this state, or the coll goes): what was queued is cancelled. */
+  int stopped = m->stop && m->finished < target;
   acx_status_t st = m->unreported;
   m->unreported = ACX_OK;
   pthread_mutex_unlock(&m->lock);
   acx_status_t b = (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
+  if (st == ACX_OK && b == ACX_OK && stopped) st = ACX_ERR_CANCELLED;
   return st != ACX_OK ? st : b;
 }
 
@@ -490,6 +509,17 @@ void acxc_mpi_destroy(acx_coll_t *c, int64_t timeout_ns) {
     /* Bounded: a request in progress ends at its own deadline at the latest. */
     pthread_join(m->thread, NULL);
   }
+  /* Threads in acxc_mpi_synchronize leave once they see stop (they hold no lock of the coll). */
+  pthread_mutex_lock(&m->lock);
+  m->stop = 1;
+  pthread_cond_broadcast(&m->idle);
+  int64_t wdl = acxi_deadline(5000000000LL);
+  while (m->waiters > 0 && acxi_now_ns() < wdl) {
+    struct timespec ts = acxi_ts_from_ns(acxi_now_ns() + 10000000);
+    pthread_cond_timedwait(&m->idle, &m->lock, &ts);
+  }
+  int waiting = m->waiters;
+  pthread_mutex_unlock(&m->lock);
   int64_t deadline = acxi_deadline(timeout_ns);
   int left = test_orphans(m);
   while (left && acxi_now_ns() < deadline) {
@@ -506,7 +536,9 @@ void acxc_mpi_destroy(acx_coll_t *c, int64_t timeout_ns) {
   for (int b = 0; b < 2; b++)
     for (int k = 0; k < 4; k++)
       if (m->hops[b][k] != MPI_OP_NULL) MPI_Op_free(&m->hops[b][k]);
-  if (!left) {
+  if (waiting) ACX_WARN(COLL, "%d thread(s) still inside acx_coll_synchronize after 5 s: the coll's MPI state is "
+                         "left to them", waiting);
+  if (!left && !waiting) {
     pthread_mutex_destroy(&m->lock);
     pthread_cond_destroy(&m->cond);
     pthread_cond_destroy(&m->idle);

@@ -7,6 +7,7 @@
  * --cuda: the same through NCCL (exit 77 without GPUs). */
 #define _GNU_SOURCE
 #include <mpi.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -191,6 +192,44 @@ static void test_restart_during_rebuild(void) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* A thread sits in acx_coll_synchronize, over and over, while the world is rebuilt under it (the
+ * rebuild replaces the coll's state): every call returns, nothing is used after it is freed (run
+ * the ASan build to see the difference), and the coll works afterwards. */
+static _Atomic int sync_stop;
+static _Atomic long sync_calls, sync_failed;
+
+static void *sync_loop(void *arg) {
+  (void)arg;
+  while (!atomic_load(&sync_stop)) {
+    acx_status_t st = acx_coll_synchronize(coll, 2000000000LL);
+    atomic_fetch_add(&sync_calls, 1);
+    if (st != ACX_OK) atomic_fetch_add(&sync_failed, 1);
+  }
+  return NULL;
+}
+
+static void test_synchronize_during_rebuild(void) {
+  uint64_t e = 0;
+  acx_world_epoch(world, &e);
+  atomic_store(&sync_stop, 0);
+  pthread_t t;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, sync_loop, NULL), 0);
+  nanosleep(&(struct timespec){0, 20000000}, NULL);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) ACX_ASSERT_STATUS(acx_world_request_rebuild(world, ACX_ERR_PEER_LOST), ACX_OK);
+  ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
+  nanosleep(&(struct timespec){0, 20000000}, NULL);
+  atomic_store(&sync_stop, 1);
+  pthread_join(t, NULL);
+  CU_ASSERT(atomic_load(&sync_calls) > 0);
+  printf("\n    rank %d: %ld synchronize calls across the rebuild (%ld failed: the coll was being rebuilt)\n", rank,
+         atomic_load(&sync_calls), atomic_load(&sync_failed));
+  ACX_ASSERT_STATUS(acx_world_wait_ready(world, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_synchronize(coll, T_LONG), ACX_OK);
+  check_allreduce();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void test_bad_args(void) {
   ACX_ASSERT_STATUS(acx_world_supervise(world, sys, dev, coll, NULL), ACX_ERR_INVALID_STATE);
   ACX_ASSERT_STATUS(acx_world_supervise(NULL, sys, dev, coll, NULL), ACX_ERR_NULL_ARG);
@@ -241,7 +280,8 @@ int main(int argc, char **argv) {
   if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   if (acx_world_supervise(world, sys, dev, coll, NULL) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   static const acx_test_case_t cases[] = {ACX_TEST(test_rebuild_after_kill), ACX_TEST(test_requested_rebuild),
-                                          ACX_TEST(test_restart_during_rebuild), ACX_TEST(test_bad_args),
+                                          ACX_TEST(test_restart_during_rebuild),
+                                          ACX_TEST(test_synchronize_during_rebuild), ACX_TEST(test_bad_args),
                                           ACX_TEST_END};
   int rc = acx_test_run("rebuild", cases, NULL, NULL);
   fflush(stdout);
