@@ -981,19 +981,22 @@ static acx_status_t access_remote(const char *fn, acx_world_t *world, const acx_
   acxi_ctrl_msg_t m = {.type = is_put ? ACXI_CTRL_PUT_REQ : ACXI_CTRL_GET_REQ,
                        .flags = r->chan ? ACXI_CTRL_FLAG_CHANNEL : 0,
                        .u.access = {.token = *token, .offset = offset, .bytes = bytes, .tag = r->tag}};
-  uint64_t chan = r->chan; /* r may be finished by the time the send returns */
+  /* Once sent, the reply may finish and free r on the progress thread before the send returns:
+   * what is needed afterwards is taken now (the future has the caller's own reference). */
+  uint64_t chan = r->chan, tag = r->tag;
+  acx_future_t *fut = r->future;
   st = acxc_ctrl_send(rm->cp, r->owner, &m, NULL, NULL);
   pthread_mutex_unlock(&rm->chan_lock);
   if (st != ACX_OK) {
     if (chan) chan_close(rm, token->owner_rank, 0, chan, "the request could not be sent");
-    rop_t *again = rop_take(rm, r->tag);
+    rop_t *again = rop_take(rm, tag);
     if (again) {
       acx_future_release(again->future); /* the caller's reference: the call fails */
       rop_finish(again, st);
     }
     return st;
   }
-  *done = r->future;
+  *done = fut;
   return ACX_OK;
 }
 
