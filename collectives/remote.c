@@ -253,10 +253,14 @@ static acx_status_t chan_for_request(remote_t *rm, const acx_token_t *t, acx_buf
   while (ch && !(ch->peer == t->owner_rank && !ch->owner_side)) ch = ch->next;
   int fits = ch && !ch->failed && ch->dev == local->dev && ch->epoch == epoch && same_device_id(&ch->reach, t) &&
              ch->generation == atomic_load_explicit(&local->dev->generation, memory_order_acquire);
-  if (fits) *comm_id = ch->comm_id;
+  /* Taken under the lock: the progress thread may close (and free) ch once it is released. */
+  uint64_t old = ch ? ch->comm_id : 0;
   pthread_mutex_unlock(&rm->lock);
-  if (fits) return ACX_OK;
-  if (ch) chan_close(rm, t->owner_rank, 0, ch->comm_id, "replaced (device, generation or epoch moved, or it failed)");
+  if (fits) {
+    *comm_id = old;
+    return ACX_OK;
+  }
+  if (ch) chan_close(rm, t->owner_rank, 0, old, "replaced (device, generation or epoch moved, or it failed)");
 
   ch = calloc(1, sizeof *ch);
   if (!ch) return ACX_ERR_NO_MEMORY;
@@ -272,6 +276,7 @@ static acx_status_t chan_for_request(remote_t *rm, const acx_token_t *t, acx_buf
   if (st == ACX_OK) st = acxc_ctrl_send(rm->cp, ch->peer, &m, NULL, NULL);
   if (st != ACX_OK) {
     ACX_WARN(COLL, "remote: opening a channel to rank %d failed: %s", ch->peer, acx_status_name(st));
+    ch->failed = 1; /* an INIT may be waiting for a peer that will never come: abort it */
     chan_free(ch);
     return st;
   }
