@@ -366,10 +366,11 @@ static void test_bad_args(void) {
 }
 
 int main(int argc, char **argv) {
-  int provided = 0;
+  int provided = 0, bad_param = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
+    else if (!strcmp(argv[i], "--bad-transport")) bad_param = 1; /* run with ACX_REMOTE_TRANSPORT=bogus */
     else {
       fprintf(stderr, "test_remote: unknown argument '%s'\n", argv[i]);
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -398,6 +399,20 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "rank %d: acx_device_open: %s\n", rank, acx_status_str(st));
     return 1;
+  }
+  if (bad_param) {
+    /* An unknown ACX_REMOTE_TRANSPORT is refused with its own status on every rank, and the world
+     * stays usable (the control plane acquired for it is released again). */
+    acx_status_t bs = acx_remote_start(world);
+    int ok = bs == ACX_ERR_BAD_PARAM, all = 0;
+    if (!ok) fprintf(stderr, "rank %d: acx_remote_start: %s, expected ACX_ERR_BAD_PARAM\n", rank, acx_status_str(bs));
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    acx_device_close(dev, T_LONG);
+    acx_system_destroy(sys, T_LONG);
+    acx_world_finalize(world);
+    MPI_Finalize();
+    if (rank == 0) printf("test_remote: ACX_REMOTE_TRANSPORT=bogus refused on every rank: %s\n", all ? "yes" : "NO");
+    return all ? 0 : 1;
   }
   if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   static const acx_test_case_t cases[] = {ACX_TEST(test_get_put_round_trip), ACX_TEST(test_typed_round_trip),
