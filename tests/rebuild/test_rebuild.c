@@ -151,6 +151,9 @@ static void test_rebuild_after_kill(void) {
 static void test_requested_rebuild(void) {
   uint64_t e = 0;
   acx_world_epoch(world, &e);
+  /* Every rank reads the epoch before rank 0 asks: a rank still busy with the previous test could
+   * otherwise read the new epoch and wait for one more (seen under srun, 4 ranks on 2 cores). */
+  MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) ACX_ASSERT_STATUS(acx_world_request_rebuild(world, ACX_ERR_PEER_LOST), ACX_OK);
   ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
   uint64_t e2 = 0;
