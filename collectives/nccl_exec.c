@@ -34,6 +34,8 @@
  * the collective itself takes on the GPU (measured: 8-11 us per cudaGraphLaunch for an 8-byte
  * all-reduce); with several instances the executor runs ahead of the GPU as with direct calls. */
 #define GRAPH_INSTANCES 4
+/* Operations closer than this count as back to back in the statistics. */
+#define PERIOD_MAX_NS 1000000
 
 typedef enum cstate {
   C_INIT = 0,       /* ncclCommInitRankConfig in progress; init_cmd waits */
@@ -67,6 +69,10 @@ typedef struct cstats {
   uint64_t ops, eager, in_progress, replays, captures, capture_fails;
   int64_t wait_ns, wait_max_ns;
   int64_t replay_ns, launch_ns; /* executor time per replay: all of it, cudaGraphLaunch alone */
+  /* From one operation's start to the next one's, when under PERIOD_MAX_NS (back-to-back work):
+   * the executor's whole cost per operation, its loop and the wait for the next command included. */
+  int64_t prev_t0, period_ns;
+  uint64_t periods;
 } cstats_t;
 
 /* An operation of a private-stream communicator in flight: its completion waits for ev. */
@@ -352,10 +358,11 @@ static void stats_log(const ncomm_t *c) {
   ACX_INFO(COLL, "communicator %" PRIu64 ": %" PRIu64 " operations: %" PRIu64 " graph replays, %" PRIu64
            " captures (%" PRIu64 " failed), %" PRIu64 " direct NCCL calls; %" PRIu64 " calls returned ncclInProgress, "
            "waited %.1f us on average, %.1f us at most; a replay took %.2f us of the executor (%.2f us in "
-           "cudaGraphLaunch)", c->id, t->ops, t->replays, t->captures, t->capture_fails,
+           "cudaGraphLaunch); back-to-back operations started every %.2f us", c->id, t->ops, t->replays, t->captures, t->capture_fails,
            t->eager, t->in_progress, t->in_progress ? (double)t->wait_ns / (double)t->in_progress / 1e3 : 0.0,
            (double)t->wait_max_ns / 1e3, t->replays ? (double)t->replay_ns / (double)t->replays / 1e3 : 0.0,
-           t->replays ? (double)t->launch_ns / (double)t->replays / 1e3 : 0.0);
+           t->replays ? (double)t->launch_ns / (double)t->replays / 1e3 : 0.0,
+           t->periods ? (double)t->period_ns / (double)t->periods / 1e3 : 0.0);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -856,6 +863,11 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
   acx_status_t st = ACX_OK;
   int64_t t0 = acxi_now_ns();
   c->st.ops++;
+  if (c->st.prev_t0 && t0 - c->st.prev_t0 < PERIOD_MAX_NS) {
+    c->st.period_ns += t0 - c->st.prev_t0;
+    c->st.periods++;
+  }
+  c->st.prev_t0 = t0;
   chain(c, api, e, cmd->stream, s);
   if (cmd->op == ACXC_OP_GROUP) {
     void *base;

@@ -73,10 +73,13 @@ struct backend {
   acx_device_t *dev;
   acx_coll_t *coll;
   acx_buffer_t *asend, *arecv;
+  /* run: when the last operation had been handed over (now_s), before the final wait */
+  double issued_s;
 };
 
 typedef struct result {
   double time_us, algbw, busbw;
+  double issue_us; /* the issuing thread's time per call (launch or hand-over), before the final wait */
   long wrong; /* -1: not checked */
 } result_t;
 
@@ -170,6 +173,7 @@ static int actor_run(backend_t *be, bench_t *b, int inplace, size_t count, int i
     ACTOR_OR(acx_allreduce(be->coll, src, be->arecv, count, t, op, 0, NULL), return -1);
   acx_future_t *last = NULL;
   ACTOR_OR(acx_allreduce(be->coll, src, be->arecv, count, t, op, 0, &last), return -1);
+  be->issued_s = now_s();
   ACTOR_OR(acx_coll_wait(be->coll, last, -1), return -1);
   return 0;
 }
@@ -245,6 +249,7 @@ static int nccl_run(backend_t *be, bench_t *b, int inplace, size_t count, int it
     NCCL_OR(ncclAllReduce(inplace ? be->recv : be->send, be->recv, count, nccl_types[b->o.dtype], nccl_ops[b->o.op],
                           (ncclComm_t)be->nccl_comm, (cudaStream_t)be->stream),
             return -1);
+  be->issued_s = now_s();
   CUDA_OR(cudaStreamSynchronize((cudaStream_t)be->stream), return -1);
   return 0;
 }
@@ -406,15 +411,18 @@ static backend_t make_backend(bench_mode_t m) {
 /* ---------------------------------------------------------------- measuring */
 
 static result_t measure(backend_t *be, bench_t *b, int inplace, size_t count, unsigned seed) {
-  result_t r = {0, 0, 0, -1};
+  result_t r = {0, 0, 0, 0, -1};
   size_t bytes = count * bench_dtype_size(b->o.dtype);
   if (b->o.warmup > 0 && be->run(be, b, inplace, count, b->o.warmup)) DIE("%s warmup failed", mode_names[be->mode]);
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = now_s();
+  be->issued_s = 0;
   if (be->run(be, b, inplace, count, b->o.iters)) DIE("%s all-reduce failed", mode_names[be->mode]);
-  double dt = now_s() - t0, sum = 0;
-  MPI_Allreduce(&dt, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); /* nccl-tests: average over ranks */
-  double sec = sum / b->nranks / b->o.iters;
+  double t1 = now_s();
+  double dt[2] = {t1 - t0, (be->issued_s > 0 ? be->issued_s : t1) - t0}, sum[2] = {0, 0};
+  MPI_Allreduce(dt, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); /* nccl-tests: average over ranks */
+  double sec = sum[0] / b->nranks / b->o.iters;
+  r.issue_us = sum[1] / b->nranks / b->o.iters * 1e6;
   r.time_us = sec * 1e6;
   r.algbw = bench_algbw(bytes, sec);
   r.busbw = bench_allreduce_busbw(r.algbw, b->nranks);
@@ -520,8 +528,8 @@ static void write_json(const bench_t *b, const row_t *rows, int nrows, const dou
       fprintf(f, ",\n     \"%s\": {", mode_names[modes[k]]);
       for (int p = 0; p < 2; p++) {
         const result_t *r = &rows[i].r[k][p];
-        fprintf(f, "%s\"%s\": {\"time_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": ", p ? ", " : "",
-                p ? "in_place" : "out_of_place", r->time_us, r->algbw, r->busbw);
+        fprintf(f, "%s\"%s\": {\"time_us\": %.3f, \"issue_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": ",
+                p ? ", " : "", p ? "in_place" : "out_of_place", r->time_us, r->issue_us, r->algbw, r->busbw);
         if (r->wrong < 0)
           fprintf(f, "null}");
         else
