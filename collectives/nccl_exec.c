@@ -11,9 +11,11 @@
 #include <inttypes.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "acx/device.h"
 #include "collectives/coll_ops.h"
@@ -35,7 +37,7 @@
  * all-reduce); with several instances the executor runs ahead of the GPU as with direct calls. */
 #define GRAPH_INSTANCES 4
 /* Operations closer than this count as back to back in the statistics. */
-#define PERIOD_MAX_NS 1000000
+#define PERIOD_MAX_NS 100000
 
 typedef enum cstate {
   C_INIT = 0,       /* ncclCommInitRankConfig in progress; init_cmd waits */
@@ -73,6 +75,10 @@ typedef struct cstats {
    * the executor's whole cost per operation, its loop and the wait for the next command included. */
   int64_t prev_t0, period_ns;
   uint64_t periods;
+  /* The executor thread's context switches since the first operation, and its CPUs then and at the
+   * log: a thread that shares its core shows up as involuntary switches. */
+  long nivcsw0, nvcsw0;
+  int cpu0;
 } cstats_t;
 
 /* An operation of a private-stream communicator in flight: its completion waits for ev. */
@@ -355,14 +361,18 @@ static int capture_finish(ncomm_t *c, cudaStream_t s) {
 static void stats_log(const ncomm_t *c) {
   const cstats_t *t = &c->st;
   if (!t->ops) return;
+  struct rusage ru;
+  long iv = -1, v = -1;
+  if (getrusage(RUSAGE_THREAD, &ru) == 0) iv = ru.ru_nivcsw - t->nivcsw0, v = ru.ru_nvcsw - t->nvcsw0;
   ACX_INFO(COLL, "communicator %" PRIu64 ": %" PRIu64 " operations: %" PRIu64 " graph replays, %" PRIu64
            " captures (%" PRIu64 " failed), %" PRIu64 " direct NCCL calls; %" PRIu64 " calls returned ncclInProgress, "
            "waited %.1f us on average, %.1f us at most; a replay took %.2f us of the executor (%.2f us in "
-           "cudaGraphLaunch); back-to-back operations started every %.2f us", c->id, t->ops, t->replays, t->captures, t->capture_fails,
+           "cudaGraphLaunch); back-to-back operations started every %.2f us; executor thread: %ld involuntary and "
+           "%ld voluntary context switches, cpu %d then %d", c->id, t->ops, t->replays, t->captures, t->capture_fails,
            t->eager, t->in_progress, t->in_progress ? (double)t->wait_ns / (double)t->in_progress / 1e3 : 0.0,
            (double)t->wait_max_ns / 1e3, t->replays ? (double)t->replay_ns / (double)t->replays / 1e3 : 0.0,
            t->replays ? (double)t->launch_ns / (double)t->replays / 1e3 : 0.0,
-           t->periods ? (double)t->period_ns / (double)t->periods / 1e3 : 0.0);
+           t->periods ? (double)t->period_ns / (double)t->periods / 1e3 : 0.0, iv, v, t->cpu0, sched_getcpu());
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -868,6 +878,11 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
     c->st.periods++;
   }
   c->st.prev_t0 = t0;
+  if (c->st.ops == 1) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) == 0) c->st.nivcsw0 = ru.ru_nivcsw, c->st.nvcsw0 = ru.ru_nvcsw;
+    c->st.cpu0 = sched_getcpu();
+  }
   chain(c, api, e, cmd->stream, s);
   if (cmd->op == ACXC_OP_GROUP) {
     void *base;
