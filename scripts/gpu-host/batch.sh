@@ -43,9 +43,9 @@ for step in "$@"; do
       for rep in 1 2; do for gm in -1 16777216; do ACX_COLL_GRAPH_MAX_BYTES=$gm ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_GRAPH_MAX_BYTES -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 16M -e 128M -f 2 -n 40 -w 10 -d float >$OUT/gmax-$gm-$rep.txt 2>&1; grep -E "^ +[0-9]+ " $OUT/gmax-$gm-$rep.txt | sed "s/^/gmax=$gm /"; grep -hoE "(first collective captured.*|communicator 1: [0-9]+ operations.*)" $OUT/gmax-$gm-$rep.txt | sort -u | head -3; done; done ;;
     smallstats) el smallstats  # small messages, repeated, with the communicator's executor-time stats
       for rep in 1 2 3; do ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 40 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 32K -f 64 -n 100 -w 20 -d float --json $OUT/small-$rep.json >$OUT/small-$rep.txt 2>&1; grep -E "^ +[0-9]+ " $OUT/small-$rep.txt | sed "s/^/rep=$rep /"; grep -oE "communicator 1: .*" $OUT/small-$rep.txt | sed "s/^/rep=$rep /"; grep -oE '"(actor|nccl)": \{"out_of_place": \{"time_us": [0-9.]+, "issue_us": [0-9.]+' $OUT/small-$rep.json | sed "s/^/rep=$rep /"; done ;;
-    floor) el floor  # raw NCCL: direct calls and graph replays, blocking and non-blocking communicators
-      for w in nvlink:8 nvlink:32768 net:8; do sz=${w#*:}; if [ ${w%:*} = net ]; then n=1; else n=; fi
-        NCCL_P2P_DISABLE=$n NCCL_SHM_DISABLE=$n timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE $B/bench/allreduce/acx-nccl-floor $sz ${FLOOR_N:-3000} 2>&1 | tee $OUT/floor-$w.txt | grep -v "^#  Rank" | sed "s/^/$w /"; done ;;
+    floor) el floor  # raw NCCL: direct calls and graph replays, blocking and non-blocking communicators, with and without graph mixing
+      for w in nvlink:8:1 nvlink:8:0 nvlink:32768:0 net:8:1 net:8:0; do IFS=: read -r tr sz mix <<<"$w"; if [ $tr = net ]; then n=1; else n=; fi
+        NCCL_GRAPH_MIXING_SUPPORT=$mix NCCL_P2P_DISABLE=$n NCCL_SHM_DISABLE=$n timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x NCCL_GRAPH_MIXING_SUPPORT $B/bench/allreduce/acx-nccl-floor $sz ${FLOOR_N:-3000} 2>&1 | tee $OUT/floor-$tr-$sz-$mix.txt | grep -v "^#  Rank" | sed "s/^/$tr:$sz /"; done ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
 done
