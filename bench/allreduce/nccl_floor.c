@@ -120,7 +120,13 @@ static void issue_graph(void *a, int i) {
 
 /* Captures one all-reduce; with kernel_only, a new graph holding only its kernel node(s), the
  * captured graph kept alive (NCCL ties its resources for the graph to it). */
-static cudaGraph_t capture(ncclComm_t c, int nb, int kernel_only, cudaGraph_t *keep, char *types, size_t tn) {
+/* Launch attributes of NCCL's captured kernel node that differ from a plain copy's: a bit per
+ * CUlaunchAttributeID (1-16). */
+static unsigned attrs_set;
+static unsigned attr_val[17][3]; /* the first words of each such attribute's value */
+
+static cudaGraph_t capture(ncclComm_t c, int nb, int kernel_only, unsigned restore, cudaGraph_t *keep, char *types,
+                           size_t tn) {
   cudaStream_t cs;
   CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
   CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed));
@@ -155,6 +161,20 @@ static cudaGraph_t capture(ncclComm_t c, int nb, int kernel_only, cudaGraph_t *k
       CK(cudaGraphDestroy(k));
       return g; /* not possible here: the way is timed with the whole graph and says so */
     }
+    /* The copy has default launch attributes; restore those named in `restore`. */
+    for (int a = 1; a <= 16; a++) {
+      CUkernelNodeAttrValue va, vb;
+      memset(&va, 0, sizeof va);
+      memset(&vb, 0, sizeof vb);
+      if (cuGraphKernelNodeGetAttribute((CUgraphNode)nv[i], (CUkernelNodeAttrID)a, &va) != CUDA_SUCCESS ||
+          cuGraphKernelNodeGetAttribute(node, (CUkernelNodeAttrID)a, &vb) != CUDA_SUCCESS ||
+          memcmp(&va, &vb, sizeof va) == 0)
+        continue;
+      attrs_set |= 1u << a;
+      memcpy(attr_val[a], &va, sizeof attr_val[a]);
+      if ((restore >> a) & 1) (void)cuGraphKernelNodeSetAttribute(node, (CUkernelNodeAttrID)a, &va);
+    }
+    (void)cudaGetLastError();
     prev = node;
   }
   *keep = g;
@@ -193,9 +213,9 @@ int main(int argc, char **argv) {
   NK(ncclCommInitRankConfig(&cn, n, id[1], rank, &cfg));
   settle(cn);
 
-  way_t w[8];
+  way_t w[16];
   int nw = 0;
-  char types[8][64];
+  char types[16][64];
   direct_arg_t db = {cb, 0}, dn = {cn, 1};
   w[nw].name = "direct, blocking comm";
   timed(&w[nw], issue_direct, &db, iters);
@@ -207,16 +227,21 @@ int main(int argc, char **argv) {
     const char *name;
     ncclComm_t c;
     int nb, inst, kernel_only;
-  } gw[] = {{"graph x1, blocking comm", cb, 0, 1, 0},
-            {"graph x4, blocking comm", cb, 0, 4, 0},
-            {"graph x1, non-blocking comm", cn, 1, 1, 0},
-            {"graph x4, non-blocking comm", cn, 1, 4, 0},
-            {"graph x4 kernel only, non-blocking", cn, 1, 4, 1}};
+    unsigned restore;
+  } gw[] = {{"graph x1, blocking comm", cb, 0, 1, 0, 0},
+            {"graph x4, blocking comm", cb, 0, 4, 0, 0},
+            {"graph x1, non-blocking comm", cn, 1, 1, 0, 0},
+            {"graph x4, non-blocking comm", cn, 1, 4, 0, 0},
+            {"kernel copy x4, no attributes", cn, 1, 4, 1, 0},
+            {"kernel copy x4, all attributes", cn, 1, 4, 1, ~0u},
+            {"kernel copy x4, all but mem sync (9,10)", cn, 1, 4, 1, ~((1u << 9) | (1u << 10))},
+            {"kernel copy x4, all but cluster (4,5,11)", cn, 1, 4, 1, ~((1u << 4) | (1u << 5) | (1u << 11))},
+            {"kernel copy x4, all but 1,2,8,13-16", cn, 1, 4, 1, (1u << 4) | (1u << 5) | (1u << 11) | (1u << 9) | (1u << 10)}};
   int tw = 0;
   for (size_t i = 0; i < sizeof gw / sizeof gw[0]; i++) {
     graph_arg_t ga = {.n = gw[i].inst};
     cudaGraph_t keep;
-    cudaGraph_t g = capture(gw[i].c, gw[i].nb, gw[i].kernel_only, &keep, types[tw], sizeof types[tw]);
+    cudaGraph_t g = capture(gw[i].c, gw[i].nb, gw[i].kernel_only, gw[i].restore, &keep, types[tw], sizeof types[tw]);
     for (int k = 0; k < ga.n; k++) CK(cudaGraphInstantiate(&ga.exec[k], g, 0));
     w[nw].name = gw[i].name;
     timed(&w[nw], issue_graph, &ga, iters);
@@ -231,7 +256,10 @@ int main(int argc, char **argv) {
   if (!rank) {
     printf("# acx-nccl-floor: %zu-byte float sum all-reduce, %d ranks, %d iterations per way\n", bytes, n, iters);
     const char *mix = getenv("NCCL_GRAPH_MIXING_SUPPORT");
-    printf("# NCCL_GRAPH_MIXING_SUPPORT=%s\n", mix ? mix : "(unset: 1)");
+    printf("# NCCL_GRAPH_MIXING_SUPPORT=%s; launch attributes NCCL set on its kernel node:", mix ? mix : "(unset: 1)");
+    for (int a = 1; a <= 16; a++)
+      if ((attrs_set >> a) & 1) printf(" %d=(%u,%u,%u)", a, attr_val[a][0], attr_val[a][1], attr_val[a][2]);
+    printf("\n");
     printf("# %-38s %12s %14s %8s\n", "way", "us per op", "us per call", "#wrong");
     for (int i = 0; i < nw; i++)
       printf("  %-38s %12.2f %14.2f %8ld\n", w[i].name, w[i].op_us, w[i].call_us, w[i].wrong);

@@ -44,7 +44,7 @@ for step in "$@"; do
     smallstats) el smallstats  # small messages, repeated, with the communicator's executor-time stats
       for rep in 1 2 3; do ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 40 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 32K -f 64 -n 100 -w 20 -d float --json $OUT/small-$rep.json >$OUT/small-$rep.txt 2>&1; grep -E "^ +[0-9]+ " $OUT/small-$rep.txt | sed "s/^/rep=$rep /"; grep -oE "communicator 1: .*" $OUT/small-$rep.txt | sed "s/^/rep=$rep /"; grep -oE '"(actor|nccl)": \{"out_of_place": \{"time_us": [0-9.]+, "issue_us": [0-9.]+' $OUT/small-$rep.json | sed "s/^/rep=$rep /"; done ;;
     floor) el floor  # raw NCCL: direct calls and graph replays, blocking and non-blocking communicators, with and without graph mixing
-      for w in nvlink:8:1 nvlink:8:0 nvlink:32768:0 net:8:1 net:8:0; do IFS=: read -r tr sz mix <<<"$w"; if [ $tr = net ]; then n=1; else n=; fi
+      for w in ${FLOOR_W:-nvlink:8:1 nvlink:8:0 nvlink:32768:0 net:8:1 net:8:0}; do IFS=: read -r tr sz mix <<<"$w"; if [ $tr = net ]; then n=1; else n=; fi
         NCCL_GRAPH_MIXING_SUPPORT=$mix NCCL_P2P_DISABLE=$n NCCL_SHM_DISABLE=$n timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x NCCL_GRAPH_MIXING_SUPPORT $B/bench/allreduce/acx-nccl-floor $sz ${FLOOR_N:-3000} 2>&1 | tee $OUT/floor-$tr-$sz-$mix.txt | grep -v "^#  Rank" | sed "s/^/$tr:$sz /"; done ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
