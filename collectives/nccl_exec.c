@@ -9,6 +9,7 @@
  * operations on a stream of its own and tracks their completions itself (see "private streams"). */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <cuda.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -61,6 +62,8 @@ typedef struct gentry {
   gkey_t key;
   cudaGraphExec_t exec[GRAPH_INSTANCES]; /* nexec of them; 0: seen, not captured (yet) */
   int nexec, next;
+  /* The captured graph, kept while exec holds copies of its kernel node (see "kernel copies"). */
+  cudaGraph_t orig;
   uint64_t used; /* LRU clock */
   uint32_t seen;
   int valid;
@@ -68,7 +71,7 @@ typedef struct gentry {
 
 /* Where the time of a communicator's operations went; logged at INFO when it goes. */
 typedef struct cstats {
-  uint64_t ops, eager, in_progress, replays, captures, capture_fails;
+  uint64_t ops, eager, in_progress, replays, captures, capture_fails, copies;
   int64_t wait_ns, wait_max_ns;
   int64_t replay_ns, launch_ns; /* executor time per replay: all of it, cudaGraphLaunch alone */
   /* From one operation's start to the next one's, when under PERIOD_MAX_NS (back-to-back work):
@@ -125,6 +128,13 @@ typedef struct ncomm {
   pend_t *pv;
   size_t phead, pcount, pcap;
   int destroy_pending; /* a DESTROY (in init_cmd) waits for the operations in flight to leave */
+  /* Kernel copies (see there): the stream of the last copy launched, captured graphs waiting for
+   * the copies launched before them to finish, and a DESTROY (in init_cmd) waiting for those. */
+  int copy_on;
+  cudaStream_t copy_s;
+  struct grave *gv;
+  size_t gn, gvcap;
+  int finalize_wait;
   cstats_t st;
 } ncomm_t;
 
@@ -170,6 +180,7 @@ static ncomm_t *comm_find(ext_t *x, uint64_t id) {
 }
 
 static void graphs_off(ncomm_t *c);
+static void grave_free(ncomm_t *c);
 static void capture_abandon(ncomm_t *c);
 static void stats_log(const ncomm_t *c);
 
@@ -177,6 +188,7 @@ static void comm_remove(ext_t *x, ncomm_t *c) {
   stats_log(c);
   capture_abandon(c);
   graphs_off(c);
+  grave_free(c);
   if (c->cs) (void)cudaStreamDestroy(c->cs);
   if (c->chain_ev) (void)cudaEventDestroy(c->chain_ev);
   for (size_t i = 0; i < c->pcount; i++) (void)cudaEventDestroy(c->pv[(c->phead + i) % c->pcap].ev);
@@ -228,14 +240,183 @@ static acxi_cmd_t q_pop(ncomm_t *c) {
  * to direct calls for the rest of the communicator's life.
  */
 
-/* Destroying a graph that is still running is allowed: CUDA releases it once done. */
-static void gentry_clear(gentry_t *g) {
+/* ------------------------------------------------------------------------------------------ */
+/* kernel copies                                                                              */
+/*
+ * Why: a replay of the graph NCCL captured costs the executor 8-11 us per cudaGraphLaunch of an
+ * 8-byte all-reduce on the GPU host, whether the graph holds NCCL's event nodes around the kernel
+ * (NCCL_GRAPH_MIXING_SUPPORT=1, the default) or the kernel alone (=0); a graph holding a copy of
+ * the same kernel node -- function, arguments, grid, launch attributes -- launches in 3.7 us and
+ * completes an all-reduce every 5.6 us, against 6.2-10 us for raw NCCL's own direct calls
+ * (acx-nccl-floor, docs/benchmark.md). The copy is what the executor replays when the captured
+ * graph is that one kernel with at most NCCL's event wait and record around it; a graph with
+ * anything else (the host node that drives NCCL's proxy on the network transport, several
+ * kernels) is replayed whole.
+ * What the event nodes did -- order the graph after the communicator's earlier work and later work
+ * after it -- the executor does already: every operation of a communicator goes to its stream in
+ * the command ring's order, chained across streams (chain()), and NCCL's direct calls wait for
+ * the stream they are issued on.
+ * Lifetime: NCCL ties the device memory of a captured operation to the captured graph (a CUDA
+ * user object) and frees it once the graph and the executables made from it are gone and their
+ * launches have finished. The copies are made from another graph and do not hold it, so the
+ * captured graph is kept with the entry, and when the entry goes it waits in the communicator's
+ * "grave" until an event recorded after the last copy launched has completed. A communicator is
+ * finalized only once its grave is empty; an aborted one empties it at once (NCCL's abort ends
+ * the kernels first). ACX_COLL_GRAPH_COPY=0 replays NCCL's graphs whole.
+ */
+
+typedef struct grave {
+  cudaGraph_t g;
+  cudaEvent_t ev; /* NULL: nothing of it was launched, or no event could be had: destroyed at once */
+} grave_t;
+
+typedef struct drvapi {
+  CUresult (*KernelNodeGetParams)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
+  CUresult (*AddKernelNode)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_KERNEL_NODE_PARAMS *);
+  CUresult (*KernelNodeGetAttribute)(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue *);
+  CUresult (*KernelNodeSetAttribute)(CUgraphNode, CUkernelNodeAttrID, const CUkernelNodeAttrValue *);
+} drvapi_t;
+
+static drvapi_t drv;
+static int drv_ok;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+/* The driver API through the runtime's entry points: libacx must load where no driver is. */
+static int drv_entry(const char *name, unsigned version, void **fn) {
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  *fn = NULL;
+  cudaError_t err = cudaGetDriverEntryPointByVersion(name, fn, version, cudaEnableDefault, &q);
+  if (err != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
+    (void)cudaGetLastError();
+    *fn = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+static void drv_load(void) {
+  int bad = 0;
+  bad |= drv_entry("cuGraphKernelNodeGetParams", 12000, (void **)&drv.KernelNodeGetParams);
+  bad |= drv_entry("cuGraphAddKernelNode", 12000, (void **)&drv.AddKernelNode);
+  bad |= drv_entry("cuGraphKernelNodeGetAttribute", 11000, (void **)&drv.KernelNodeGetAttribute);
+  bad |= drv_entry("cuGraphKernelNodeSetAttribute", 11000, (void **)&drv.KernelNodeSetAttribute);
+  drv_ok = !bad;
+  if (bad) ACX_INFO(COLL, "the CUDA driver lacks the graph node calls kernel copies need: NCCL's graphs are replayed whole");
+}
+
+/* A graph holding only a copy of `graph`'s kernel node, launch attributes included, when `graph`
+ * is one kernel node with at most event wait and record nodes besides; NULL otherwise. */
+static cudaGraph_t kernel_copy(uint64_t id, cudaGraph_t graph) {
+  pthread_once(&drv_once, drv_load);
+  if (!drv_ok) return NULL;
+  cudaGraphNode_t nv[4], kn = NULL;
+  size_t nn = 4;
+  if (cudaGraphGetNodes(graph, nv, &nn) != cudaSuccess || nn > 3) goto none;
+  for (size_t i = 0; i < nn; i++) {
+    enum cudaGraphNodeType t;
+    if (cudaGraphNodeGetType(nv[i], &t) != cudaSuccess) goto none;
+    if (t == cudaGraphNodeTypeKernel) {
+      if (kn) goto none;
+      kn = nv[i];
+    } else if (t != cudaGraphNodeTypeWaitEvent && t != cudaGraphNodeTypeEventRecord) {
+      goto none;
+    }
+  }
+  if (!kn) goto none;
+  CUDA_KERNEL_NODE_PARAMS kp;
+  memset(&kp, 0, sizeof kp);
+  cudaGraph_t copy = NULL;
+  CUgraphNode node;
+  if (drv.KernelNodeGetParams((CUgraphNode)kn, &kp) != CUDA_SUCCESS || cudaGraphCreate(&copy, 0) != cudaSuccess ||
+      drv.AddKernelNode(&node, (CUgraph)copy, NULL, 0, &kp) != CUDA_SUCCESS) {
+    ACX_INFO(COLL, "communicator %" PRIu64 ": NCCL's kernel node could not be copied; its graphs are replayed whole", id);
+    if (copy) (void)cudaGraphDestroy(copy);
+    goto none;
+  }
+  /* Launch attributes (cluster shape, memory synchronization domain ...): those NCCL set. */
+  for (int a = 1; a <= 16; a++) {
+    CUkernelNodeAttrValue want, have;
+    memset(&want, 0, sizeof want);
+    memset(&have, 0, sizeof have);
+    if (drv.KernelNodeGetAttribute((CUgraphNode)kn, (CUkernelNodeAttrID)a, &want) != CUDA_SUCCESS ||
+        drv.KernelNodeGetAttribute(node, (CUkernelNodeAttrID)a, &have) != CUDA_SUCCESS ||
+        memcmp(&want, &have, sizeof want) == 0)
+      continue;
+    if (drv.KernelNodeSetAttribute(node, (CUkernelNodeAttrID)a, &want) != CUDA_SUCCESS) {
+      ACX_INFO(COLL, "communicator %" PRIu64 ": launch attribute %d of NCCL's kernel node could not be copied; its "
+               "graphs are replayed whole", id, a);
+      (void)cudaGraphDestroy(copy);
+      goto none;
+    }
+  }
+  (void)cudaGetLastError();
+  return copy;
+none:
+  (void)cudaGetLastError();
+  return NULL;
+}
+
+/* Destroys the captured graphs whose copies have finished (all of them with force). */
+static int grave_reap(ncomm_t *c, int force) {
+  size_t k = 0;
+  int n = 0;
+  for (size_t i = 0; i < c->gn; i++) {
+    grave_t *t = &c->gv[i];
+    cudaError_t q = force || !t->ev ? cudaSuccess : cudaEventQuery(t->ev);
+    if (q == cudaErrorNotReady) {
+      c->gv[k++] = *t;
+      continue;
+    }
+    (void)cudaGetLastError(); /* another error: the context is gone, nothing runs any more */
+    if (t->ev) (void)cudaEventDestroy(t->ev);
+    (void)cudaGraphDestroy(t->g);
+    n++;
+  }
+  c->gn = k;
+  return n;
+}
+
+/* The captured graph of an entry that goes: destroyed once the copies launched so far are done. */
+static void grave_add(ncomm_t *c, cudaGraph_t g) {
+  grave_t t = {.g = g};
+  if (c->copy_s && cudaEventCreateWithFlags(&t.ev, cudaEventDisableTiming) == cudaSuccess &&
+      cudaEventRecord(t.ev, c->copy_s) != cudaSuccess) {
+    (void)cudaEventDestroy(t.ev);
+    t.ev = NULL;
+  }
+  (void)cudaGetLastError();
+  if (t.ev && c->gn == c->gvcap) {
+    size_t cap = c->gvcap ? 2 * c->gvcap : 8;
+    grave_t *v = realloc(c->gv, cap * sizeof *v);
+    if (v) c->gv = v, c->gvcap = cap;
+  }
+  if (!t.ev || c->gn == c->gvcap) {
+    /* Nothing launched, or nothing can tell when the copies finish (the context is lost, or the
+     * host is out of memory): destroying it now is all that is left. */
+    if (t.ev) (void)cudaEventDestroy(t.ev);
+    (void)cudaGraphDestroy(g);
+    return;
+  }
+  c->gv[c->gn++] = t;
+}
+
+static void grave_free(ncomm_t *c) {
+  grave_reap(c, 1);
+  free(c->gv);
+  c->gv = NULL;
+  c->gvcap = 0;
+}
+
+/* Destroying a graph that is still running is allowed: CUDA releases it once done. Kernel copies
+ * do not hold their captured graph: it goes to the grave. */
+static void gentry_clear(ncomm_t *c, gentry_t *g) {
   for (int k = 0; k < g->nexec; k++) (void)cudaGraphExecDestroy(g->exec[k]);
+  if (g->orig) grave_add(c, g->orig);
   *g = (gentry_t){0};
 }
 
 static void graphs_clear(ncomm_t *c) {
-  for (int i = 0; c->gc && i < c->gcap; i++) gentry_clear(&c->gc[i]);
+  for (int i = 0; c->gc && i < c->gcap; i++) gentry_clear(c, &c->gc[i]);
 }
 
 static void graphs_off(ncomm_t *c) {
@@ -273,7 +454,7 @@ static gentry_t *graph_find(ncomm_t *c, const gkey_t *k) {
     if (!g->valid) victim = g;
     else if (victim->valid && g->used < victim->used) victim = g;
   }
-  gentry_clear(victim);
+  gentry_clear(c, victim);
   *victim = (gentry_t){.key = *k, .used = ++c->gclock, .seen = 1, .valid = 1};
   return victim;
 }
@@ -327,17 +508,22 @@ static int capture_finish(ncomm_t *c, cudaStream_t s) {
       }
     (void)cudaGetLastError();
   }
-  while (err == cudaSuccess && n < GRAPH_INSTANCES && (err = cudaGraphInstantiate(&exec[n], graph, 0)) == cudaSuccess)
+  cudaGraph_t copy = err == cudaSuccess && c->copy_on ? kernel_copy(c->id, graph) : NULL;
+  cudaGraph_t src = copy ? copy : graph;
+  while (err == cudaSuccess && n < GRAPH_INSTANCES && (err = cudaGraphInstantiate(&exec[n], src, 0)) == cudaSuccess)
     n++;
+  if (copy) (void)cudaGraphDestroy(copy); /* its executables keep what they need */
   if (n > 0 && err != cudaSuccess) { /* fewer instances: still a graph to replay */
     ACX_INFO(COLL, "communicator %" PRIu64 ": instance %d of a collective's graph: %s; keeping %d", c->id, n + 1,
              cudaGetErrorString(err), n);
     (void)cudaGetLastError();
     err = cudaSuccess;
   }
-  if (graph) (void)cudaGraphDestroy(graph); /* the executable graphs keep what they need */
+  /* The executables made from the captured graph keep what they need; copies do not. */
+  if (graph && !(copy && n > 0)) (void)cudaGraphDestroy(graph);
   if (err == cudaSuccess) err = cudaGraphLaunch(exec[0], s);
   if (err != cudaSuccess) {
+    if (copy && n > 0 && graph) (void)cudaGraphDestroy(graph); /* nothing of it was launched */
     ACX_WARN(COLL, "communicator %" PRIu64 ": capturing a collective into a CUDA graph failed: %s (%d); this "
              "communicator issues every collective directly from now on", c->id, cudaGetErrorString(err), (int)err);
     for (int k = 0; k < n; k++) (void)cudaGraphExecDestroy(exec[k]);
@@ -349,10 +535,15 @@ static int capture_finish(ncomm_t *c, cudaStream_t s) {
   memcpy(g->exec, exec, sizeof exec);
   g->nexec = n;
   g->next = 1 % n;
+  if (copy) {
+    g->orig = graph;
+    c->copy_s = s;
+    c->st.copies++;
+  }
   if (!c->st.captures) {
     /* What NCCL put into the graph (kernel, event record/wait, host, memset ... nodes). */
-    ACX_INFO(COLL, "communicator %" PRIu64 ": first collective captured: %zu graph nodes (types %s), %d instances",
-             c->id, nodes, kinds, n);
+    ACX_INFO(COLL, "communicator %" PRIu64 ": first collective captured: %zu graph nodes (types %s), %d instances, "
+             "replayed %s", c->id, nodes, kinds, n, copy ? "as a copy of its kernel node" : "whole");
   }
   c->st.captures++;
   return 1;
@@ -365,11 +556,11 @@ static void stats_log(const ncomm_t *c) {
   long iv = -1, v = -1;
   if (getrusage(RUSAGE_THREAD, &ru) == 0) iv = ru.ru_nivcsw - t->nivcsw0, v = ru.ru_nvcsw - t->nvcsw0;
   ACX_INFO(COLL, "communicator %" PRIu64 ": %" PRIu64 " operations: %" PRIu64 " graph replays, %" PRIu64
-           " captures (%" PRIu64 " failed), %" PRIu64 " direct NCCL calls; %" PRIu64 " calls returned ncclInProgress, "
+           " captures (%" PRIu64 " failed, %" PRIu64 " replayed as kernel copies), %" PRIu64 " direct NCCL calls; %" PRIu64 " calls returned ncclInProgress, "
            "waited %.1f us on average, %.1f us at most; a replay took %.2f us of the executor (%.2f us in "
            "cudaGraphLaunch); back-to-back operations started every %.2f us; executor thread: %ld involuntary and "
            "%ld voluntary context switches, cpu %d then %d", c->id, t->ops, t->replays, t->captures, t->capture_fails,
-           t->eager, t->in_progress, t->in_progress ? (double)t->wait_ns / (double)t->in_progress / 1e3 : 0.0,
+           t->copies, t->eager, t->in_progress, t->in_progress ? (double)t->wait_ns / (double)t->in_progress / 1e3 : 0.0,
            (double)t->wait_max_ns / 1e3, t->replays ? (double)t->replay_ns / (double)t->replays / 1e3 : 0.0,
            t->replays ? (double)t->launch_ns / (double)t->replays / 1e3 : 0.0,
            t->periods ? (double)t->period_ns / (double)t->periods / 1e3 : 0.0, iv, v, t->cpu0, sched_getcpu());
@@ -466,6 +657,7 @@ static void do_abort(ncomm_t *c, const char *why) {
   /* Graphs hold NCCL plans that point into the communicator: they go first. */
   capture_abandon(c);
   graphs_clear(c);
+  grave_reap(c, 1); /* the abort ends the kernels they hold memory for */
   if (!c->comm) return;
   ncclComm_t comm = c->comm;
   c->comm = NULL;
@@ -934,6 +1126,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
         int64_t t1 = acxi_now_ns();
         cudaError_t err = cudaGraphLaunch(g->exec[g->next], s);
         g->next = (g->next + 1) % g->nexec;
+        if (g->orig) c->copy_s = s;
         if (err == cudaSuccess) {
           c->st.launch_ns += acxi_now_ns() - t1;
           c->st.replays++;
@@ -995,6 +1188,8 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
 /* ------------------------------------------------------------------------------------------ */
 /* commands                                                                                   */
 
+static void finalize_start(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c);
+
 static void start_destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c,
                           const acxi_cmd_t *cmd) {
   if (c->pcount) {
@@ -1011,18 +1206,28 @@ static void start_destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
     return;
   }
   graphs_clear(c); /* they hold NCCL plans of this communicator */
-  ncclResult_t r = ncclCommFinalize(c->comm);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    NCCL_WARN(c, "ncclCommFinalize", r);
-    do_abort(c, "finalize failed");
-    finish(e, api, cmd, ACX_ERR_NCCL, (int)r, 0, 0);
-    comm_remove(x, c);
-    return;
-  }
   c->state = C_FINALIZING;
   c->init_cmd = *cmd;
   int64_t ms = (int64_t)cmd->arg[4];
   c->deadline_ns = acxi_deadline((ms > 0 ? ms : acxi_param_int("ACX_COLL_TIMEOUT")) * 1000000);
+  grave_reap(c, 0);
+  if (c->gn) {
+    c->finalize_wait = 1; /* kernel copies still run: progress finalizes once they are done */
+    return;
+  }
+  finalize_start(e, api, x, c);
+}
+
+/* ncclCommFinalize of a communicator in C_FINALIZING whose kernel copies have all finished. */
+static void finalize_start(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c) {
+  c->finalize_wait = 0;
+  ncclResult_t r = ncclCommFinalize(c->comm);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    NCCL_WARN(c, "ncclCommFinalize", r);
+    do_abort(c, "finalize failed");
+    finish(e, api, &c->init_cmd, ACX_ERR_NCCL, (int)r, 0, 0);
+    comm_remove(x, c);
+  }
 }
 
 /* A command for a communicator that may issue NCCL calls now (C_READY). */
@@ -1129,6 +1334,7 @@ static void start_init(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x,
   c->last_stream = -1;
   c->gcap = graph_cache_size();
   c->gmax_bytes = acxi_param_int("ACX_COLL_GRAPH_MAX_BYTES");
+  c->copy_on = acxi_param_int("ACX_COLL_GRAPH_COPY") != 0;
   if (cmd->off[0] & ACXC_INIT_PRIVATE_STREAM) {
     c->gcap = 0; /* point-to-point only: nothing to capture */
     cudaError_t err = cudaStreamCreateWithFlags(&c->ps, cudaStreamNonBlocking);
@@ -1300,6 +1506,20 @@ static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
     return 1 + drain(e, api, x, c);
   }
   case C_FINALIZING: {
+    if (c->finalize_wait) {
+      grave_reap(c, 0);
+      if (!c->gn) {
+        finalize_start(e, api, x, c);
+        return 1;
+      }
+      if (now < c->deadline_ns) return 1;
+      ACX_WARN(COLL, "communicator %" PRIu64 ": its last collectives did not finish in time for the destroy; aborting",
+               c->id);
+      do_abort(c, "destroy deadline");
+      finish(e, api, &c->init_cmd, ACX_ERR_COLL_TIMEOUT, 0, 0, 0);
+      comm_remove(x, c);
+      return 1;
+    }
     ncclResult_t st = comm_state(c);
     if (st == ncclInProgress) {
       if (now < c->deadline_ns) return 1;
@@ -1328,6 +1548,7 @@ static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
     return 1;
   }
   case C_READY:
+    if (c->gn) grave_reap(c, 0);
     if (now >= c->next_poll_ns) {
       c->next_poll_ns = now + ASYNC_POLL_NS;
       ncclResult_t st = comm_state(c);
