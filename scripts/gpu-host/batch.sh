@@ -38,7 +38,7 @@ for step in "$@"; do
     remotev) el remotev  # the verbose output of the GPU remote and resilience tests (timings, results)
       (cd $B && timeout 200 ctest -V -R "resilient_allreduce_cuda|test_remote_cuda" --timeout 150 >$OUT/ctest-remotev.txt 2>&1; grep -E "crossfire|result:|recovered at|rebuild\(s\)|identical|differ|tests passed" $OUT/ctest-remotev.txt | sed 's/^[0-9]*: //' | tail -40) ;;
     mid) el mid  # 32 MiB - 256 MiB with more iterations
-      for d in float bfloat16; do timeout 120 $BENCH -b 32M -e 256M -f 2 -n 60 -w 10 -d $d >$OUT/ar-mid-$d.txt 2>&1; grep -E "^ +[0-9]+ " $OUT/ar-mid-$d.txt; done ;;
+      for rep in $(seq ${MID_REPS:-1}); do for d in float bfloat16; do timeout 120 $BENCH -b 32M -e 256M -f 2 -n ${MID_N:-60} -w 10 -d $d >$OUT/ar-mid-$d-$rep.txt 2>&1; grep -E "^ +[0-9]+ " $OUT/ar-mid-$d-$rep.txt | sed "s/^/rep=$rep /"; done; done ;;
     gmax) el gmax  # mid sizes with and without graph replay above 16 MiB, interleaved
       for rep in 1 2; do for gm in -1 16777216; do ACX_COLL_GRAPH_MAX_BYTES=$gm ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_GRAPH_MAX_BYTES -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 16M -e 128M -f 2 -n 40 -w 10 -d float >$OUT/gmax-$gm-$rep.txt 2>&1; grep -E "^ +[0-9]+ " $OUT/gmax-$gm-$rep.txt | sed "s/^/gmax=$gm /"; grep -hoE "(first collective captured.*|communicator 1: [0-9]+ operations.*)" $OUT/gmax-$gm-$rep.txt | sort -u | head -3; done; done ;;
     smallstats) el smallstats  # small messages, repeated, with the communicator's executor-time stats
