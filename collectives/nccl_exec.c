@@ -20,6 +20,7 @@
 
 #include "acx/device.h"
 #include "collectives/coll_ops.h"
+#include "kernels/cuda_internal.h"
 #include "runtime/clock.h"
 #include "runtime/engine.h"
 #include "runtime/log.h"
@@ -281,25 +282,13 @@ static drvapi_t drv;
 static int drv_ok;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
-/* The driver API through the runtime's entry points: libacx must load where no driver is. */
-static int drv_entry(const char *name, unsigned version, void **fn) {
-  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-  *fn = NULL;
-  cudaError_t err = cudaGetDriverEntryPointByVersion(name, fn, version, cudaEnableDefault, &q);
-  if (err != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
-    (void)cudaGetLastError();
-    *fn = NULL;
-    return -1;
-  }
-  return 0;
-}
 
 static void drv_load(void) {
   int bad = 0;
-  bad |= drv_entry("cuGraphKernelNodeGetParams", 12000, (void **)&drv.KernelNodeGetParams);
-  bad |= drv_entry("cuGraphAddKernelNode", 12000, (void **)&drv.AddKernelNode);
-  bad |= drv_entry("cuGraphKernelNodeGetAttribute", 11000, (void **)&drv.KernelNodeGetAttribute);
-  bad |= drv_entry("cuGraphKernelNodeSetAttribute", 11000, (void **)&drv.KernelNodeSetAttribute);
+  bad |= acxk_driver_entry("cuGraphKernelNodeGetParams", 12000, (void **)&drv.KernelNodeGetParams);
+  bad |= acxk_driver_entry("cuGraphAddKernelNode", 12000, (void **)&drv.AddKernelNode);
+  bad |= acxk_driver_entry("cuGraphKernelNodeGetAttribute", 11000, (void **)&drv.KernelNodeGetAttribute);
+  bad |= acxk_driver_entry("cuGraphKernelNodeSetAttribute", 11000, (void **)&drv.KernelNodeSetAttribute);
   drv_ok = !bad;
   if (bad) ACX_INFO(COLL, "the CUDA driver lacks the graph node calls kernel copies need: NCCL's graphs are replayed whole");
 }

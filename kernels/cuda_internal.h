@@ -1,6 +1,7 @@
 /* Internals of the CUDA device kind, shared by engine_cuda.c (gcc) and cuda_kernels.cu (nvcc):
- * the C-callable kernel launchers and the check macros for CUDA runtime calls. Only kernels/
- * includes this header (it pulls in the CUDA runtime API). */
+ * the C-callable kernel launchers, the check macros for CUDA runtime calls, and the driver-API
+ * entry point lookup. Only the executor's CUDA code includes this header (kernels/ and the NCCL
+ * extension, collectives/nccl_exec.c): it pulls in the CUDA runtime API. */
 #ifndef ACXK_CUDA_INTERNAL_H
 #define ACXK_CUDA_INTERNAL_H
 
@@ -23,6 +24,11 @@ cudaError_t acxk_cuda_launch_fill(void *dst, uint64_t bytes, uint64_t pattern, i
 /* A kernel that stores through an invalid address: the context gets the sticky
  * cudaErrorIllegalAddress once it runs. Fault injection only. */
 cudaError_t acxk_cuda_launch_fault(cudaStream_t stream);
+
+/* *fn := the driver API function `name` at `version` (e.g. 12000 for the CUDA 12 ABI), reached
+ * through cudaGetDriverEntryPointByVersion: libacx does not link libcuda, so that it loads where
+ * no driver is installed (host kind, CI). 0 on success; -1 (and *fn NULL) when the driver lacks it. */
+int acxk_driver_entry(const char *name, unsigned version, void **fn);
 
 #ifdef __cplusplus
 }

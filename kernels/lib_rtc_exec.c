@@ -20,6 +20,7 @@
 #include <nvrtc.h>
 
 #include "acx/rtc.h"
+#include "kernels/cuda_internal.h"
 #include "kernels/lib_internal.h"
 #include "runtime/clock.h"
 #include "runtime/log.h"
@@ -50,17 +51,7 @@ static drv_t drv;
 static int drv_ok;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
-static int entry(const char *name, unsigned version, void **fn) {
-  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-  *fn = NULL;
-  cudaError_t err = cudaGetDriverEntryPointByVersion(name, fn, version, cudaEnableDefault, &q);
-  if (err != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
-    (void)cudaGetLastError();
-    *fn = NULL;
-    return -1;
-  }
-  return 0;
-}
+static int entry(const char *name, unsigned version, void **fn) { return acxk_driver_entry(name, version, fn); }
 
 static void drv_load(void) {
   int bad = 0;
