@@ -282,7 +282,6 @@ static drvapi_t drv;
 static int drv_ok;
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
-
 static void drv_load(void) {
   int bad = 0;
   bad |= acxk_driver_entry("cuGraphKernelNodeGetParams", 12000, (void **)&drv.KernelNodeGetParams);
@@ -290,7 +289,8 @@ static void drv_load(void) {
   bad |= acxk_driver_entry("cuGraphKernelNodeGetAttribute", 11000, (void **)&drv.KernelNodeGetAttribute);
   bad |= acxk_driver_entry("cuGraphKernelNodeSetAttribute", 11000, (void **)&drv.KernelNodeSetAttribute);
   drv_ok = !bad;
-  if (bad) ACX_INFO(COLL, "the CUDA driver lacks the graph node calls kernel copies need: NCCL's graphs are replayed whole");
+  if (bad)
+    ACX_INFO(COLL, "the CUDA driver lacks the graph node calls kernel copies need: NCCL's graphs are replayed whole");
 }
 
 /* A graph holding only a copy of `graph`'s kernel node, launch attributes included, when `graph`
@@ -318,7 +318,8 @@ static cudaGraph_t kernel_copy(uint64_t id, cudaGraph_t graph) {
   CUgraphNode node;
   if (drv.KernelNodeGetParams((CUgraphNode)kn, &kp) != CUDA_SUCCESS || cudaGraphCreate(&copy, 0) != cudaSuccess ||
       drv.AddKernelNode(&node, (CUgraph)copy, NULL, 0, &kp) != CUDA_SUCCESS) {
-    ACX_INFO(COLL, "communicator %" PRIu64 ": NCCL's kernel node could not be copied; its graphs are replayed whole", id);
+    ACX_INFO(COLL, "communicator %" PRIu64 ": NCCL's kernel node could not be copied; its graphs are replayed whole",
+             id);
     if (copy) (void)cudaGraphDestroy(copy);
     goto none;
   }
@@ -545,11 +546,13 @@ static void stats_log(const ncomm_t *c) {
   long iv = -1, v = -1;
   if (getrusage(RUSAGE_THREAD, &ru) == 0) iv = ru.ru_nivcsw - t->nivcsw0, v = ru.ru_nvcsw - t->nvcsw0;
   ACX_INFO(COLL, "communicator %" PRIu64 ": %" PRIu64 " operations: %" PRIu64 " graph replays, %" PRIu64
-           " captures (%" PRIu64 " failed, %" PRIu64 " replayed as kernel copies), %" PRIu64 " direct NCCL calls; %" PRIu64 " calls returned ncclInProgress, "
-           "waited %.1f us on average, %.1f us at most; a replay took %.2f us of the executor (%.2f us in "
-           "cudaGraphLaunch); back-to-back operations started every %.2f us; executor thread: %ld involuntary and "
-           "%ld voluntary context switches, cpu %d then %d", c->id, t->ops, t->replays, t->captures, t->capture_fails,
-           t->copies, t->eager, t->in_progress, t->in_progress ? (double)t->wait_ns / (double)t->in_progress / 1e3 : 0.0,
+           " captures (%" PRIu64 " failed, %" PRIu64 " replayed as kernel copies), %" PRIu64
+           " direct NCCL calls; %" PRIu64 " calls returned ncclInProgress, waited %.1f us on average, %.1f us at "
+           "most; a replay took %.2f us of the executor (%.2f us in cudaGraphLaunch); back-to-back operations "
+           "started every %.2f us; executor thread: %ld involuntary and %ld voluntary context switches, cpu %d "
+           "then %d", c->id, t->ops, t->replays, t->captures, t->capture_fails,
+           t->copies, t->eager, t->in_progress,
+           t->in_progress ? (double)t->wait_ns / (double)t->in_progress / 1e3 : 0.0,
            (double)t->wait_max_ns / 1e3, t->replays ? (double)t->replay_ns / (double)t->replays / 1e3 : 0.0,
            t->replays ? (double)t->launch_ns / (double)t->replays / 1e3 : 0.0,
            t->periods ? (double)t->period_ns / (double)t->periods / 1e3 : 0.0, iv, v, t->cpu0, sched_getcpu());

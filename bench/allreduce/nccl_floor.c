@@ -236,7 +236,8 @@ int main(int argc, char **argv) {
             {"kernel copy x4, all attributes", cn, 1, 4, 1, ~0u},
             {"kernel copy x4, all but mem sync (9,10)", cn, 1, 4, 1, ~((1u << 9) | (1u << 10))},
             {"kernel copy x4, all but cluster (4,5,11)", cn, 1, 4, 1, ~((1u << 4) | (1u << 5) | (1u << 11))},
-            {"kernel copy x4, all but 1,2,8,13-16", cn, 1, 4, 1, (1u << 4) | (1u << 5) | (1u << 11) | (1u << 9) | (1u << 10)}};
+            {"kernel copy x4, all but 1,2,8,13-16", cn, 1, 4, 1,
+             (1u << 4) | (1u << 5) | (1u << 11) | (1u << 9) | (1u << 10)}};
   int tw = 0;
   for (size_t i = 0; i < sizeof gw / sizeof gw[0]; i++) {
     graph_arg_t ga = {.n = gw[i].inst};
