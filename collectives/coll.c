@@ -783,6 +783,22 @@ static acx_status_t agree_min(acx_coll_t *c, int mine, int *all) {
   }
 }
 
+#if ACX_HAVE_NCCL
+static int env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && atoi(v) != 0;
+}
+
+/* ACX_COLL_BLOCKING: 1 always, 0 never, -1 (auto) when NCCL's traffic takes its network transport:
+ * the world spans nodes, or NCCL_P2P_DISABLE and NCCL_SHM_DISABLE are both set. That path is
+ * faster on a blocking communicator (nccl_exec.c, "blocking communicators"). */
+static unsigned init_options(const acx_coll_t *c) {
+  int64_t v = acxi_param_int("ACX_COLL_BLOCKING");
+  int blocking = v > 0 || (v < 0 && (c->world->nodes > 1 || (env_set("NCCL_P2P_DISABLE") && env_set("NCCL_SHM_DISABLE"))));
+  return blocking ? ACXC_INIT_BLOCKING : 0;
+}
+#endif
+
 static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
 #if !ACX_HAVE_NCCL
   (void)init_timeout_ns;
@@ -800,7 +816,10 @@ static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
   c->comm_id = acxc_next_comm_id();
   acxi_cmd_t cmd = {.op = ACXC_OP_INIT,
                     .arg = {c->comm_id, (uint64_t)c->size, (uint64_t)c->rank, c->region->id,
-                            (uint64_t)(init_timeout_ns / 1000000)}};
+                            (uint64_t)(init_timeout_ns / 1000000)},
+                    .off = {init_options(c)}};
+  ACX_INFO(COLL, "acx_coll_create: rank %d of %d, %d node(s): %s NCCL communicator", c->rank, c->size,
+           c->world->nodes, cmd.off[0] & ACXC_INIT_BLOCKING ? "blocking" : "non-blocking");
   acxi_cpl_t cpl;
   /* The executor enforces the init deadline and aborts; the wait allows a margin beyond it. */
   acx_status_t st = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, init_timeout_ns + 5000000000LL, &cpl);

@@ -46,6 +46,9 @@ typedef enum acxc_op {
  * on a CUDA stream of its own (ordered after the command's engine stream), with completions of its
  * own: the two-rank channels of remote access, which must never wait behind each other. */
 #define ACXC_INIT_PRIVATE_STREAM 0x1u
+/* BLOCKING: a blocking NCCL communicator issued by direct calls, without graphs (the network path,
+ * where NCCL's captured graphs hold host nodes; nccl_exec.c, "blocking communicators"). */
+#define ACXC_INIT_BLOCKING 0x2u
 
 /* One member of a group, in the host region. */
 typedef struct acxc_group_entry {

@@ -1,8 +1,10 @@
 /* The NCCL executor extension (ops 0x200-0x2ff, collectives/coll_ops.h): runs on the executor
  * thread, which therefore issues every NCCL call of its device, in the order of the command ring.
- * Communicators are non-blocking; every state that NCCL finishes in the background (init, an
- * enqueue that returned ncclInProgress, finalize) is a state of the communicator polled from the
- * extension's progress hook, so the executor loop keeps serving other commands meanwhile.
+ * Communicators are non-blocking by default; every state that NCCL finishes in the background
+ * (init, an enqueue that returned ncclInProgress, finalize) is a state of the communicator polled
+ * from the extension's progress hook, so the executor loop keeps serving other commands meanwhile.
+ * A communicator made with ACXC_INIT_BLOCKING (the network path: see "blocking communicators")
+ * is a blocking NCCL communicator whose init and finalize run on side threads.
  * A collective repeated with the same arguments is captured once into a CUDA graph and replayed
  * from then on (see "graph cache" below for why).
  * A communicator made with ACXC_INIT_PRIVATE_STREAM (remote access's two-rank channels) runs its
@@ -136,6 +138,9 @@ typedef struct ncomm {
   struct grave *gv;
   size_t gn, gvcap;
   int finalize_wait;
+  /* Blocking communicator (ACXC_INIT_BLOCKING): its init or finalize running on a side thread. */
+  int blocking;
+  struct sjob *job;
   cstats_t st;
 } ncomm_t;
 
@@ -185,8 +190,11 @@ static void grave_free(ncomm_t *c);
 static void capture_abandon(ncomm_t *c);
 static void stats_log(const ncomm_t *c);
 
+static void sjob_abandon(ncomm_t *c);
+
 static void comm_remove(ext_t *x, ncomm_t *c) {
   stats_log(c);
+  sjob_abandon(c);
   capture_abandon(c);
   graphs_off(c);
   grave_free(c);
@@ -645,7 +653,121 @@ static void aborts_wait(int64_t deadline_ns) {
   if (left) ACX_WARN(COLL, "%d ncclCommAbort call(s) still running at the engine's teardown", left);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* blocking communicators                                                                     */
+/*
+ * Why: on NCCL's network transport (between nodes, or P2P and SHM disabled) a captured collective
+ * holds a host node that drives NCCL's proxy, so it can be neither copied nor replayed fast, and a
+ * non-blocking communicator's direct calls each wait for a thread NCCL creates (docs/collectives.md,
+ * "The network path", has the numbers). A blocking communicator's direct call enqueues the kernel
+ * and returns, as raw NCCL does. What blocking costs is that a call can block: init and finalize
+ * (which wait for every peer) therefore run on side threads here, and the collectives themselves
+ * are issued from the executor thread, which waits only for the enqueue. If a peer dies in a way
+ * that makes an enqueue block (a connection being set up), the executor thread stops making
+ * progress; the rank's supervisor restarts an executor whose loop is stuck past the deadline of
+ * every request it holds (docs/fault-model.md), which ends the call with the process: killing the
+ * executor is this path's abort.
+ * A side job is shared by its thread and the communicator; whoever ends second frees it: the
+ * thread moves state RUNNING -> DONE, the communicator RUNNING -> ABANDONED when it stops waiting
+ * (deadline, abort, teardown), and then the thread cleans up what it made.
+ */
+
+typedef enum { SJ_RUNNING = 0, SJ_DONE = 1, SJ_ABANDONED = 2 } sjob_state_t;
+
+typedef struct sjob {
+  int init; /* 1: ncclCommInitRankConfig (blocking); 0: ncclCommFinalize + ncclCommDestroy */
+  uint64_t id;
+  int device, nranks, rank;
+  ncclUniqueId uid;
+  ncclComm_t comm; /* finalize: the communicator (owned by the job); init: the result */
+  ncclResult_t r;
+  _Atomic int state; /* sjob_state_t */
+} sjob_t;
+
+static void side_done(void) {
+  pthread_mutex_lock(&aborts_lock);
+  aborts_running--;
+  pthread_cond_broadcast(&aborts_cond);
+  pthread_mutex_unlock(&aborts_lock);
+}
+
+static void *sjob_main(void *arg) {
+  sjob_t *j = arg;
+  if (cudaSetDevice(j->device) != cudaSuccess) (void)cudaGetLastError();
+  if (j->init) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;
+    config.commName = "acx";
+    j->r = ncclCommInitRankConfig(&j->comm, j->nranks, j->uid, j->rank, &config);
+    if (j->r != ncclSuccess) j->comm = NULL;
+  } else {
+    j->r = ncclCommFinalize(j->comm);
+    if (j->r == ncclSuccess) {
+      j->r = ncclCommDestroy(j->comm);
+    } else {
+      ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommFinalize: %s (%d): %s", j->id, ncclGetErrorString(j->r),
+               (int)j->r, ncclGetLastError(j->comm));
+      abort_now(j->comm, j->id, "finalize failed");
+    }
+    j->comm = NULL;
+  }
+  /* acq_rel: our results are visible to the communicator that sees DONE; its ABANDONED to us. */
+  if (atomic_exchange_explicit(&j->state, SJ_DONE, memory_order_acq_rel) == SJ_ABANDONED) {
+    if (j->comm) abort_now(j->comm, j->id, "created after its init was abandoned");
+    free(j);
+  }
+  side_done();
+  return NULL;
+}
+
+/* Starts j on a detached thread (counted with the aborts, which the teardown waits for). */
+static int sjob_start(sjob_t *j) {
+  if (cudaGetDevice(&j->device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  pthread_attr_t at;
+  pthread_t t;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  pthread_mutex_lock(&aborts_lock);
+  aborts_running++;
+  int rc = pthread_create(&t, &at, sjob_main, j);
+  if (rc != 0) aborts_running--;
+  pthread_mutex_unlock(&aborts_lock);
+  pthread_attr_destroy(&at);
+  if (rc != 0) ACX_WARN(COLL, "communicator %" PRIu64 ": no thread for its %s: %s", j->id,
+                        j->init ? "init" : "finalize", strerror(rc));
+  return rc == 0 ? 0 : -1;
+}
+
+/* The communicator stops waiting for its side job. A finished init's communicator is aborted; a
+ * running job cleans up after itself when it returns. */
+static void sjob_abandon(ncomm_t *c) {
+  sjob_t *j = c->job;
+  if (!j) return;
+  c->job = NULL;
+  /* acq_rel: as in sjob_main. */
+  if (atomic_exchange_explicit(&j->state, SJ_ABANDONED, memory_order_acq_rel) != SJ_DONE) return;
+  if (j->comm) abort_async(j->comm, c->id, "init abandoned");
+  free(j);
+}
+
+/* The side job's result once it is done (1), else 0. The job is freed; *comm receives an init's
+ * communicator. */
+static int sjob_take(ncomm_t *c, ncclResult_t *r, ncclComm_t *comm) {
+  sjob_t *j = c->job;
+  /* acquire: pairs with sjob_main's exchange; r and comm are complete. */
+  if (atomic_load_explicit(&j->state, memory_order_acquire) != SJ_DONE) return 0;
+  *r = j->r;
+  if (comm) *comm = j->comm;
+  c->job = NULL;
+  free(j);
+  return 1;
+}
+
 static void do_abort(ncomm_t *c, const char *why) {
+  sjob_abandon(c);
   /* Graphs hold NCCL plans that point into the communicator: they go first. */
   capture_abandon(c);
   graphs_clear(c);
@@ -1213,6 +1335,21 @@ static void start_destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
 /* ncclCommFinalize of a communicator in C_FINALIZING whose kernel copies have all finished. */
 static void finalize_start(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c) {
   c->finalize_wait = 0;
+  if (c->blocking) {
+    /* ncclCommFinalize of a blocking communicator waits for its peers: on a side thread. */
+    sjob_t *j = calloc(1, sizeof *j);
+    if (j) *j = (sjob_t){.init = 0, .id = c->id, .comm = c->comm};
+    if (j && sjob_start(j) == 0) {
+      c->comm = NULL; /* the job's now */
+      c->job = j;
+      return;
+    }
+    free(j);
+    do_abort(c, "no thread for the finalize");
+    finish(e, api, &c->init_cmd, ACX_ERR_SYSTEM, 0, 0, 0);
+    comm_remove(x, c);
+    return;
+  }
   ncclResult_t r = ncclCommFinalize(c->comm);
   if (r != ncclSuccess && r != ncclInProgress) {
     NCCL_WARN(c, "ncclCommFinalize", r);
@@ -1348,6 +1485,26 @@ static void start_init(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x,
   nvls_check();
   ncclUniqueId uid;
   memcpy(&uid, ((acxc_region_t *)base)->nccl_id, sizeof uid);
+  if (cmd->off[0] & ACXC_INIT_BLOCKING) {
+    c->blocking = 1;
+    c->gcap = 0; /* direct calls: see "blocking communicators" */
+    sjob_t *j = calloc(1, sizeof *j);
+    if (!j) {
+      comm_fail(e, api, c, ACX_ERR_NO_MEMORY, 0, 1, "out of memory");
+      return;
+    }
+    *j = (sjob_t){.init = 1, .id = id, .nranks = nranks, .rank = rank, .uid = uid};
+    if (sjob_start(j) != 0) {
+      free(j);
+      comm_fail(e, api, c, ACX_ERR_SYSTEM, 0, 1, "no thread for the blocking communicator's init");
+      return;
+    }
+    c->job = j;
+    c->issued_at_ns = acxi_now_ns(); /* for the log of how long the init took */
+    ACX_INFO(COLL, "communicator %" PRIu64 ": rank %d of %d initialising (blocking, on a side thread, deadline %"
+             PRId64 " ms)", id, rank, nranks, (c->deadline_ns - acxi_now_ns()) / 1000000);
+    return;
+  }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0; /* every call returns at once; abort is always possible */
   config.commName = "acx";
@@ -1449,7 +1606,12 @@ static int progress_one(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x
 static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c, int64_t now) {
   switch (c->state) {
   case C_INIT: {
-    ncclResult_t st = comm_state(c);
+    ncclResult_t st = ncclInProgress;
+    if (!c->blocking) {
+      st = comm_state(c);
+    } else if (c->job && sjob_take(c, &st, &c->comm) && st == ncclSuccess) {
+      ACX_INFO(COLL, "communicator %" PRIu64 ": blocking init took %.1f ms", c->id, (now - c->issued_at_ns) / 1e6);
+    }
     if (st == ncclInProgress) {
       if (now >= c->deadline_ns)
         comm_fail(e, api, c, ACX_ERR_COLL_TIMEOUT, 0, 1, "NCCL communicator creation passed ACX_NCCL_INIT_TIMEOUT");
@@ -1509,6 +1671,21 @@ static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
                c->id);
       do_abort(c, "destroy deadline");
       finish(e, api, &c->init_cmd, ACX_ERR_COLL_TIMEOUT, 0, 0, 0);
+      comm_remove(x, c);
+      return 1;
+    }
+    if (c->blocking) {
+      ncclResult_t r = ncclInProgress;
+      if (c->job && !sjob_take(c, &r, NULL)) {
+        if (now < c->deadline_ns) return 1;
+        ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommFinalize of the blocking communicator did not finish in "
+                 "time; its thread is left to end it (a restart of this executor reclaims it)", c->id);
+        sjob_abandon(c);
+        r = ncclInProgress;
+      }
+      acx_status_t res = r == ncclSuccess ? ACX_OK : r == ncclInProgress ? ACX_ERR_COLL_TIMEOUT : ACX_ERR_NCCL;
+      finish(e, api, &c->init_cmd, res, res == ACX_ERR_NCCL ? (int)r : 0, 0, 0);
+      if (res == ACX_OK) ACX_INFO(COLL, "communicator %" PRIu64 " destroyed", c->id);
       comm_remove(x, c);
       return 1;
     }

@@ -51,6 +51,7 @@ static const param_def_t defs[] = {
     {"ACX_COLL_TIMEOUT", ACX_PARAM_INT, "60000", "Deadline of a collective (ms); on expiry the communicator is aborted"},
     {"ACX_NCCL_INIT_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of NCCL communicator creation (ms)"},
     {"ACX_COLL_GRAPH_MAX_BYTES", ACX_PARAM_INT, "-1", "Largest collective (bytes of its send buffer) the graph cache replays; larger ones call NCCL directly; -1: no limit"},
+    {"ACX_COLL_BLOCKING", ACX_PARAM_INT, "-1", "NCCL communicators of acx_coll_create: 1 blocking (direct NCCL calls, no graphs: the fast choice on NCCL's network transport), 0 non-blocking (graph replays: the fast choice within a node), -1 (auto): blocking when the world spans nodes or NCCL_P2P_DISABLE and NCCL_SHM_DISABLE are both set"},
     {"ACX_COLL_GRAPH_COPY", ACX_PARAM_INT, "1", "1: a captured collective that is one NCCL kernel (with NCCL's event nodes) is replayed as a copy of that kernel node, launched about twice as fast; 0: NCCL's graph is replayed whole"},
     {"ACX_COLL_GRAPH_CACHE", ACX_PARAM_INT, "64", "CUDA graphs kept per NCCL communicator: a collective seen twice with the same arguments is captured and then replayed without an NCCL call; 0 calls NCCL every time"},
     {"ACX_WORLD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of each bootstrap exchange of acx_world_init (ms): a rank that never arrives fails the others"},

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net libs retest small remote remotev mid smallstats gmax testsv netsmall.
+# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr libs retest small remote remotev mid smallstats gmax testsv netsmall.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
@@ -48,6 +48,11 @@ for step in "$@"; do
     floor) el floor  # raw NCCL: direct calls and graph replays, blocking and non-blocking communicators, with and without graph mixing
       for w in ${FLOOR_W:-nvlink:8:1 nvlink:8:0 nvlink:32768:0 net:8:1 net:8:0}; do IFS=: read -r tr sz mix <<<"$w"; if [ $tr = net ]; then n=1; else n=; fi
         NCCL_GRAPH_MIXING_SUPPORT=$mix NCCL_P2P_DISABLE=$n NCCL_SHM_DISABLE=$n timeout 60 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x NCCL_GRAPH_MIXING_SUPPORT $B/bench/allreduce/acx-nccl-floor $sz ${FLOOR_N:-3000} 2>&1 | tee $OUT/floor-$tr-$sz-$mix.txt | grep -v "^#  Rank" | sed "s/^/$tr:$sz /"; done ;;
+    netcmp) el netcmp  # NCCL's network transport on one node: blocking vs non-blocking communicators, interleaved
+      for rep in $(seq ${NETCMP_REPS:-2}); do for bl in 1 0; do for rg in "-b 8 -e 256K -f 8 -n 200 -w 20" "-b 2M -e ${NETCMP_MAX:-1G} -f 8 -n 10 -w 3"; do
+        ACX_COLL_BLOCKING=$bl NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x ACX_COLL_BLOCKING $B/bench/allreduce/acx-allreduce-bench --compare $rg -d float >$OUT/netcmp-$bl-$rep.txt 2>&1; echo "rc=$?"; grep -E "^ +[0-9]+ " $OUT/netcmp-$bl-$rep.txt | sed "s/^/blocking=$bl rep=$rep /"; done; done; done ;;
+    ctestr) el ctestr  # the GPU tests matching CTEST_R, with CTEST_ENV exported
+      (cd $B && env ${CTEST_ENV:-} timeout ${CTEST_T:-300} ctest -R "${CTEST_R:-.}" -L gpu --output-on-failure --timeout 200 >$OUT/ctest-r.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-r.txt | tail -30) ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
 done
