@@ -33,6 +33,7 @@ typedef struct opts {
   size_t min_bytes, max_bytes;
   unsigned factor;
   int iters, warmup, check;
+  int reps; /* rounds per size and placement, the modes alternating (ABBA); medians reported */
   bench_dtype_t dtype;
   bench_op_t op;
   bench_mode_t mode, baseline;
@@ -85,8 +86,11 @@ typedef struct result {
 
 typedef struct row {
   size_t bytes, count;
-  result_t r[2][2]; /* [backend: primary, baseline][0 out-of-place, 1 in-place] */
+  result_t r[2][2]; /* [backend: primary, baseline][0 out-of-place, 1 in-place]: medians over rounds */
+  double rmin[2], rmax[2]; /* per placement: the smallest and largest ratio of one round's pair */
 } row_t;
+
+#define MAX_REPS 99
 
 static int g_rank;
 
@@ -410,7 +414,7 @@ static backend_t make_backend(bench_mode_t m) {
 
 /* ---------------------------------------------------------------- measuring */
 
-static result_t measure(backend_t *be, bench_t *b, int inplace, size_t count, unsigned seed) {
+static result_t measure(backend_t *be, bench_t *b, int inplace, size_t count, unsigned seed, int check) {
   result_t r = {0, 0, 0, 0, -1};
   size_t bytes = count * bench_dtype_size(b->o.dtype);
   if (b->o.warmup > 0 && be->run(be, b, inplace, count, b->o.warmup)) DIE("%s warmup failed", mode_names[be->mode]);
@@ -426,7 +430,7 @@ static result_t measure(backend_t *be, bench_t *b, int inplace, size_t count, un
   r.time_us = sec * 1e6;
   r.algbw = bench_algbw(bytes, sec);
   r.busbw = bench_allreduce_busbw(r.algbw, b->nranks);
-  if (b->o.check) { /* fresh inputs, one operation, compare every element */
+  if (check) { /* fresh inputs, one operation, compare every element */
     bench_fill(b->h_in, b->o.dtype, b->o.op, count, b->rank, b->nranks, seed);
     memset(b->h_out, 0xa5, bytes);
     if (be->load(be, b, inplace, b->h_in, bytes) || be->run(be, b, inplace, count, 1) ||
@@ -473,6 +477,20 @@ static void print_result(const result_t *r) {
 
 static double ratio(const result_t *a, const result_t *b) { return b->busbw > 0 ? a->busbw / b->busbw : 0.0; }
 
+static int by_time(const void *x, const void *y) {
+  double a = ((const result_t *)x)->time_us, b = ((const result_t *)y)->time_us;
+  return a < b ? -1 : a > b;
+}
+
+/* The round of median time (the lower middle one of an even count); #wrong from the checked round. */
+static result_t median_of(result_t *v, int n) {
+  long wrong = v[0].wrong;
+  qsort(v, (size_t)n, sizeof *v, by_time);
+  result_t m = v[(n - 1) / 2];
+  m.wrong = wrong;
+  return m;
+}
+
 static void print_header(const bench_t *b, const char *const *devs) {
   const opts_t *o = &b->o;
   printf("# acx-allreduce-bench  mode: %s%s%s  nranks: %d  nodes: %d\n", mode_names[o->mode],
@@ -494,16 +512,24 @@ static void print_header(const bench_t *b, const char *const *devs) {
   } else {
     const char *a = mode_names[o->mode], *bl = mode_names[o->baseline];
     printf("# out-of-place, then in-place; each: %s time, algbw, busbw, #wrong, then %s time, busbw, and\n"
-           "# ratio = %s busbw / %s busbw (> 1: %s is faster)\n#\n", a, bl, a, bl, a);
+           "# ratio = %s busbw / %s busbw (> 1: %s is faster)\n", a, bl, a, bl, a);
+    if (o->reps > 1)
+      printf("# %d rounds per size and placement, the modes alternating: times are medians; rmin/rmax: the\n"
+             "# smallest and largest ratio of one round's pair\n", o->reps);
+    printf("#\n");
     printf("# %10s  %12s  %8s  %6s  %6s", "", "", "", "", "");
     for (int p = 0; p < 2; p++)
       printf("  %-33.33s  %-7.7s  %6s  %5s", p ? "in-place" : "out-of-place", bl, "", "");
     printf("\n# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
-    for (int p = 0; p < 2; p++)
+    for (int p = 0; p < 2; p++) {
       printf("  %7s  %6s  %6s  %6s  %7s  %6s  %5s", "time", "algbw", "busbw", "#wrong", "time", "busbw", "ratio");
+      if (o->reps > 1) printf("  %5s  %5s", "rmin", "rmax");
+    }
     printf("\n# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
-    for (int p = 0; p < 2; p++)
+    for (int p = 0; p < 2; p++) {
       printf("  %7s  %6s  %6s  %6s  %7s  %6s  %5s", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "");
+      if (o->reps > 1) printf("  %5s  %5s", "", "");
+    }
     printf("\n");
   }
 }
@@ -517,6 +543,7 @@ static void print_row(const bench_t *b, const row_t *row) {
       char t[32];
       printf("  %7s  %6.2f  %5.3f", bench_format_time(row->r[1][p].time_us, t, sizeof t), row->r[1][p].busbw,
              ratio(&row->r[0][p], &row->r[1][p]));
+      if (b->o.reps > 1) printf("  %5.3f  %5.3f", row->rmin[p], row->rmax[p]);
     }
   }
   printf("\n");
@@ -560,6 +587,9 @@ static void write_json(const bench_t *b, const row_t *rows, int nrows, const dou
     if (nb > 1)
       fprintf(f, ",\n     \"ratio\": {\"out_of_place\": %.4f, \"in_place\": %.4f}", ratio(&rows[i].r[0][0], &rows[i].r[1][0]),
               ratio(&rows[i].r[0][1], &rows[i].r[1][1]));
+    if (nb > 1 && b->o.reps > 1)
+      fprintf(f, ",\n     \"ratio_min\": {\"out_of_place\": %.4f, \"in_place\": %.4f}, \"ratio_max\": {\"out_of_place\": "
+              "%.4f, \"in_place\": %.4f}", rows[i].rmin[0], rows[i].rmin[1], rows[i].rmax[0], rows[i].rmax[1]);
     fprintf(f, "}%s\n", i + 1 < nrows ? "," : "");
   }
   fprintf(f, "  ]\n}\n");
@@ -665,6 +695,9 @@ static void usage(void) {
          "  -f, --stepfactor N       multiply the size by N between steps (default 2)\n"
          "  -n, --iters N            timed iterations per size (default 20)\n"
          "  -w, --warmup_iters N     untimed iterations before (default 5)\n"
+         "  -r, --reps R             rounds per size and placement (default 1, at most 99); with --compare the\n"
+         "                           modes alternate ABBA; times are the rounds' medians, rmin/rmax the ratio's\n"
+         "                           spread over the rounds\n"
          "  -c, --check 0|1          check every result (default 1); a wrong value fails the run\n"
          "  -d, --datatype T         int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double (float)\n"
          "  -o, --op OP              sum prod max min avg (default sum)\n"
@@ -703,6 +736,7 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
       {"minbytes", required_argument, 0, 'b'}, {"maxbytes", required_argument, 0, 'e'},
       {"stepfactor", required_argument, 0, 'f'}, {"iters", required_argument, 0, 'n'},
       {"warmup_iters", required_argument, 0, 'w'}, {"check", required_argument, 0, 'c'},
+      {"reps", required_argument, 0, 'r'},
       {"datatype", required_argument, 0, 'd'}, {"op", required_argument, 0, 'o'},
       {"mode", required_argument, 0, 'M'}, {"compare", no_argument, 0, 'C'},
       {"baseline", required_argument, 0, 'B'}, {"json", required_argument, 0, 'J'},
@@ -713,13 +747,14 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
   int c, factor = 2;
   const char *bad = NULL;
   char why[160] = "";
-  while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:c:d:o:h", longs, NULL)) != -1) {
+  while (!bad && (c = getopt_long(argc, argv, "b:e:f:n:w:r:c:d:o:h", longs, NULL)) != -1) {
     switch (c) {
     case 'b': if (bench_parse_size(optarg, &o->min_bytes)) bad = "-b: not a size (e.g. 8, 64K, 128M, 8G)"; break;
     case 'e': if (bench_parse_size(optarg, &o->max_bytes)) bad = "-e: not a size (e.g. 8, 64K, 128M, 8G)"; break;
     case 'f': if (parse_int_arg(optarg, 1, &factor)) bad = "-f: the step factor is an integer >= 1"; break;
     case 'n': if (parse_int_arg(optarg, 1, &o->iters)) bad = "-n: iterations are an integer >= 1"; break;
     case 'w': if (parse_int_arg(optarg, 0, &o->warmup)) bad = "-w: warmup iterations are an integer >= 0"; break;
+    case 'r': if (parse_int_arg(optarg, 1, &o->reps) || o->reps > MAX_REPS) bad = "-r: rounds are an integer from 1 to 99"; break;
     case 'c': if (parse_int_arg(optarg, 0, &o->check) || o->check > 1) bad = "-c: 0 or 1"; break;
     case 'd': if (bench_dtype_parse(optarg, &o->dtype)) bad = "-d: int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double"; break;
     case 'o': if (bench_op_parse(optarg, &o->op)) bad = "-o: sum prod max min avg"; break;
@@ -801,7 +836,7 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &b.nranks);
   g_rank = b.rank;
   opts_t *o = &b.o;
-  *o = (opts_t){.min_bytes = 8, .max_bytes = 128u << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1,
+  *o = (opts_t){.min_bytes = 8, .max_bytes = 128u << 20, .factor = 2, .iters = 20, .warmup = 5, .reps = 1, .check = 1,
                 .dtype = BENCH_FLOAT, .op = BENCH_SUM, .mode = MODE_NONE, .baseline = MODE_NCCL};
   int rc = parse_args(argc, argv, o, b.rank);
   if (rc) {
@@ -887,8 +922,22 @@ int main(int argc, char **argv) {
       row->count = sizes[i] / bench_dtype_size(o->dtype);
       unsigned seed = (unsigned)i;
       if (o->check) bench_expected(b.h_exp, o->dtype, o->op, row->count, b.nranks, seed);
-      for (int p = 0; p < 2; p++) /* alternate the modes per size and placement */
-        for (int k = 0; k < nb; k++) row->r[k][p] = measure(&be[k], &b, p, row->count, seed);
+      for (int p = 0; p < 2; p++) { /* alternate the modes per size and placement, ABBA over rounds */
+        result_t rr[2][MAX_REPS];
+        row->rmin[p] = 1e300, row->rmax[p] = 0;
+        for (int rep = 0; rep < o->reps; rep++) {
+          for (int j = 0; j < nb; j++) {
+            int k = rep & 1 ? nb - 1 - j : j;
+            rr[k][rep] = measure(&be[k], &b, p, row->count, seed, o->check && rep == 0);
+          }
+          if (nb > 1) {
+            double q = ratio(&rr[0][rep], &rr[1][rep]);
+            if (q < row->rmin[p]) row->rmin[p] = q;
+            if (q > row->rmax[p]) row->rmax[p] = q;
+          }
+        }
+        for (int k = 0; k < nb; k++) row->r[k][p] = median_of(rr[k], o->reps);
+      }
       for (int k = 0; k < nb; k++)
         for (int p = 0; p < 2; p++) {
           avg[k] += row->r[k][p].busbw / (2.0 * nsizes);
