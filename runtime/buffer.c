@@ -416,8 +416,8 @@ acx_status_t acx_buffer_copy_async(acx_buffer_t *dst, size_t dst_offset, acx_buf
  * a later caller's bytes put in that half would be copied into the first caller's buffer (or a
  * late device-to-staging copy would overwrite them). It returns to service when that command's
  * reply came, or when the executor incarnation that could run it is gone: the device moves the
- * generation on only after the lost executor was killed. One transfer at a time (staging_lock);
- * every wait, for the turn as for a retired half, ends at the caller's deadline. */
+ * generation on only after the lost executor was killed. One transfer at a time (the staging
+ * turn); every wait, for the turn as for a retired half, ends at the caller's deadline. */
 
 typedef struct stg_half {
   acx_future_t *cmd; /* the last command sent through this half, while it may still run; NULL: free */
@@ -426,6 +426,14 @@ typedef struct stg_half {
 } stg_half_t;
 
 struct acxi_staging {
+  /* The staging turn, under dev->staging_lock (held for this bookkeeping only, never across a
+   * wait for the executor): a condition variable on CLOCK_MONOTONIC, so that a caller waits for
+   * its turn until its own deadline. */
+  pthread_cond_t turn; /* busy went to 0, a waiter left, or the device closed */
+  int busy;            /* a transfer holds the turn */
+  int waiters;         /* threads waiting for the turn */
+  int closed;          /* the device closed: waiters leave, the holder is waited for */
+  /* Owned by the turn's holder. */
   acx_host_mem_t *mem; /* NULL until the first staged transfer, or after the executor refused it */
   stg_half_t reg;      /* its HOST_REGISTER, until answered: no half is used before */
   stg_half_t half[2];
@@ -464,10 +472,16 @@ static acx_status_t half_wait(acx_device_t *dev, stg_half_t *h, int64_t deadline
   return st;
 }
 
-/* pthread_mutex_lock until a CLOCK_MONOTONIC deadline; 1 when taken. */
+/* pthread_mutex_lock until a CLOCK_MONOTONIC deadline, in slices of pthread_mutex_trylock (the
+ * lock is held for list walks and registrations: its waits are rare and short); 1 when taken. */
 static int lock_by(pthread_mutex_t *m, int64_t deadline) {
-  struct timespec ts = acxi_ts_from_ns(deadline);
-  return pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &ts) == 0;
+  for (int64_t pause = 10000;; pause = pause < 1000000 ? 2 * pause : pause) {
+    if (pthread_mutex_trylock(m) == 0) return 1;
+    int64_t now = acxi_now_ns();
+    if (now >= deadline) return 0;
+    struct timespec ts = acxi_ts_from_ns(pause < deadline - now ? pause : deadline - now);
+    nanosleep(&ts, NULL);
+  }
 }
 
 static void host_list_add(acx_device_t *dev, acx_host_mem_t *m);
@@ -562,31 +576,65 @@ static acx_status_t staging_halves(acx_device_t *dev, const char *fn, acxi_stagi
   }
 }
 
-/* Takes the staging turn and up to `want` free halves, all within the caller's deadline. On
- * ACX_OK the caller holds staging_lock and ends with staging_end. */
-static acx_status_t staging_begin(acx_device_t *dev, const char *fn, int want, int64_t deadline, acxi_staging_t **out,
-                                  int idx[2], int *n) {
-  if (!lock_by(&dev->staging_lock, deadline)) {
+static acxi_staging_t *staging_new(void) {
+  acxi_staging_t *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  int rc = pthread_cond_init(&s->turn, &a);
+  pthread_condattr_destroy(&a);
+  if (rc == 0) return s;
+  free(s);
+  return NULL;
+}
+
+/* Waits for the staging turn until the deadline (staging_lock held). */
+static acx_status_t turn_take(acx_device_t *dev, const char *fn, acxi_staging_t *s, int64_t deadline) {
+  struct timespec ts = acxi_ts_from_ns(deadline);
+  s->waiters++;
+  while (s->busy && !s->closed && acxi_now_ns() < deadline)
+    pthread_cond_timedwait(&s->turn, &dev->staging_lock, &ts);
+  s->waiters--;
+  if (s->closed) {
+    pthread_cond_broadcast(&s->turn); /* the closer waits for the waiters to leave */
+    return ACX_ERR_INVALID_STATE;
+  }
+  if (s->busy) {
     ACX_WARN(BUFFER, "%s: another thread's staged write/read kept the device's staging region until the deadline "
              "(one staged transfer at a time per device)", fn);
     return ACX_ERR_TIMEOUT;
   }
-  acx_status_t st = acxi_device_state_status(dev);
-  if (st == ACX_ERR_INVALID_STATE) goto err_unlock; /* closed: the region is gone for good */
-  if (!dev->staging && !(dev->staging = calloc(1, sizeof *dev->staging))) {
-    st = ACX_ERR_NO_MEMORY;
-    goto err_unlock;
-  }
-  ACXCHECKGOTO(staging_ready(dev, fn, dev->staging, deadline), st, err_unlock);
-  ACXCHECKGOTO(staging_halves(dev, fn, dev->staging, want, deadline, idx, n), st, err_unlock);
-  *out = dev->staging;
+  s->busy = 1;
   return ACX_OK;
-err_unlock:
-  pthread_mutex_unlock(&dev->staging_lock);
-  return st;
 }
 
-static void staging_end(acx_device_t *dev) { pthread_mutex_unlock(&dev->staging_lock); }
+static void staging_end(acx_device_t *dev, acxi_staging_t *s) {
+  pthread_mutex_lock(&dev->staging_lock);
+  s->busy = 0;
+  pthread_cond_broadcast(&s->turn); /* waiters with different deadlines, and maybe the closer */
+  pthread_mutex_unlock(&dev->staging_lock);
+}
+
+/* Takes the staging turn and up to `want` free halves, all within the caller's deadline. On
+ * ACX_OK the caller holds the turn and gives it back with staging_end. */
+static acx_status_t staging_begin(acx_device_t *dev, const char *fn, int want, int64_t deadline, acxi_staging_t **out,
+                                  int idx[2], int *n) {
+  pthread_mutex_lock(&dev->staging_lock); /* bookkeeping only: no holder waits with it */
+  acx_status_t st = acxi_device_state_status(dev);
+  acxi_staging_t *s = dev->staging;
+  if (st != ACX_ERR_INVALID_STATE && !s && !(s = dev->staging = staging_new())) st = ACX_ERR_NO_MEMORY;
+  if (st != ACX_ERR_INVALID_STATE && st != ACX_ERR_NO_MEMORY) st = turn_take(dev, fn, s, deadline);
+  pthread_mutex_unlock(&dev->staging_lock);
+  if (st != ACX_OK) return st; /* closed: the region is gone for good */
+  ACXCHECKGOTO(staging_ready(dev, fn, s, deadline), st, err_end);
+  ACXCHECKGOTO(staging_halves(dev, fn, s, want, deadline, idx, n), st, err_end);
+  *out = s;
+  return ACX_OK;
+err_end:
+  staging_end(dev, s);
+  return st;
+}
 
 static void *half_addr(acxi_staging_t *s, int k, size_t half) { return (char *)s->mem->shm.addr + (size_t)k * half; }
 
@@ -645,7 +693,7 @@ acx_status_t acx_buffer_write(acx_buffer_t *dst, size_t dst_offset, const void *
     st = chunk_send(dev, s, k, &cmd, ba, deadline);
   }
   staging_finish(dev, fn, s, idx, n, deadline, &st);
-  staging_end(dev);
+  staging_end(dev, s);
   return st;
 }
 
@@ -684,7 +732,7 @@ acx_status_t acx_buffer_read(acx_buffer_t *src, size_t src_offset, void *dst, si
     if (st == ACX_OK) memcpy((char *)dst + off, half_addr(s, k, half), len);
   }
   staging_finish(dev, fn, s, idx, n, deadline, &st);
-  staging_end(dev);
+  staging_end(dev, s);
   return st;
 }
 
@@ -878,11 +926,16 @@ acx_status_t acx_host_mem_ptr(acx_host_mem_t *mem, void **ptr, size_t *bytes) {
 }
 
 void acxi_device_staging_destroy(acx_device_t *dev) {
-  /* Untimed, yet bounded: the device is closed, so a transfer holding the turn finds its futures
-   * completed (ACX_ERR_CANCELLED) and its submissions refused, and leaves at once. */
   pthread_mutex_lock(&dev->staging_lock);
   acxi_staging_t *s = dev->staging;
-  dev->staging = NULL;
+  if (s) {
+    s->closed = 1;
+    pthread_cond_broadcast(&s->turn);
+    /* Untimed, yet bounded: the device is closed, so waiters leave at once, and the holder of the
+     * turn finds its futures completed (ACX_ERR_CANCELLED) and its submissions refused. */
+    while (s->busy || s->waiters) pthread_cond_wait(&s->turn, &dev->staging_lock);
+    dev->staging = NULL;
+  }
   pthread_mutex_unlock(&dev->staging_lock);
   if (!s) return;
   /* The executor is gone (reaped): nothing can run through the halves any more. */
@@ -893,6 +946,7 @@ void acxi_device_staging_destroy(acx_device_t *dev) {
     atomic_store(&s->mem->freed, 1);
     host_mem_destroy(s->mem);
   }
+  pthread_cond_destroy(&s->turn);
   free(s);
 }
 
