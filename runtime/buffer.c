@@ -5,11 +5,13 @@
 #define _GNU_SOURCE
 #include "runtime/buffer.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/clock.h"
+#include "runtime/future.h"
 #include "runtime/log.h"
 
 /* ---- element types ---- */
@@ -407,22 +409,260 @@ acx_status_t acx_buffer_copy_async(acx_buffer_t *dst, size_t dst_offset, acx_buf
   return d2d_common(dst, dst_offset, src, src_offset, bytes, stream, -1, done, __func__);
 }
 
-/* ---- staged write/read: two halves of the staging region, so the copy of one chunk into (or
- * out of) shared memory overlaps the executor's copy of the other ---- */
+/* ---- staged write/read ----
+ * Through one staging region per device, shared with the executor, in two halves: the memcpy of
+ * one chunk into (or out of) a half overlaps the executor's copy of the other. A half is retired
+ * while a command that uses it may still run: a chunk that timed out leaves its copy queued, and
+ * a later caller's bytes put in that half would be copied into the first caller's buffer (or a
+ * late device-to-staging copy would overwrite them). It returns to service when that command's
+ * reply came, or when the executor incarnation that could run it is gone: the device moves the
+ * generation on only after the lost executor was killed. One transfer at a time (the staging
+ * turn); every wait, for the turn as for a retired half, ends at the caller's deadline. */
 
-static acx_status_t staging_get(acx_device_t *dev, acx_host_mem_t **out) {
-  if (!dev->staging) ACXCHECK(acxi_host_mem_create(dev, dev->staging_bytes, 1, &dev->staging));
-  *out = dev->staging;
+typedef struct stg_half {
+  acx_future_t *cmd; /* the last command sent through this half, while it may still run; NULL: free */
+  uint64_t gen;      /* the generation it was sent to */
+  uint64_t seq;      /* order of sending: the oldest retired half is waited for first */
+} stg_half_t;
+
+struct acxi_staging {
+  /* The staging turn, under dev->staging_lock (held for this bookkeeping only, never across a
+   * wait for the executor): a condition variable on CLOCK_MONOTONIC, so that a caller waits for
+   * its turn until its own deadline. */
+  pthread_cond_t turn; /* busy went to 0, a waiter left, or the device closed */
+  int busy;            /* a transfer holds the turn */
+  int waiters;         /* threads waiting for the turn */
+  int closed;          /* the device closed: waiters leave, the holder is waited for */
+  /* Owned by the turn's holder. */
+  acx_host_mem_t *mem; /* NULL until the first staged transfer, or after the executor refused it */
+  stg_half_t reg;      /* its HOST_REGISTER, until answered: no half is used before */
+  stg_half_t half[2];
+  uint64_t seq;
+};
+
+/* Frees h (returns 1) when the command in it can no longer run: its reply came (*status: the
+ * reply's status) or its incarnation is gone (*status: ACX_OK, nothing of it survives). */
+static int half_settle(acx_device_t *dev, stg_half_t *h, acx_status_t *status) {
+  *status = ACX_OK;
+  if (!h->cmd) return 1;
+  /* A reply carries the executor's completion record; a loss or a close completes the future
+   * without one, possibly while the lost executor still runs. */
+  size_t len = 0;
+  int replied = acxi_future_is_done(h->cmd) &&
+                (*status = acx_future_result(h->cmd, NULL, 0, &len), len == sizeof(acxi_cpl_t));
+  /* relaxed: a lone value; the device stores the next generation after the lost executor was
+   * killed, and nothing else is read through it. */
+  if (atomic_load_explicit(&dev->generation, memory_order_relaxed) != h->gen) {
+    *status = ACX_OK;
+  } else if (!replied) {
+    return 0;
+  }
+  acx_future_release(h->cmd);
+  h->cmd = NULL;
+  return 1;
+}
+
+/* Waits for h's command until the deadline; returns the wait's status (ACX_ERR_TIMEOUT: still
+ * running, h stays retired). */
+static acx_status_t half_wait(acx_device_t *dev, stg_half_t *h, int64_t deadline) {
+  if (!h->cmd) return ACX_OK;
+  int64_t left = deadline - acxi_now_ns();
+  acx_status_t st = acx_future_wait(h->cmd, left > 0 ? left : 0, NULL, 0, NULL), reply;
+  half_settle(dev, h, &reply);
+  return st;
+}
+
+/* pthread_mutex_lock until a CLOCK_MONOTONIC deadline, in slices of pthread_mutex_trylock (the
+ * lock is held for list walks and registrations: its waits are rare and short); 1 when taken. */
+static int lock_by(pthread_mutex_t *m, int64_t deadline) {
+  for (int64_t pause = 10000;; pause = pause < 1000000 ? 2 * pause : pause) {
+    if (pthread_mutex_trylock(m) == 0) return 1;
+    int64_t now = acxi_now_ns();
+    if (now >= deadline) return 0;
+    struct timespec ts = acxi_ts_from_ns(pause < deadline - now ? pause : deadline - now);
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void host_list_add(acx_device_t *dev, acx_host_mem_t *m);
+static void host_list_remove(acx_device_t *dev, acx_host_mem_t *m);
+static acx_status_t host_mem_new(acx_device_t *dev, size_t bytes, int internal, acx_host_mem_t **out);
+static void host_mem_free(acx_host_mem_t *m);
+static acxi_cmd_t host_register_cmd(acx_device_t *dev, acx_host_mem_t *m);
+
+/* Creates the region and sends its HOST_REGISTER, without waiting for the reply: listed first,
+ * under host_lock, so that a restart in between registers it with the new executor instead. */
+static acx_status_t staging_create(acx_device_t *dev, const char *fn, acxi_staging_t *s, int64_t deadline) {
+  acx_host_mem_t *m;
+  ACXCHECK(host_mem_new(dev, dev->staging_bytes, 1, &m));
+  acxi_cmd_t cmd = host_register_cmd(dev, m);
+  acx_future_t *f = NULL;
+  acx_status_t st;
+  if (!lock_by(&dev->host_lock, deadline)) {
+    ACX_WARN(BUFFER, "%s: the device's host memory list stayed busy until the deadline", fn);
+    st = ACX_ERR_TIMEOUT;
+    goto err_free_mem;
+  }
+  host_list_add(dev, m);
+  st = acxi_device_submit(dev, &cmd, NULL, 0, 0, dev->inline_mode ? -1 : m->shm.fd, deadline, &f);
+  if (st != ACX_OK) host_list_remove(dev, m);
+  pthread_mutex_unlock(&dev->host_lock);
+  if (st != ACX_OK) goto err_free_mem;
+  s->mem = m;
+  s->reg = (stg_half_t){.cmd = f, .gen = cmd.generation};
+  return ACX_OK;
+err_free_mem:
+  host_mem_free(m);
+  return st;
+}
+
+/* The executor refused the registration: the region goes (a new one is made by the next call),
+ * unless a restart has registered it with a newer executor meanwhile. */
+static void staging_drop_refused(acx_device_t *dev, acxi_staging_t *s, uint64_t gen) {
+  pthread_mutex_lock(&dev->host_lock); /* held only for list walks and bounded device calls */
+  /* relaxed: as in half_settle; a restart registers listed regions under host_lock. */
+  int kept = atomic_load_explicit(&dev->generation, memory_order_relaxed) != gen;
+  if (!kept) host_list_remove(dev, s->mem);
+  pthread_mutex_unlock(&dev->host_lock);
+  if (kept) return;
+  host_mem_free(s->mem);
+  s->mem = NULL;
+}
+
+/* The region exists and the executor has it: creates it at the first use and waits for its
+ * registration within the caller's deadline (a timed-out registration stays queued; a later call
+ * finds it answered). */
+static acx_status_t staging_ready(acx_device_t *dev, const char *fn, acxi_staging_t *s, int64_t deadline) {
+  if (!s->mem) ACXCHECK(staging_create(dev, fn, s, deadline));
+  if (!s->reg.cmd) return ACX_OK;
+  uint64_t gen = s->reg.gen;
+  int64_t left = deadline - acxi_now_ns();
+  acx_status_t st = acx_future_wait(s->reg.cmd, left > 0 ? left : 0, NULL, 0, NULL), reply;
+  if (!half_settle(dev, &s->reg, &reply)) {
+    if (st == ACX_ERR_TIMEOUT)
+      ACX_WARN(BUFFER, "%s: registering the staging region (ACX_STAGING_BYTES=%zu) with the executor got no reply "
+               "by the deadline; it stays queued", fn, dev->staging_bytes);
+    return st; /* else failed by a loss: registered again with the restarted executor */
+  }
+  if (reply != ACX_OK) {
+    ACX_WARN(BUFFER, "%s: the executor refused the staging region (ACX_STAGING_BYTES=%zu): %s", fn,
+             dev->staging_bytes, acx_status_name(reply));
+    staging_drop_refused(dev, s, gen);
+    return reply;
+  }
   return ACX_OK;
 }
 
-static acx_status_t wait_chunk(acx_device_t *dev, acx_future_t **f, int64_t deadline) {
-  if (!*f) return ACX_OK;
-  int64_t left = deadline - acxi_now_ns();
-  acx_status_t st = acx_future_wait(*f, left > 0 ? left : 0, NULL, 0, NULL);
-  acx_future_release(*f);
-  *f = NULL;
+/* Free halves (up to want) into idx; when both are retired, waits for the oldest until the
+ * deadline. */
+static acx_status_t staging_halves(acx_device_t *dev, const char *fn, acxi_staging_t *s, int want, int64_t deadline,
+                                   int idx[2], int *n) {
+  for (;;) {
+    acx_status_t reply;
+    *n = 0;
+    for (int k = 0; k < 2 && *n < want; k++)
+      if (half_settle(dev, &s->half[k], &reply)) idx[(*n)++] = k;
+    if (*n) return ACX_OK;
+    acx_status_t st = acxi_device_state_status(dev);
+    if (st != ACX_OK) return st; /* no command would be accepted */
+    stg_half_t *oldest = s->half[0].seq < s->half[1].seq ? &s->half[0] : &s->half[1];
+    st = half_wait(dev, oldest, deadline);
+    if (st == ACX_ERR_TIMEOUT && oldest->cmd) {
+      ACX_WARN(BUFFER, "%s: both staging halves wait for copies of earlier calls that timed out; neither was "
+               "answered by the deadline", fn);
+      return ACX_ERR_TIMEOUT;
+    }
+    if (oldest->cmd) return st; /* failed by a loss: usable again once the executor is restarted */
+  }
+}
+
+static acxi_staging_t *staging_new(void) {
+  acxi_staging_t *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  int rc = pthread_cond_init(&s->turn, &a);
+  pthread_condattr_destroy(&a);
+  if (rc == 0) return s;
+  free(s);
+  return NULL;
+}
+
+/* Waits for the staging turn until the deadline (staging_lock held). */
+static acx_status_t turn_take(acx_device_t *dev, const char *fn, acxi_staging_t *s, int64_t deadline) {
+  struct timespec ts = acxi_ts_from_ns(deadline);
+  s->waiters++;
+  while (s->busy && !s->closed && acxi_now_ns() < deadline)
+    pthread_cond_timedwait(&s->turn, &dev->staging_lock, &ts);
+  s->waiters--;
+  if (s->closed) {
+    pthread_cond_broadcast(&s->turn); /* the closer waits for the waiters to leave */
+    return ACX_ERR_INVALID_STATE;
+  }
+  if (s->busy) {
+    ACX_WARN(BUFFER, "%s: another thread's staged write/read kept the device's staging region until the deadline "
+             "(one staged transfer at a time per device)", fn);
+    return ACX_ERR_TIMEOUT;
+  }
+  s->busy = 1;
+  return ACX_OK;
+}
+
+static void staging_end(acx_device_t *dev, acxi_staging_t *s) {
+  pthread_mutex_lock(&dev->staging_lock);
+  s->busy = 0;
+  pthread_cond_broadcast(&s->turn); /* waiters with different deadlines, and maybe the closer */
+  pthread_mutex_unlock(&dev->staging_lock);
+}
+
+/* Takes the staging turn and up to `want` free halves, all within the caller's deadline. On
+ * ACX_OK the caller holds the turn and gives it back with staging_end. */
+static acx_status_t staging_begin(acx_device_t *dev, const char *fn, int want, int64_t deadline, acxi_staging_t **out,
+                                  int idx[2], int *n) {
+  pthread_mutex_lock(&dev->staging_lock); /* bookkeeping only: no holder waits with it */
+  acx_status_t st = acxi_device_state_status(dev);
+  acxi_staging_t *s = dev->staging;
+  if (st != ACX_ERR_INVALID_STATE && !s && !(s = dev->staging = staging_new())) st = ACX_ERR_NO_MEMORY;
+  if (st != ACX_ERR_INVALID_STATE && st != ACX_ERR_NO_MEMORY) st = turn_take(dev, fn, s, deadline);
+  pthread_mutex_unlock(&dev->staging_lock);
+  if (st != ACX_OK) return st; /* closed: the region is gone for good */
+  ACXCHECKGOTO(staging_ready(dev, fn, s, deadline), st, err_end);
+  ACXCHECKGOTO(staging_halves(dev, fn, s, want, deadline, idx, n), st, err_end);
+  *out = s;
+  return ACX_OK;
+err_end:
+  staging_end(dev, s);
   return st;
+}
+
+static void *half_addr(acxi_staging_t *s, int k, size_t half) { return (char *)s->mem->shm.addr + (size_t)k * half; }
+
+/* Sends one chunk's copy through half k, which stays retired until it is answered. */
+static acx_status_t chunk_send(acx_device_t *dev, acxi_staging_t *s, int k, acxi_cmd_t *cmd, acxi_bufarg_t *ba,
+                               int64_t deadline) {
+  acx_future_t *f = NULL;
+  ACXCHECK(acxi_device_submit(dev, cmd, ba, 1, 0, -1, deadline, &f));
+  s->half[k] = (stg_half_t){.cmd = f, .gen = cmd->generation, .seq = ++s->seq};
+  return ACX_OK;
+}
+
+static acx_status_t chunk_wait(acx_device_t *dev, const char *fn, acxi_staging_t *s, int k, int64_t deadline) {
+  acx_status_t st = half_wait(dev, &s->half[k], deadline);
+  if (st == ACX_ERR_TIMEOUT && s->half[k].cmd)
+    ACX_WARN(BUFFER, "%s: a chunk's copy got no reply by the deadline; it stays queued and its staging half is not "
+             "reused until it is answered or the executor is restarted", fn);
+  return st;
+}
+
+/* Waits for the chunks still in flight; the first failure wins (and is the one logged). */
+static void staging_finish(acx_device_t *dev, const char *fn, acxi_staging_t *s, const int idx[2], int n,
+                           int64_t deadline, acx_status_t *st) {
+  for (int j = 0; j < n; j++) {
+    acx_status_t s2 = *st == ACX_OK ? chunk_wait(dev, fn, s, idx[j], deadline)
+                                    : half_wait(dev, &s->half[idx[j]], deadline);
+    if (*st == ACX_OK) *st = s2;
+  }
 }
 
 acx_status_t acx_buffer_write(acx_buffer_t *dst, size_t dst_offset, const void *src, size_t bytes, uint32_t stream,
@@ -434,28 +674,26 @@ acx_status_t acx_buffer_write(acx_buffer_t *dst, size_t dst_offset, const void *
   ACXCHECK(check_stream(dev, fn, stream));
   ACXCHECK(check_range(fn, "dst", dst_offset, &bytes, dst->bytes));
   ACXCHECK(check_elems(fn, "dst", dst, dst_offset, bytes));
+  if (bytes == 0) return ACX_OK;
   int64_t deadline = acxi_deadline(acxi_device_timeout(dev, timeout_ns));
-  pthread_mutex_lock(&dev->staging_lock);
-  acx_host_mem_t *stg = NULL;
-  acx_status_t st = staging_get(dev, &stg);
-  acx_future_t *inflight[2] = {NULL, NULL};
-  size_t half = stg ? stg->bytes / 2 : 0;
+  size_t half = dev->staging_bytes / 2;
+  acxi_staging_t *s;
+  int idx[2], n;
+  ACXCHECK(staging_begin(dev, fn, bytes > half ? 2 : 1, deadline, &s, idx, &n));
+  acx_status_t st = ACX_OK;
   for (size_t done = 0, i = 0; st == ACX_OK && done < bytes; done += half, i++) {
-    size_t n = bytes - done < half ? bytes - done : half;
-    int slot = (int)(i & 1);
-    st = wait_chunk(dev, &inflight[slot], deadline); /* this half is free again */
+    size_t len = bytes - done < half ? bytes - done : half;
+    int k = idx[i % (size_t)n];
+    st = chunk_wait(dev, fn, s, k, deadline); /* the chunk before, through this half */
     if (st != ACX_OK) break;
-    memcpy((char *)stg->shm.addr + (size_t)slot * half, (const char *)src + done, n);
+    memcpy(half_addr(s, k, half), (const char *)src + done, len);
     acxi_cmd_t cmd = {.op = ACXI_OP_COPY_H2D, .stream = stream, .dtype = (uint32_t)dst->dtype, .buf = {dst->id},
-                      .off = {dst_offset + done, (size_t)slot * half}, .bytes = n, .arg = {stg->id}};
+                      .off = {dst_offset + done, (size_t)k * half}, .bytes = len, .arg = {s->mem->id}};
     acxi_bufarg_t ba[] = {{dst, "dst"}};
-    st = acxi_device_submit(dev, &cmd, ba, 1, 0, -1, deadline, &inflight[slot]);
+    st = chunk_send(dev, s, k, &cmd, ba, deadline);
   }
-  for (int k = 0; k < 2; k++) {
-    acx_status_t s2 = wait_chunk(dev, &inflight[k], deadline);
-    if (st == ACX_OK) st = s2;
-  }
-  pthread_mutex_unlock(&dev->staging_lock);
+  staging_finish(dev, fn, s, idx, n, deadline, &st);
+  staging_end(dev, s);
   return st;
 }
 
@@ -468,37 +706,33 @@ acx_status_t acx_buffer_read(acx_buffer_t *src, size_t src_offset, void *dst, si
   ACXCHECK(check_stream(dev, fn, stream));
   ACXCHECK(check_range(fn, "src", src_offset, &bytes, src->bytes));
   ACXCHECK(check_elems(fn, "src", src, src_offset, bytes));
+  if (bytes == 0) return ACX_OK;
   int64_t deadline = acxi_deadline(acxi_device_timeout(dev, timeout_ns));
-  pthread_mutex_lock(&dev->staging_lock);
-  acx_host_mem_t *stg = NULL;
-  acx_status_t st = staging_get(dev, &stg);
-  acx_future_t *inflight[2] = {NULL, NULL};
-  size_t half = stg ? stg->bytes / 2 : 0;
-  size_t nchunks = half ? (bytes + half - 1) / half : 0;
-  /* Chunk i+1 is requested before chunk i is copied out. */
-  for (size_t i = 0; st == ACX_OK && i <= nchunks; i++) {
-    if (i < nchunks) {
-      size_t off = i * half, n = bytes - off < half ? bytes - off : half;
-      int slot = (int)(i & 1);
+  size_t half = dev->staging_bytes / 2, nchunks = (bytes + half - 1) / half;
+  acxi_staging_t *s;
+  int idx[2], n;
+  ACXCHECK(staging_begin(dev, fn, nchunks > 1 ? 2 : 1, deadline, &s, idx, &n));
+  acx_status_t st = ACX_OK;
+  /* With two halves, chunk j+1 is requested before chunk j is copied out. A chunk is copied out
+   * only after its own reply: a late copy never reaches the caller's memory. */
+  for (size_t j = 0, next = 0; st == ACX_OK && j < nchunks; j++) {
+    for (; st == ACX_OK && next < nchunks && next < j + (size_t)n; next++) {
+      size_t off = next * half, len = bytes - off < half ? bytes - off : half;
+      int k = idx[next % (size_t)n];
       acxi_cmd_t cmd = {.op = ACXI_OP_COPY_D2H, .stream = stream, .dtype = (uint32_t)src->dtype,
-                        .buf = {0, src->id}, .off = {(size_t)slot * half, src_offset + off}, .bytes = n,
-                        .arg = {stg->id}};
+                        .buf = {0, src->id}, .off = {(size_t)k * half, src_offset + off}, .bytes = len,
+                        .arg = {s->mem->id}};
       acxi_bufarg_t ba[] = {{src, "src"}};
-      st = acxi_device_submit(dev, &cmd, ba, 1, 0, -1, deadline, &inflight[slot]);
-      if (st != ACX_OK) break;
+      st = chunk_send(dev, s, k, &cmd, ba, deadline);
     }
-    if (i > 0) {
-      size_t j = i - 1, off = j * half, n = bytes - off < half ? bytes - off : half;
-      int slot = (int)(j & 1);
-      st = wait_chunk(dev, &inflight[slot], deadline);
-      if (st == ACX_OK) memcpy((char *)dst + off, (char *)stg->shm.addr + (size_t)slot * half, n);
-    }
+    if (st != ACX_OK) break;
+    size_t off = j * half, len = bytes - off < half ? bytes - off : half;
+    int k = idx[j % (size_t)n];
+    st = chunk_wait(dev, fn, s, k, deadline);
+    if (st == ACX_OK) memcpy((char *)dst + off, half_addr(s, k, half), len);
   }
-  for (int k = 0; k < 2; k++) {
-    acx_status_t s2 = wait_chunk(dev, &inflight[k], deadline);
-    if (st == ACX_OK) st = s2;
-  }
-  pthread_mutex_unlock(&dev->staging_lock);
+  staging_finish(dev, fn, s, idx, n, deadline, &st);
+  staging_end(dev, s);
   return st;
 }
 
@@ -558,9 +792,13 @@ acx_status_t acx_buffer_device_ptr(acx_buffer_t *buf, void **ptr, int64_t timeou
 
 /* ---- pinned shared host memory ---- */
 
+static acxi_cmd_t host_register_cmd(acx_device_t *dev, acx_host_mem_t *m) {
+  return (acxi_cmd_t){.op = ACXI_OP_HOST_REGISTER, .bytes = m->bytes,
+                      .arg = {m->id, dev->inline_mode ? (uint64_t)(uintptr_t)m->shm.addr : 0}};
+}
+
 acx_status_t acxi_host_mem_register(acx_device_t *dev, acx_host_mem_t *m, unsigned flags) {
-  acxi_cmd_t cmd = {.op = ACXI_OP_HOST_REGISTER, .bytes = m->bytes,
-                    .arg = {m->id, dev->inline_mode ? (uint64_t)(uintptr_t)m->shm.addr : 0}};
+  acxi_cmd_t cmd = host_register_cmd(dev, m);
   return acxi_device_call(dev, &cmd, NULL, 0, flags, dev->inline_mode ? -1 : m->shm.fd, -1, NULL);
 }
 
@@ -573,7 +811,24 @@ acx_status_t acxi_host_mem_register_all(acx_device_t *dev) {
   return st;
 }
 
-acx_status_t acxi_host_mem_create(acx_device_t *dev, size_t bytes, int internal, acx_host_mem_t **out) {
+/* host_lock held. */
+static void host_list_add(acx_device_t *dev, acx_host_mem_t *m) {
+  m->prev = NULL;
+  m->next = dev->host_list;
+  if (m->next) m->next->prev = m;
+  dev->host_list = m;
+}
+
+/* host_lock held. */
+static void host_list_remove(acx_device_t *dev, acx_host_mem_t *m) {
+  if (m->prev) m->prev->next = m->next;
+  else dev->host_list = m->next;
+  if (m->next) m->next->prev = m->prev;
+  m->next = m->prev = NULL;
+}
+
+/* The shared memory and the handle, neither listed nor registered (host_mem_free undoes it). */
+static acx_status_t host_mem_new(acx_device_t *dev, size_t bytes, int internal, acx_host_mem_t **out) {
   acx_host_mem_t *m = calloc(1, sizeof *m);
   if (!m) return ACX_ERR_NO_MEMORY;
   acx_status_t res;
@@ -583,28 +838,39 @@ acx_status_t acxi_host_mem_create(acx_device_t *dev, size_t bytes, int internal,
   m->internal = internal;
   atomic_init(&m->freed, 0);
   m->id = atomic_fetch_add_explicit(&dev->next_region_id, 1, memory_order_relaxed);
-  /* Listed before it is registered, under host_lock, so a restart in between registers it with
-   * the new executor instead. */
-  pthread_mutex_lock(&dev->host_lock);
-  m->next = dev->host_list;
-  if (m->next) m->next->prev = m;
-  dev->host_list = m;
-  res = acxi_host_mem_register(dev, m, 0);
-  if (res != ACX_OK) {
-    if (m->next) m->next->prev = NULL;
-    dev->host_list = m->next;
-  }
-  pthread_mutex_unlock(&dev->host_lock);
-  if (res != ACX_OK) goto err_destroy_shm;
   if (!internal) acxi_device_hold(dev);
   atomic_fetch_add_explicit(&dev->host_bytes, bytes, memory_order_relaxed); /* a statistic */
   *out = m;
   return ACX_OK;
-err_destroy_shm:
-  acxi_shm_destroy(&m->shm);
 err_free_mem:
   free(m);
   return res;
+}
+
+static void host_mem_free(acx_host_mem_t *m) {
+  acx_device_t *dev = m->dev;
+  atomic_fetch_sub_explicit(&dev->host_bytes, m->bytes, memory_order_relaxed);
+  acxi_shm_destroy(&m->shm);
+  if (!m->internal) acxi_device_release(dev);
+  free(m);
+}
+
+static acx_status_t host_mem_create(acx_device_t *dev, size_t bytes, acx_host_mem_t **out) {
+  acx_host_mem_t *m;
+  ACXCHECK(host_mem_new(dev, bytes, 0, &m));
+  /* Listed before it is registered, under host_lock, so a restart in between registers it with
+   * the new executor instead. */
+  pthread_mutex_lock(&dev->host_lock);
+  host_list_add(dev, m);
+  acx_status_t res = acxi_host_mem_register(dev, m, 0);
+  if (res != ACX_OK) host_list_remove(dev, m);
+  pthread_mutex_unlock(&dev->host_lock);
+  if (res != ACX_OK) {
+    host_mem_free(m);
+    return res;
+  }
+  *out = m;
+  return ACX_OK;
 }
 
 acx_status_t acx_host_alloc(acx_device_t *dev, size_t bytes, acx_host_mem_t **mem) {
@@ -617,16 +883,14 @@ acx_status_t acx_host_alloc(acx_device_t *dev, size_t bytes, acx_host_mem_t **me
     return ACX_ERR_OVERFLOW;
   }
   ACXCHECK(usable(dev));
-  return acxi_host_mem_create(dev, bytes, 0, mem);
+  return host_mem_create(dev, bytes, mem);
 }
 
 static acx_status_t host_mem_destroy(acx_host_mem_t *m) {
   acx_device_t *dev = m->dev;
   acx_status_t st = ACX_OK;
   pthread_mutex_lock(&dev->host_lock);
-  if (m->prev) m->prev->next = m->next;
-  else dev->host_list = m->next;
-  if (m->next) m->next->prev = m->prev;
+  host_list_remove(dev, m);
   pthread_mutex_unlock(&dev->host_lock);
   if (acxi_device_state_status(dev) == ACX_OK) {
     acxi_cmd_t cmd = {.op = ACXI_OP_HOST_UNREGISTER, .arg = {m->id}};
@@ -635,10 +899,7 @@ static acx_status_t host_mem_destroy(acx_host_mem_t *m) {
      * one since it left the list first. */
     if (st == ACX_ERR_DEVICE_LOST || st == ACX_ERR_STALE_BUFFER) st = ACX_OK;
   }
-  atomic_fetch_sub_explicit(&dev->host_bytes, m->bytes, memory_order_relaxed);
-  acxi_shm_destroy(&m->shm);
-  if (!m->internal) acxi_device_release(dev);
-  free(m);
+  host_mem_free(m);
   return st;
 }
 
@@ -666,12 +927,27 @@ acx_status_t acx_host_mem_ptr(acx_host_mem_t *mem, void **ptr, size_t *bytes) {
 
 void acxi_device_staging_destroy(acx_device_t *dev) {
   pthread_mutex_lock(&dev->staging_lock);
-  if (dev->staging) {
-    atomic_store(&dev->staging->freed, 1);
-    host_mem_destroy(dev->staging);
+  acxi_staging_t *s = dev->staging;
+  if (s) {
+    s->closed = 1;
+    pthread_cond_broadcast(&s->turn);
+    /* Untimed, yet bounded: the device is closed, so waiters leave at once, and the holder of the
+     * turn finds its futures completed (ACX_ERR_CANCELLED) and its submissions refused. */
+    while (s->busy || s->waiters) pthread_cond_wait(&s->turn, &dev->staging_lock);
     dev->staging = NULL;
   }
   pthread_mutex_unlock(&dev->staging_lock);
+  if (!s) return;
+  /* The executor is gone (reaped): nothing can run through the halves any more. */
+  if (s->reg.cmd) acx_future_release(s->reg.cmd);
+  for (int k = 0; k < 2; k++)
+    if (s->half[k].cmd) acx_future_release(s->half[k].cmd);
+  if (s->mem) {
+    atomic_store(&s->mem->freed, 1);
+    host_mem_destroy(s->mem);
+  }
+  pthread_cond_destroy(&s->turn);
+  free(s);
 }
 
 /* ---- events ---- */

@@ -134,8 +134,8 @@ struct acx_device {
   pthread_mutex_t host_lock;
   acx_host_mem_t *host_list;
   _Atomic uint64_t next_region_id;
-  pthread_mutex_t staging_lock; /* one staged write/read at a time */
-  acx_host_mem_t *staging;
+  pthread_mutex_t staging_lock; /* guards `staging` and its turn (buffer.c): held briefly */
+  struct acxi_staging *staging; /* buffer.c's staging region, its turn, what may still use it */
 
   /* Watchers of restarts. */
   pthread_mutex_t watch_lock;

@@ -239,7 +239,14 @@ acx_status_t acx_buffer_fill_async(acx_buffer_t *buf, size_t offset, size_t byte
                                    unsigned width, uint32_t stream, acx_future_t **done);
 
 /* From/to any user memory, staged through the device's shared staging region in chunks
- * (ACX_STAGING_BYTES). Synchronous: src/dst may be reused when it returns. */
+ * (ACX_STAGING_BYTES). Synchronous: src/dst may be reused when it returns. One staged transfer at
+ * a time per device; timeout_ns bounds the whole call: the wait for another thread's transfer,
+ * the staging region's registration at the first use, every chunk. On ACX_ERR_TIMEOUT (or another
+ * error) chunks already sent stay queued and may still land in the write's dst, with src's bytes
+ * as they were at the call; the staging memory they travel through is not reused until they are
+ * answered or the executor is restarted, so no other call's bytes travel with them. A read writes
+ * dst only with chunks answered before it returns (on an error, a prefix may have been written),
+ * never after. */
 acx_status_t acx_buffer_write(acx_buffer_t *dst, size_t dst_offset, const void *src, size_t bytes,
                               uint32_t stream, int64_t timeout_ns);
 acx_status_t acx_buffer_read(acx_buffer_t *src, size_t src_offset, void *dst, size_t bytes, uint32_t stream,

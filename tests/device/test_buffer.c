@@ -1,14 +1,19 @@
 /* Buffers on the host kind (runtime/buffer.c): allocation and copies checked byte for byte on
  * random data, fills of every width, D2D whole and ranges, managed prefetch/advise, events,
- * raw pointers (inline only), and bad arguments and bad commands with their statuses.
+ * raw pointers (inline only), bad arguments and bad commands with their statuses, and staged
+ * writes/reads that time out against a stopped executor (process only; issue 12 item 2).
  * Usage: test_buffer process|inline (kind cuda: see test_device_gpu.c). */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "acx/device.h"
 #include "acx_test.h"
+#include "runtime/clock.h"
 #include "runtime/device_internal.h"
 
 static acx_system_t *sys;
@@ -268,6 +273,264 @@ static void test_bad_commands_reach_executor(void) {
   CU_ASSERT_EQUAL(st.outstanding, 0);
 }
 
+/* ---- staged transfers against a stopped executor (issue 12 item 2) ---- */
+
+#define T_SHORT 200000000LL  /* the deadline that runs out while the executor is stopped */
+#define T_BOUND 2000000000LL /* how long a T_SHORT call may take on a loaded machine */
+#define T_EVENT 10000000000LL
+
+/* Its own device, whose executor may be stopped for the whole test without being declared lost
+ * (heartbeat 60 s), so the buffers stay readable afterwards. */
+static acx_device_t *open_stoppable(void) {
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.kind = ACX_DEVICE_KIND_HOST;
+  cfg.transport = ACX_TRANSPORT_PROCESS;
+  cfg.streams = 2;
+  cfg.heartbeat_ns = 60000000000LL;
+  acx_device_t *d = NULL;
+  ACX_ASSERT_STATUS(acx_device_open(sys, &cfg, &d), ACX_OK);
+  return d;
+}
+
+static void poll_pause(void) { nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL); }
+
+/* 1 once /proc says pid is stopped. */
+static int wait_stopped(pid_t pid) {
+  char path[64], stat[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  for (int64_t dl = acxi_deadline(T_EVENT); acxi_now_ns() < dl; poll_pause()) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = 0;
+    const char *close_paren = strrchr(stat, ')'); /* the state follows the command name */
+    if (close_paren && close_paren[1] == ' ' && (close_paren[2] == 'T' || close_paren[2] == 't')) return 1;
+  }
+  return 0;
+}
+
+/* Stops the executor and returns its pid once it is stopped. */
+static pid_t stop_executor(acx_device_t *d) {
+  pid_t pid = atomic_load(&d->pid);
+  CU_ASSERT_FATAL(pid > 0);
+  CU_ASSERT_EQUAL_FATAL(kill(pid, SIGSTOP), 0);
+  CU_ASSERT_FATAL(wait_stopped(pid));
+  return pid;
+}
+
+static uint64_t outstanding(acx_device_t *d) {
+  acx_device_stats_t st = {.size = sizeof st};
+  ACX_ASSERT_STATUS(acx_device_stats(d, &st), ACX_OK);
+  return st.outstanding;
+}
+
+/* 1 once more than `n` requests wait for a reply (another thread's command is queued). */
+static int wait_outstanding_above(acx_device_t *d, uint64_t n) {
+  for (int64_t dl = acxi_deadline(T_EVENT); acxi_now_ns() < dl; poll_pause())
+    if (outstanding(d) > n) return 1;
+  return 0;
+}
+
+static int wait_generation(acx_device_t *d, uint64_t gen) {
+  for (int64_t dl = acxi_deadline(T); acxi_now_ns() < dl; poll_pause()) {
+    uint64_t g = 0;
+    if (acx_device_generation(d, &g) == ACX_OK && g >= gen && acx_device_ping(d, T_EVENT) == ACX_OK) return g == gen;
+  }
+  return 0;
+}
+
+static acx_buffer_t *alloc_on(acx_device_t *d, size_t bytes) {
+  acx_buffer_t *b = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_alloc(d, bytes, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, T, &b), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_fill(b, 0, ACX_WHOLE, 0, 1, 0, T), ACX_OK);
+  return b;
+}
+
+/* A staged write or read run on another thread. */
+typedef struct xfer {
+  acx_buffer_t *buf;
+  void *host;
+  size_t bytes;
+  int is_read;
+  int64_t timeout_ns;
+  acx_status_t st;
+  pthread_t thread;
+} xfer_t;
+
+static void *xfer_main(void *arg) {
+  xfer_t *x = arg;
+  x->st = x->is_read ? acx_buffer_read(x->buf, 0, x->host, x->bytes, 0, x->timeout_ns)
+                     : acx_buffer_write(x->buf, 0, x->host, x->bytes, 0, x->timeout_ns);
+  return NULL;
+}
+
+static void xfer_start(xfer_t *x) { CU_ASSERT_EQUAL_FATAL(pthread_create(&x->thread, NULL, xfer_main, x), 0); }
+
+static void check_content(acx_buffer_t *b, const unsigned char *want, size_t n, const char *what) {
+  unsigned char *got = malloc(n);
+  ACX_ASSERT_STATUS(acx_buffer_read(b, 0, got, n, 0, T), ACX_OK);
+  int same = memcmp(got, want, n) == 0;
+  if (!same) printf("\n    %s does not hold what it should\n", what);
+  CU_ASSERT(same);
+  free(got);
+}
+
+/* A write's chunk times out while its copy is queued; a second caller writes B meanwhile; the
+ * executor resumes and runs both copies. B's bytes must not land in A (they did when the timed-out
+ * chunk's staging half was handed to the next caller: A ended up with B's data). */
+static void test_staging_timeout_no_crosstalk(void) {
+  if (inline_mode) return; /* needs an executor process to stop */
+  enum { N = 8192 };
+  acx_device_t *d = open_stoppable();
+  acx_buffer_t *a = alloc_on(d, N), *b = alloc_on(d, N);
+  unsigned char *da = malloc(N), *db = malloc(N);
+  acx_test_fill_random(da, N, 71);
+  acx_test_fill_random(db, N, 72);
+  ACX_ASSERT_STATUS(acx_buffer_write(b, 0, da, N, 0, T), ACX_OK); /* the staging region exists */
+  pid_t pid = stop_executor(d);
+  uint64_t before = outstanding(d);
+  ACX_ASSERT_STATUS(acx_buffer_write(a, 0, da, N, 0, T_SHORT), ACX_ERR_TIMEOUT);
+  xfer_t x = {.buf = b, .host = db, .bytes = N, .timeout_ns = T};
+  xfer_start(&x);
+  CU_ASSERT(wait_outstanding_above(d, before + 1)); /* B's chunk is queued behind A's */
+  CU_ASSERT_EQUAL(kill(pid, SIGCONT), 0);
+  pthread_join(x.thread, NULL);
+  ACX_ASSERT_STATUS(x.st, ACX_OK);
+  check_content(a, da, N, "A (its own timed-out write, run late)");
+  check_content(b, db, N, "B");
+  acx_buffer_release(a);
+  acx_buffer_release(b);
+  ACX_ASSERT_STATUS(acx_device_close(d, T), ACX_OK);
+  free(da);
+  free(db);
+}
+
+/* A read's chunk times out while its device-to-staging copy is queued; a second caller writes B
+ * meanwhile. The late copy must not overwrite the staging B's bytes travel through (B ended up
+ * with A's data), and the timed-out read's memory is never written after it returned. */
+static void test_staging_read_timeout_no_crosstalk(void) {
+  if (inline_mode) return;
+  enum { N = 8192 };
+  acx_device_t *d = open_stoppable();
+  acx_buffer_t *a = alloc_on(d, N), *b = alloc_on(d, N);
+  unsigned char *da = malloc(N), *db = malloc(N), *out = malloc(N), *untouched = malloc(N);
+  acx_test_fill_random(da, N, 81);
+  acx_test_fill_random(db, N, 82);
+  memset(out, 0xee, N);
+  memset(untouched, 0xee, N);
+  ACX_ASSERT_STATUS(acx_buffer_write(a, 0, da, N, 0, T), ACX_OK);
+  pid_t pid = stop_executor(d);
+  uint64_t before = outstanding(d);
+  ACX_ASSERT_STATUS(acx_buffer_read(a, 0, out, N, 0, T_SHORT), ACX_ERR_TIMEOUT);
+  xfer_t x = {.buf = b, .host = db, .bytes = N, .timeout_ns = T};
+  xfer_start(&x);
+  CU_ASSERT(wait_outstanding_above(d, before + 1));
+  CU_ASSERT_EQUAL(kill(pid, SIGCONT), 0);
+  pthread_join(x.thread, NULL);
+  ACX_ASSERT_STATUS(x.st, ACX_OK);
+  check_content(b, db, N, "B (written after A's timed-out read)");
+  ACX_ASSERT_STATUS(acx_device_synchronize(d, ACX_STREAM_ALL, T), ACX_OK); /* A's late copy has run */
+  CU_ASSERT(memcmp(out, untouched, N) == 0);
+  /* A read racing the late copies gets its own data. */
+  ACX_ASSERT_STATUS(acx_buffer_read(a, 0, out, N, 0, T), ACX_OK);
+  CU_ASSERT(memcmp(out, da, N) == 0);
+  acx_buffer_release(a);
+  acx_buffer_release(b);
+  ACX_ASSERT_STATUS(acx_device_close(d, T), ACX_OK);
+  free(da);
+  free(db);
+  free(out);
+  free(untouched);
+}
+
+/* The first staged transfer registers the staging region: within the caller's deadline, not the
+ * device's default (a 200 ms write took ACX_EXEC_TIMEOUT_MS). The registration, answered late,
+ * puts the region in service. */
+static void test_staging_first_register_respects_deadline(void) {
+  if (inline_mode) return;
+  enum { N = 4096 };
+  acx_device_t *d = open_stoppable();
+  acx_buffer_t *a = alloc_on(d, N);
+  unsigned char da[N];
+  acx_test_fill_random(da, N, 91);
+  pid_t pid = stop_executor(d);
+  int64_t t0 = acxi_now_ns();
+  ACX_ASSERT_STATUS(acx_buffer_write(a, 0, da, N, 0, T_SHORT), ACX_ERR_TIMEOUT);
+  int64_t took = acxi_now_ns() - t0;
+  printf("\n    200 ms write, staging registered first: returned after %.0f ms\n", took / 1e6);
+  CU_ASSERT(took >= T_SHORT && took < T_BOUND);
+  CU_ASSERT_EQUAL(kill(pid, SIGCONT), 0);
+  ACX_ASSERT_STATUS(acx_buffer_write(a, 0, da, N, 0, T), ACX_OK);
+  check_content(a, da, N, "A");
+  acx_buffer_release(a);
+  ACX_ASSERT_STATUS(acx_device_close(d, T), ACX_OK);
+}
+
+/* One staged transfer at a time per device: a caller waits for its turn within its own deadline,
+ * and leaves with ACX_ERR_TIMEOUT when the turn does not come (it waited on an untimed mutex). */
+static void test_staging_lock_respects_deadline(void) {
+  if (inline_mode) return;
+  enum { N = 4096 };
+  acx_device_t *d = open_stoppable();
+  acx_buffer_t *a = alloc_on(d, N), *b = alloc_on(d, N);
+  unsigned char da[N], db[N], zero[N];
+  acx_test_fill_random(da, N, 101);
+  acx_test_fill_random(db, N, 102);
+  memset(zero, 0, N);
+  ACX_ASSERT_STATUS(acx_buffer_write(a, 0, zero, N, 0, T), ACX_OK); /* the staging region exists */
+  pid_t pid = stop_executor(d);
+  uint64_t before = outstanding(d);
+  xfer_t x = {.buf = a, .host = da, .bytes = N, .timeout_ns = T};
+  xfer_start(&x);
+  CU_ASSERT(wait_outstanding_above(d, before)); /* it holds the staging turn, its chunk queued */
+  int64_t t0 = acxi_now_ns();
+  ACX_ASSERT_STATUS(acx_buffer_write(b, 0, db, N, 0, T_SHORT), ACX_ERR_TIMEOUT);
+  int64_t took = acxi_now_ns() - t0;
+  printf("\n    200 ms write behind another thread's transfer: returned after %.0f ms\n", took / 1e6);
+  CU_ASSERT(took >= T_SHORT && took < T_BOUND);
+  CU_ASSERT_EQUAL(kill(pid, SIGCONT), 0);
+  pthread_join(x.thread, NULL);
+  ACX_ASSERT_STATUS(x.st, ACX_OK);
+  check_content(a, da, N, "A");
+  check_content(b, zero, N, "B (its write never got the staging turn)");
+  acx_buffer_release(a);
+  acx_buffer_release(b);
+  ACX_ASSERT_STATUS(acx_device_close(d, T), ACX_OK);
+}
+
+/* Both staging halves retired by timed-out chunks: the next caller waits within its deadline and
+ * gets ACX_ERR_TIMEOUT (never indefinitely, never a retired half); the halves return to service
+ * once the incarnation that could run the stale copies is gone. */
+static void test_staging_retired_until_restart(void) {
+  if (inline_mode) return;
+  enum { N = 4096 };
+  acx_device_t *d = open_stoppable();
+  acx_buffer_t *a = alloc_on(d, N);
+  unsigned char da[N];
+  acx_test_fill_random(da, N, 111);
+  ACX_ASSERT_STATUS(acx_buffer_write(a, 0, da, N, 0, T), ACX_OK);
+  pid_t pid = stop_executor(d);
+  for (int i = 0; i < 3; i++) {
+    int64_t t0 = acxi_now_ns();
+    ACX_ASSERT_STATUS(acx_buffer_write(a, 0, da, N, 0, T_SHORT), ACX_ERR_TIMEOUT);
+    int64_t took = acxi_now_ns() - t0;
+    CU_ASSERT(took < T_BOUND);
+  }
+  CU_ASSERT_EQUAL(kill(pid, SIGKILL), 0);
+  CU_ASSERT_FATAL(wait_generation(d, 2));
+  acx_buffer_t *c = alloc_on(d, 3u << 20); /* two chunks: both halves */
+  unsigned char *dc = malloc(3u << 20);
+  acx_test_fill_random(dc, 3u << 20, 112);
+  ACX_ASSERT_STATUS(acx_buffer_write(c, 0, dc, 3u << 20, 0, T), ACX_OK);
+  check_content(c, dc, 3u << 20, "C (after the restart)");
+  ACX_ASSERT_STATUS(acx_buffer_write(a, 0, da, N, 0, T), ACX_ERR_STALE_BUFFER);
+  acx_buffer_release(a);
+  acx_buffer_release(c);
+  free(dc);
+  ACX_ASSERT_STATUS(acx_device_close(d, T), ACX_OK);
+}
+
 static int setup(void) {
   if (acx_system_create(NULL, &sys) != ACX_OK) return 1;
   acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
@@ -287,10 +550,15 @@ static int teardown(void) {
 }
 
 int main(int argc, char **argv) {
+  /* A staged call that ignored its own deadline would wait this long instead of 60 s. */
+  setenv("ACX_EXEC_TIMEOUT_MS", "10000", 0);
   inline_mode = argc > 1 && !strcmp(argv[1], "inline");
   static const acx_test_case_t cases[] = {
       ACX_TEST(test_dtypes),      ACX_TEST(test_roundtrip_random),    ACX_TEST(test_fill_widths),
       ACX_TEST(test_d2d),         ACX_TEST(test_managed_and_events),  ACX_TEST(test_device_ptr),
-      ACX_TEST(test_bad_arguments), ACX_TEST(test_bad_commands_reach_executor), ACX_TEST_END};
+      ACX_TEST(test_bad_arguments), ACX_TEST(test_bad_commands_reach_executor),
+      ACX_TEST(test_staging_timeout_no_crosstalk), ACX_TEST(test_staging_read_timeout_no_crosstalk),
+      ACX_TEST(test_staging_first_register_respects_deadline), ACX_TEST(test_staging_lock_respects_deadline),
+      ACX_TEST(test_staging_retired_until_restart), ACX_TEST_END};
   return acx_test_run(inline_mode ? "buffer-inline" : "buffer-process", cases, setup, teardown);
 }
