@@ -464,7 +464,8 @@ acx_status_t acxc_world_bcast_bytes(acx_world_t *w, int root, void *buf, size_t 
   if (!x) return res;
   if (w->rank == root) memcpy(x->bytes, buf, len);
   MPICHECKGOTO(MPI_Ibcast(x->bytes, (int)len, MPI_BYTE, root, w->comm, &x->req), res, err_free_copy);
-  res = wait_request(&x->req, acxi_deadline(w->timeout_ns), w->timeout_ns, "acx world", "byte broadcast");
+  res = wait_request(&x->req, acxi_deadline(w->timeout_ns), w->timeout_ns, "acx_coll_create or a world rebuild",
+                     "byte broadcast of the world");
   if (res != ACX_OK) {
     acxc_world_park(x->req, x);
     return res;

@@ -356,9 +356,14 @@ static void test_launcher_size(void) {
 
 static int suite_main(void) {
   static const acx_test_case_t cases[] = {
-      ACX_TEST(test_init_this_machine), ACX_TEST(test_binding_on_recorded_node), ACX_TEST(test_bcast_and_nccl_id),
-      ACX_TEST(test_bad_arguments),     ACX_TEST(test_launcher_size),            ACX_TEST(test_world_second_init_refused),
-      ACX_TEST(test_world_stale_token_across_reinit), ACX_TEST_END};
+      ACX_TEST(test_init_this_machine),
+      ACX_TEST(test_binding_on_recorded_node),
+      ACX_TEST(test_bcast_and_nccl_id),
+      ACX_TEST(test_bad_arguments),
+      ACX_TEST(test_launcher_size),
+      ACX_TEST(test_world_second_init_refused),
+      ACX_TEST(test_world_stale_token_across_reinit),
+      ACX_TEST_END};
   int rc = acx_test_run("world", cases, NULL, NULL);
   int worst = 0;
   MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
