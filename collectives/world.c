@@ -1,6 +1,10 @@
 /* The world bootstrap: launch sanity, the world's own communicators, node numbering, and the GPU
- * and cpuset choice made from the launcher masks of all ranks of a node. Every exchange is
- * non-blocking and polled against ACX_WORLD_TIMEOUT, so a rank that never arrives fails the rest. */
+ * and cpuset choice made from the launcher masks of all ranks of a node. One world per process at
+ * a time, and its epoch only moves forward, across worlds too. Every exchange is non-blocking and
+ * polled against one deadline for the whole call, so a rank that never arrives fails the rest in
+ * time; an exchange that passes it is parked with every byte MPI may still write. */
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +35,80 @@ _Static_assert(sizeof(ncclUniqueId) == ACXC_NCCL_ID_BYTES, "ACXC_NCCL_ID_BYTES m
     }                                                                             \
   } while (0)
 
+/* ---- the process's world ---- */
+
+/* "One acx_world per rank": the token identity (rank, node, epoch stamped into exports) belongs to
+ * the live world, so a second init must not build another. proc_lock guards everything below;
+ * it is taken before the token registry's lock, never inside it. */
+static pthread_mutex_t proc_lock = PTHREAD_MUTEX_INITIALIZER;
+static enum { PROC_NO_WORLD, PROC_BUILDING, PROC_LIVE } proc_state;
+static const acx_world_t *proc_world; /* the live world (PROC_LIVE) */
+/* The least epoch the next world may take: one above every epoch a world of this process used,
+ * so a token of an earlier world never validates in a later one. */
+static uint64_t next_epoch;
+
+/* Operations that passed their deadline. MPI cannot cancel a collective, and a late rank may still
+ * complete one, so the memory it writes (buffers, the handle MPI_Comm_idup fills, the
+ * communicators it runs on) is kept for the life of the process: reachable from here, never
+ * freed, never reused. A few hundred bytes per timed-out call. */
+typedef struct parked {
+  struct parked *next;
+  MPI_Request req;
+  void *mem;
+} parked_t;
+static parked_t *parked_list;
+static size_t parked_count;
+
+void acxc_world_park(MPI_Request req, void *mem) {
+  /* Without the node, mem is still never freed: only leak checkers would see a difference. */
+  parked_t *p = malloc(sizeof *p);
+  pthread_mutex_lock(&proc_lock);
+  if (p) {
+    *p = (parked_t){parked_list, req, mem};
+    parked_list = p;
+  }
+  parked_count++;
+  pthread_mutex_unlock(&proc_lock);
+}
+
+size_t acxc_world_parked(void) {
+  pthread_mutex_lock(&proc_lock);
+  size_t n = parked_count;
+  pthread_mutex_unlock(&proc_lock);
+  return n;
+}
+
+/* Takes the process's one world slot for an init; ACX_ERR_INVALID_STATE, logged, when a world
+ * lives or is being built. The live world is not touched. */
+static acx_status_t world_claim(uint64_t *epoch_floor) {
+  pthread_mutex_lock(&proc_lock);
+  int state = proc_state;
+  if (state == PROC_NO_WORLD) proc_state = PROC_BUILDING;
+  *epoch_floor = next_epoch;
+  pthread_mutex_unlock(&proc_lock);
+  if (state == PROC_NO_WORLD) return ACX_OK;
+  ACX_WARN(INIT, "acx_world_init: this rank %s (one acx_world per rank); call acx_world_finalize on it before "
+           "making another. The existing world is unchanged", state == PROC_LIVE ? "already has a world"
+           : "is building its world on another thread");
+  return ACX_ERR_INVALID_STATE;
+}
+
+/* Ends an init: the built world becomes the live one and owns the token identity, or (w NULL) the
+ * slot is free again and the identity stays as it was. */
+static void world_settle(const acx_world_t *w) {
+  pthread_mutex_lock(&proc_lock);
+  if (w) {
+    /* Exports from now on name this rank; the owner-side check refuses other ranks' tokens and
+     * every epoch below this world's. */
+    acxi_token_set_identity(w->rank, w->node, atomic_load_explicit(&w->epoch, memory_order_relaxed));
+    proc_state = PROC_LIVE;
+    proc_world = w;
+  } else {
+    proc_state = PROC_NO_WORLD;
+  }
+  pthread_mutex_unlock(&proc_lock);
+}
+
 static const char *const launcher_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE",
                                             "SLURM_STEP_NUM_TASKS"};
 
@@ -49,18 +127,39 @@ int acxc_launcher_size(const char **var) {
   return best;
 }
 
-/* Polls a non-blocking exchange until it completes or the world's deadline passes. Sleeping
- * between polls keeps oversubscribed launches (more ranks than cores) moving. */
-static acx_status_t wait_request(const acx_world_t *w, MPI_Request *req, const char *what) {
-  int64_t deadline = acxi_deadline(w->timeout_ns);
+/* ---- the bootstrap exchanges ---- */
+
+/* Everything MPI may write while an exchange of acx_world_init runs lives here, on the heap, so a
+ * timed-out exchange can be parked whole (acxc_world_park) instead of writing into freed memory
+ * when a late rank arrives. */
+typedef struct boot {
+  MPI_Request req;
+  int pending;                    /* req may still run: park, free nothing MPI knows */
+  int64_t deadline;               /* of the whole acx_world_init call */
+  int64_t timeout_ns;
+  MPI_Comm dup, local;            /* MPI_Comm_idup writes dup */
+  int is_leader;                  /* local rank 0 */
+  int *leaders;                   /* every rank's is_leader */
+  uint64_t agree[2], agreed[2];   /* {topology failed, epoch floor}, combined with MPI_MAX */
+  char own[ACX_TOPO_CPUSET_STRLEN];
+  char *masks;                    /* every local rank's launcher mask */
+} boot_t;
+
+/* Polls a non-blocking exchange until it completes or `deadline` passes. Sleeping between polls
+ * keeps oversubscribed launches (more ranks than cores) moving. ACX_ERR_TIMEOUT (logged with the
+ * public call and the step) and ACX_ERR_MPI leave *req pending: the caller parks it. */
+static acx_status_t wait_request(MPI_Request *req, int64_t deadline, int64_t timeout_ns, const char *call,
+                                 const char *what) {
   acx_status_t res = ACX_OK;
   for (int polls = 0;; polls++) {
     int done = 0;
     MPICHECKGOTO(MPI_Test(req, &done, MPI_STATUS_IGNORE), res, err_mpi);
     if (done) return ACX_OK;
     if (acxi_now_ns() > deadline) {
-      ACX_WARN(INIT, "%s: not every rank arrived within ACX_WORLD_TIMEOUT=%lld ms (a rank died or never "
-               "called it); this world is unusable", what, (long long)(w->timeout_ns / 1000000));
+      ACX_WARN(INIT, "%s: %s: not every rank arrived within %lld ms (acx_world_config_t.timeout_ms, or "
+               "ACX_WORLD_TIMEOUT): a rank died, is late, or never made the call. MPI cannot cancel the pending "
+               "exchange: it stays parked with its memory; treat the missing rank as lost (MPI_Abort)", call, what,
+               (long long)(timeout_ns / 1000000));
       return ACX_ERR_TIMEOUT;
     }
     if (polls > 100) {
@@ -70,6 +169,27 @@ static acx_status_t wait_request(const acx_world_t *w, MPI_Request *req, const c
   }
 err_mpi:
   return res;
+}
+
+/* The exchange just started on b->req, waited for within the init's deadline. */
+static acx_status_t boot_wait(boot_t *b, const char *what) {
+  b->pending = 1;
+  acx_status_t res = wait_request(&b->req, b->deadline, b->timeout_ns, "acx_world_init", what);
+  if (res == ACX_OK) b->pending = 0;
+  return res;
+}
+
+/* Frees what an init used for its exchanges, or parks all of it while one may still run. */
+static void boot_end(boot_t *b) {
+  if (b->pending) {
+    acxc_world_park(b->req, b);
+    return;
+  }
+  if (b->local != MPI_COMM_NULL) MPI_Comm_free(&b->local);
+  if (b->dup != MPI_COMM_NULL) MPI_Comm_free(&b->dup);
+  free(b->leaders);
+  free(b->masks);
+  free(b);
 }
 
 static acx_status_t check_mpi_state(MPI_Comm comm) {
@@ -107,43 +227,49 @@ static acx_status_t check_mpi_state(MPI_Comm comm) {
   return ACX_OK;
 }
 
-/* Node numbering: the node leaders (local rank 0) number themselves in rank order. */
-static acx_status_t number_nodes(acx_world_t *w) {
-  acx_status_t res = ACX_OK;
-  MPI_Comm leaders = MPI_COMM_NULL;
-  int pair[2] = {0, 0};
-  MPICHECKGOTO(MPI_Comm_split(w->comm, w->local_rank == 0 ? 0 : MPI_UNDEFINED, w->rank, &leaders), res, err_mpi);
-  if (leaders != MPI_COMM_NULL) {
-    MPI_Comm_rank(leaders, &pair[0]);
-    MPI_Comm_size(leaders, &pair[1]);
+/* Node numbering: the node leaders (local rank 0, the node's lowest rank) number themselves in
+ * rank order. Each rank learns which ranks lead from one gather over the world and finds its own
+ * leader locally, so no communicator is made (MPI has no non-blocking split to bound). */
+static acx_status_t number_nodes(acx_world_t *w, boot_t *b) {
+  acx_status_t res = ACX_ERR_NO_MEMORY;
+  b->leaders = calloc((size_t)w->size, sizeof *b->leaders);
+  if (!b->leaders) return res;
+  MPI_Group wg = MPI_GROUP_NULL, lg = MPI_GROUP_NULL;
+  int zero = 0, leader = MPI_UNDEFINED;
+  MPICHECKGOTO(MPI_Comm_group(w->comm, &wg), res, err_mpi);
+  MPICHECKGOTO(MPI_Comm_group(w->local_comm, &lg), res, err_free_groups);
+  MPICHECKGOTO(MPI_Group_translate_ranks(lg, 1, &zero, wg, &leader), res, err_free_groups);
+  b->is_leader = w->local_rank == 0;
+  MPICHECKGOTO(MPI_Iallgather(&b->is_leader, 1, MPI_INT, b->leaders, 1, MPI_INT, w->comm, &b->req), res,
+               err_free_groups);
+  ACXCHECKGOTO(boot_wait(b, "node numbering"), res, err_free_groups);
+  w->node = w->nodes = 0;
+  for (int r = 0; r < w->size; r++) {
+    if (!b->leaders[r]) continue;
+    if (r < leader) w->node++;
+    w->nodes++;
   }
-  MPI_Request req;
-  MPICHECKGOTO(MPI_Ibcast(pair, 2, MPI_INT, 0, w->local_comm, &req), res, err_free_leaders);
-  ACXCHECKGOTO(wait_request(w, &req, "node numbering"), res, err_free_leaders);
-  w->node = pair[0];
-  w->nodes = pair[1];
-err_free_leaders:
-  if (leaders != MPI_COMM_NULL) MPI_Comm_free(&leaders);
+err_free_groups:
+  if (lg != MPI_GROUP_NULL) MPI_Group_free(&lg);
+  MPI_Group_free(&wg);
 err_mpi:
   return res;
 }
 
 /* Every local rank's launcher mask, so that the choice spreads the node's ranks over its GPUs. */
-static acx_status_t choose_binding(acx_world_t *w, int device) {
+static acx_status_t choose_binding(acx_world_t *w, boot_t *b, int device) {
   acx_status_t res = ACX_ERR_NO_MEMORY;
-  char own[ACX_TOPO_CPUSET_STRLEN];
   int bound = 0;
-  char *all = calloc((size_t)w->local_size, ACX_TOPO_CPUSET_STRLEN);
+  b->masks = calloc((size_t)w->local_size, ACX_TOPO_CPUSET_STRLEN);
   const char **peers = calloc((size_t)w->local_size, sizeof *peers);
-  if (!all || !peers) goto err_free_masks;
-  ACXCHECKGOTO(acx_topo_process_cpuset(w->topo, own, sizeof own, &bound), res, err_free_masks);
-  MPI_Request req;
-  MPICHECKGOTO(MPI_Iallgather(own, ACX_TOPO_CPUSET_STRLEN, MPI_CHAR, all, ACX_TOPO_CPUSET_STRLEN, MPI_CHAR,
-                              w->local_comm, &req), res, err_free_masks);
-  ACXCHECKGOTO(wait_request(w, &req, "launcher mask exchange"), res, err_free_masks);
+  if (!b->masks || !peers) goto err_free_peers;
+  ACXCHECKGOTO(acx_topo_process_cpuset(w->topo, b->own, sizeof b->own, &bound), res, err_free_peers);
+  MPICHECKGOTO(MPI_Iallgather(b->own, ACX_TOPO_CPUSET_STRLEN, MPI_CHAR, b->masks, ACX_TOPO_CPUSET_STRLEN, MPI_CHAR,
+                              w->local_comm, &b->req), res, err_free_peers);
+  ACXCHECKGOTO(boot_wait(b, "launcher mask exchange"), res, err_free_peers);
   for (int r = 0; r < w->local_size; r++) {
-    all[(size_t)r * ACX_TOPO_CPUSET_STRLEN + ACX_TOPO_CPUSET_STRLEN - 1] = '\0';
-    peers[r] = all + (size_t)r * ACX_TOPO_CPUSET_STRLEN;
+    b->masks[(size_t)r * ACX_TOPO_CPUSET_STRLEN + ACX_TOPO_CPUSET_STRLEN - 1] = '\0';
+    peers[r] = b->masks + (size_t)r * ACX_TOPO_CPUSET_STRLEN;
   }
   acx_topo_request_t rq = ACX_TOPO_REQUEST_INIT;
   rq.local_rank = w->local_rank;
@@ -151,76 +277,118 @@ static acx_status_t choose_binding(acx_world_t *w, int device) {
   rq.device = device;
   rq.peer_cpusets = peers;
   res = acx_topo_choose(w->topo, &rq, &w->binding);
-err_free_masks:
+err_free_peers:
   free(peers);
-  free(all);
   return res;
 }
 
-acx_status_t acx_world_init(MPI_Comm comm, const acx_world_config_t *cfg, acx_world_t **world) {
-  ACX_CHECK_NULL(world);
-  *world = NULL;
-  acx_world_config_t defaults = ACX_WORLD_CONFIG_INIT;
-  if (!cfg) cfg = &defaults;
-  ACX_CHECK_ARG(cfg->size >= sizeof(acx_world_config_t), "acx_world_init: cfg->size %zu is not "
-                "sizeof(acx_world_config_t) (use ACX_WORLD_CONFIG_INIT)", cfg->size);
-  ACXCHECK(check_mpi_state(comm));
+/* Every rank's topology loaded (a rank that failed must not strand the others in the mask
+ * exchange, and no rank keeps a world the others gave up), and the world's first epoch: above
+ * every epoch any of its ranks used before. */
+static acx_status_t agree_start(acx_world_t *w, boot_t *b, acx_status_t topo_res, uint64_t epoch_floor) {
+  acx_status_t res = ACX_OK;
+  b->agree[0] = topo_res != ACX_OK;
+  b->agree[1] = epoch_floor;
+  MPICHECKGOTO(MPI_Iallreduce(b->agree, b->agreed, 2, MPI_UINT64_T, MPI_MAX, w->comm, &b->req), res, err_mpi);
+  ACXCHECKGOTO(boot_wait(b, "topology and epoch agreement"), res, err_mpi);
+  if (b->agreed[0]) {
+    if (topo_res == ACX_OK) ACX_WARN(INIT, "acx_world_init: another rank could not load its topology");
+    return topo_res != ACX_OK ? topo_res : ACX_ERR_PEER_LOST;
+  }
+  atomic_store_explicit(&w->epoch, b->agreed[1], memory_order_relaxed);
+err_mpi:
+  return res;
+}
 
-  acx_status_t res = ACX_ERR_NO_MEMORY;
-  acx_world_t *w = calloc(1, sizeof *w);
-  if (!w) return res;
-  w->comm = w->local_comm = MPI_COMM_NULL;
-  int64_t tmo_ms = acxi_param_int("ACX_WORLD_TIMEOUT");
-  w->timeout_ns = (tmo_ms > 0 ? tmo_ms : 1) * 1000000LL;
-  MPICHECKGOTO(MPI_Comm_dup(comm, &w->comm), res, err_free_world);
+/* The world's communicators: a duplicate of comm and its per-node split. */
+static acx_status_t make_comms(acx_world_t *w, boot_t *b, MPI_Comm comm) {
+  acx_status_t res = ACX_OK;
+  MPICHECKGOTO(MPI_Comm_idup(comm, &b->dup, &b->req), res, err_mpi);
+  ACXCHECKGOTO(boot_wait(b, "duplicating the communicator"), res, err_mpi);
+  w->comm = b->dup;
   MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(w->comm, &w->rank);
   MPI_Comm_size(w->comm, &w->size);
   acx_log_set_rank(w->rank);
-  MPICHECKGOTO(MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL, &w->local_comm), res,
-               err_free_comm);
+  /* MPI_Comm_split_type has no non-blocking form. Once this barrier completes every rank has
+   * arrived and is on its way to the split, which so waits only for ranks already here. */
+  MPICHECKGOTO(MPI_Ibarrier(w->comm, &b->req), res, err_mpi);
+  ACXCHECKGOTO(boot_wait(b, "arrival barrier"), res, err_mpi);
+  MPICHECKGOTO(MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL, &b->local), res, err_mpi);
+  w->local_comm = b->local;
   MPI_Comm_set_errhandler(w->local_comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(w->local_comm, &w->local_rank);
   MPI_Comm_size(w->local_comm, &w->local_size);
-  ACXCHECKGOTO(number_nodes(w), res, err_free_local);
+err_mpi:
+  return res;
+}
 
-  /* A rank whose topology fails to load must not strand the others in the mask exchange. */
-  acx_status_t topo_res = acx_topo_create(cfg->topo_xml, &w->topo);
-  int ok = topo_res == ACX_OK, all_ok = 0;
-  MPI_Request req;
-  MPICHECKGOTO(MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, w->local_comm, &req), res, err_free_topo);
-  ACXCHECKGOTO(wait_request(w, &req, "topology agreement"), res, err_free_topo);
-  if (!all_ok) {
-    res = topo_res != ACX_OK ? topo_res : ACX_ERR_PEER_LOST;
-    if (topo_res == ACX_OK) ACX_WARN(INIT, "another rank of this node could not load its topology");
-    goto err_free_topo;
+/* The oldest acx_world_config_t (before timeout_ms): callers built against it are still served. */
+#define WORLD_CONFIG_V1_SIZE offsetof(acx_world_config_t, timeout_ms)
+
+acx_status_t acx_world_init(MPI_Comm comm, const acx_world_config_t *cfg, acx_world_t **world) {
+  ACX_CHECK_NULL(world);
+  *world = NULL;
+  acx_world_config_t c = ACX_WORLD_CONFIG_INIT;
+  if (cfg) {
+    ACX_CHECK_ARG(cfg->size >= WORLD_CONFIG_V1_SIZE, "acx_world_init: cfg->size %zu is not "
+                  "sizeof(acx_world_config_t) (use ACX_WORLD_CONFIG_INIT)", cfg->size);
+    memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
   }
-  int device = cfg->device >= 0 ? cfg->device : (int)acxi_param_int("ACX_DEVICE");
-  ACXCHECKGOTO(choose_binding(w, device), res, err_free_topo);
-  if (cfg->bind_caller) ACXCHECKGOTO(acx_topo_bind_thread(w->binding.cpuset), res, err_free_topo);
+  ACX_CHECK_ARG(c.timeout_ms >= 0, "acx_world_init: cfg->timeout_ms %lld is negative (0: ACX_WORLD_TIMEOUT)",
+                (long long)c.timeout_ms);
+  ACXCHECK(check_mpi_state(comm));
+  uint64_t epoch_floor = 0;
+  ACXCHECK(world_claim(&epoch_floor));
+
+  acx_status_t res = ACX_ERR_NO_MEMORY;
+  acx_world_t *w = calloc(1, sizeof *w);
+  boot_t *b = calloc(1, sizeof *b);
+  if (!w || !b) goto err_free_world;
+  w->comm = w->local_comm = b->dup = b->local = MPI_COMM_NULL;
+  int64_t tmo_ms = c.timeout_ms > 0 ? c.timeout_ms : acxi_param_int("ACX_WORLD_TIMEOUT");
+  w->timeout_ns = (tmo_ms > 0 ? tmo_ms : 1) * 1000000LL;
+  b->timeout_ns = w->timeout_ns;
+  b->deadline = acxi_deadline(w->timeout_ns); /* one deadline for every wait of this call */
+  ACXCHECKGOTO(make_comms(w, b, comm), res, err_end_boot);
+  ACXCHECKGOTO(number_nodes(w, b), res, err_end_boot);
+  ACXCHECKGOTO(agree_start(w, b, acx_topo_create(c.topo_xml, &w->topo), epoch_floor), res, err_destroy_topo);
+  int device = c.device >= 0 ? c.device : (int)acxi_param_int("ACX_DEVICE");
+  ACXCHECKGOTO(choose_binding(w, b, device), res, err_destroy_topo);
+  if (c.bind_caller) ACXCHECKGOTO(acx_topo_bind_thread(w->binding.cpuset), res, err_destroy_topo);
 
   char line[ACX_TOPO_CPUSET_STRLEN + 128];
-  ACX_INFO(TOPO, "binding: rank %d/%d node %d/%d %s", w->rank, w->size, w->node, w->nodes,
+  ACX_INFO(TOPO, "binding: rank %d/%d node %d/%d epoch %" PRIu64 " %s", w->rank, w->size, w->node, w->nodes,
+           atomic_load_explicit(&w->epoch, memory_order_relaxed),
            acx_topo_binding_str(&w->binding, line, sizeof line));
-  atomic_store_explicit(&w->epoch, 0, memory_order_relaxed);
-  /* Exports from now on name this rank; the owner-side check refuses other ranks' tokens. */
-  acxi_token_set_identity(w->rank, w->node, 0);
+  b->dup = b->local = MPI_COMM_NULL; /* the communicators belong to the world now */
+  boot_end(b);
+  world_settle(w);
   *world = w;
   return ACX_OK;
 
-err_free_topo:
-  acx_topo_destroy(w->topo);
-err_free_local:
-  MPI_Comm_free(&w->local_comm);
-err_free_comm:
-  MPI_Comm_free(&w->comm);
+err_destroy_topo:
+  acx_topo_destroy(w->topo); /* NULL when it did not load */
+err_end_boot:
+  boot_end(b); /* frees the communicators too, unless an exchange is parked on them */
+  b = NULL;
 err_free_world:
+  free(b);
   free(w);
+  world_settle(NULL);
   return res;
 }
 
 acx_status_t acx_world_finalize(acx_world_t *w) {
   if (!w) return ACX_OK;
+  pthread_mutex_lock(&proc_lock);
+  int live = proc_state == PROC_LIVE && proc_world == w;
+  pthread_mutex_unlock(&proc_lock);
+  if (!live) {
+    ACX_WARN(INIT, "acx_world_finalize: argument 'world' is not this rank's live world (finalized already?): "
+             "nothing done");
+    return ACX_ERR_INVALID_STATE;
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) {
@@ -230,12 +398,26 @@ acx_status_t acx_world_finalize(acx_world_t *w) {
     MPI_Comm_free(&w->comm);
   }
   acx_topo_destroy(w->topo);
+  uint64_t last = atomic_load_explicit(&w->epoch, memory_order_relaxed);
+  pthread_mutex_lock(&proc_lock);
+  /* The world's tokens end with it: exports made without a world carry an epoch above its last,
+   * and the next world starts at or above that. Rank and node go back to 0 (no world). */
+  if (last + 1 > next_epoch) next_epoch = last + 1;
+  acxi_token_set_identity(0, 0, next_epoch);
+  proc_state = PROC_NO_WORLD;
+  proc_world = NULL;
+  pthread_mutex_unlock(&proc_lock);
   free(w);
-  acxi_token_set_identity(0, 0, 0);
   return ACX_OK;
 }
 
 void acxc_world_set_epoch(acx_world_t *w, uint64_t epoch) {
+  /* Relaxed: only the rebuild protocol moves the epoch, from one thread at a time. */
+  uint64_t now = atomic_load_explicit(&w->epoch, memory_order_relaxed);
+  if (epoch < now) {
+    ACX_WARN(COLL, "world epoch %" PRIu64 " -> %" PRIu64 " refused: epochs only move forward", now, epoch);
+    return;
+  }
   /* Tokens first: an export made by a thread that already sees the new epoch must carry it. */
   acxi_token_set_identity(w->rank, w->node, epoch);
   atomic_store_explicit(&w->epoch, epoch, memory_order_release);
@@ -264,17 +446,33 @@ acx_status_t acx_world_node(const acx_world_t *world, int *node, int *nodes) {
   return ACX_OK;
 }
 
+/* A broadcast's request and the heap copy MPI writes: parked whole if it times out, so the
+ * caller's buffer is never written after the call returns. */
+typedef struct bcast {
+  MPI_Request req;
+  unsigned char bytes[];
+} bcast_t;
+
 acx_status_t acxc_world_bcast_bytes(acx_world_t *w, int root, void *buf, size_t len) {
   ACX_CHECK_NULL(w);
   ACX_CHECK_NULL(buf);
   ACX_CHECK_ARG(root >= 0 && root < w->size, "acxc_world_bcast_bytes: root %d is not a rank of [0, %d)", root,
                 w->size);
   ACX_CHECK_ARG(len <= (size_t)1 << 30, "acxc_world_bcast_bytes: len %zu is over 1 GiB", len);
-  acx_status_t res = ACX_OK;
-  MPI_Request req;
-  MPICHECKGOTO(MPI_Ibcast(buf, (int)len, MPI_BYTE, root, w->comm, &req), res, err_mpi);
-  return wait_request(w, &req, "byte broadcast");
-err_mpi:
+  acx_status_t res = ACX_ERR_NO_MEMORY;
+  bcast_t *x = malloc(sizeof *x + (len ? len : 1));
+  if (!x) return res;
+  if (w->rank == root) memcpy(x->bytes, buf, len);
+  MPICHECKGOTO(MPI_Ibcast(x->bytes, (int)len, MPI_BYTE, root, w->comm, &x->req), res, err_free_copy);
+  res = wait_request(&x->req, acxi_deadline(w->timeout_ns), w->timeout_ns, "acx_coll_create or a world rebuild",
+                     "byte broadcast of the world");
+  if (res != ACX_OK) {
+    acxc_world_park(x->req, x);
+    return res;
+  }
+  memcpy(buf, x->bytes, len);
+err_free_copy:
+  free(x);
   return res;
 }
 

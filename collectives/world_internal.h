@@ -1,5 +1,6 @@
 /* Internals of the world (collectives/world.c) shared with the NCCL world, the control plane and
- * the tests: the object itself, byte broadcasts with a deadline, and the NCCL unique id step. */
+ * the tests: the object itself, byte broadcasts with a deadline, the NCCL unique id step, and the
+ * parking of timed-out MPI operations. */
 #ifndef ACXC_WORLD_INTERNAL_H
 #define ACXC_WORLD_INTERNAL_H
 
@@ -17,11 +18,13 @@ struct acx_world {
   _Atomic uint64_t epoch;
   acx_topo_t *topo;
   acx_topo_binding_t binding;
-  int64_t timeout_ns; /* ACX_WORLD_TIMEOUT */
+  int64_t timeout_ns; /* acx_world_config_t.timeout_ms, or ACX_WORLD_TIMEOUT */
 };
 
 /* Broadcasts len bytes from root over the world's communicator, waiting at most the world's
- * timeout. ACX_ERR_TIMEOUT leaves the broadcast pending (the world must be rebuilt). */
+ * timeout. MPI writes a heap copy, handed to buf on success: on ACX_ERR_TIMEOUT the pending
+ * broadcast is parked with the copy (buf is never written later), and the world's communicator
+ * has an unmatched collective on it (the world must be rebuilt). */
 acx_status_t acxc_world_bcast_bytes(acx_world_t *w, int root, void *buf, size_t len);
 
 /* The NCCL bootstrap step: `root` obtains an ncclUniqueId (ncclGetUniqueId needs no GPU) and
@@ -34,11 +37,22 @@ acx_status_t acxc_world_nccl_unique_id(acx_world_t *w, int root, unsigned char i
 acx_status_t acxc_nccl_local_id(unsigned char id[ACXC_NCCL_ID_BYTES]);
 
 /* The rebuild protocol (rebuild.c) moved the world to `epoch`: the token identity follows at once,
- * so exports carry the new epoch and older tokens go stale. Any thread. */
+ * so exports carry the new epoch and older tokens go stale. An epoch below the world's is refused
+ * (logged): epochs only move forward. One thread at a time (the rebuild's). */
 void acxc_world_set_epoch(acx_world_t *w, uint64_t epoch);
 
 /* The process count the launcher announced through its environment (OMPI_COMM_WORLD_SIZE,
  * PMI_SIZE, MV2_COMM_WORLD_SIZE, SLURM_STEP_NUM_TASKS), with the variable's name; 0 when none
  * says. The largest claim wins. */
 int acxc_launcher_size(const char **var);
+
+/* A non-blocking MPI operation that passed its deadline cannot be cancelled, and a late rank may
+ * still complete it: everything it may write (its buffers, the handle MPI_Comm_idup fills) and
+ * the communicators it runs on must never be freed or reused. This keeps `mem` (one allocation,
+ * or a struct pointing to the others) and `req` for the life of the process, reachable so leak
+ * checkers stay quiet. For every bootstrap exchange with a deadline (the world, the control
+ * plane, collective creation). Any thread. */
+void acxc_world_park(MPI_Request req, void *mem);
+/* The number of operations parked so far in this process (tests). Any thread. */
+size_t acxc_world_parked(void);
 #endif

@@ -54,7 +54,7 @@ static const param_def_t defs[] = {
     {"ACX_COLL_BLOCKING", ACX_PARAM_INT, "-1", "NCCL communicators of acx_coll_create: 1 blocking (direct NCCL calls, no graphs: the fast choice on NCCL's network transport), 0 non-blocking (graph replays: the fast choice within a node), -1 (auto): blocking when the world spans nodes or NCCL_P2P_DISABLE and NCCL_SHM_DISABLE are both set"},
     {"ACX_COLL_GRAPH_COPY", ACX_PARAM_INT, "1", "1: a captured collective that is one NCCL kernel (with NCCL's event nodes) is replayed as a copy of that kernel node, launched about twice as fast; 0: NCCL's graph is replayed whole"},
     {"ACX_COLL_GRAPH_CACHE", ACX_PARAM_INT, "64", "CUDA graphs kept per NCCL communicator: a collective seen twice with the same arguments is captured and then replayed without an NCCL call; 0 calls NCCL every time"},
-    {"ACX_WORLD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of each bootstrap exchange of acx_world_init (ms): a rank that never arrives fails the others"},
+    {"ACX_WORLD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of acx_world_init as a whole, and of each later bootstrap exchange of the world (control plane, collectives creation), in ms, unless acx_world_config_t.timeout_ms is set: a rank that never arrives fails the others"},
     {"ACX_CTRL_TIMEOUT", ACX_PARAM_INT, "10000", "Deadline of sending one control-plane message between ranks (ms)"},
     {"ACX_CTRL_POLL_US", ACX_PARAM_INT, "500", "How long the control plane's progress thread naps between polls when idle (us)"},
     {"ACX_REMOTE_TIMEOUT", ACX_PARAM_INT, "30000", "Deadline of a remote token get/put, request to completion (ms)"},

@@ -67,8 +67,11 @@ acxi_token_defect_t acxi_token_check_fields(const acx_token_t *t);
 
 /* ---- owner side ---- */
 
-/* The identity stamped into exports and checked by resolve. Set by the world at init and after
- * every rebuild (collectives/); rank 0, node 0, epoch 0 until then. Any thread. */
+/* The identity stamped into exports and checked by resolve; rank 0, node 0, epoch 0 until the
+ * first world. It belongs to the live world: only collectives/world.c sets it (at a successful
+ * acx_world_init, at every rebuild, and at acx_world_finalize: rank 0, node 0, an epoch above
+ * the world's last), and the world never moves the epoch back, across worlds too, so a stale
+ * token stays stale. Tests may set anything. Any thread. */
 void acxi_token_set_identity(int32_t rank, int32_t node, uint64_t epoch);
 void acxi_token_identity(int32_t *rank, int32_t *node, uint64_t *epoch);
 

@@ -70,7 +70,8 @@ acx_status_t acx_token_decode(const void *buf, size_t len, acx_token_t *token);
 
 /* Exports buf for remote access with `rights` (ACX_TOKEN_READ and/or ACX_TOKEN_WRITE): records
  * the export under a fresh random key (getrandom) and describes it in *token, stamped with this
- * rank, node and world epoch (rank 0, node 0, epoch 0 without a world). The export holds a
+ * rank, node and world epoch of the live world (without one: rank 0, node 0, and epoch 0 before
+ * the first world, one above the last world's after it; docs/tokens.md). The export holds a
  * reference to buf until acx_buffer_unexport. A buffer may be exported several times (e.g.
  * read-only for most peers, read-write for one); each export has its own key.
  * ACX_ERR_NULL_ARG; ACX_ERR_INVALID_ARG (rights 0 or unknown bits); ACX_ERR_STALE_BUFFER (buf is

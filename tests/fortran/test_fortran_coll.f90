@@ -1,7 +1,8 @@
 ! MPI test of the Fortran module acx (mpirun -np 2 or more): world init from an mpi_f08
-! communicator and from the integer handle, the world's numbers and binding, all-reduce of every
-! Fortran element type and op (exact results), partial and out-of-place all-reduce, broadcast,
-! an untyped buffer refused, and a token exported on rank 0, sent with MPI, decoded elsewhere.
+! communicator and from the integer handle (a second world while one lives is refused), the
+! world's numbers and binding, all-reduce of every Fortran element type and op (exact results),
+! partial and out-of-place all-reduce, broadcast, an untyped buffer refused, and a token exported
+! on rank 0, sent with MPI, decoded elsewhere.
 program test_fortran_coll
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: output_unit
@@ -33,11 +34,16 @@ program test_fortran_coll
               'acx_world_query: local rank and node in range')
   where = acx_world_binding_str(world, stat=st)
   call expect(st == ACX_OK .and. index(where, 'local rank') == 1, 'binding: "'//where//'"')
+  ! One world per rank: a second one is refused while the first lives.
+  call acx_world_init(MPI_COMM_WORLD%MPI_VAL, world2, stat=st)
+  call expect(st == ACX_ERR_INVALID_STATE .and. .not. acx_associated(world2), &
+              'a second acx_world_init refused: '//acx_status_name(st))
+  call acx_world_finalize(world, stat=st)
+  call expect(st == ACX_OK .and. .not. acx_associated(world), 'acx_world_finalize')
   ! The integer handle of `use mpi` names the same communicator; bind the main thread this time.
-  call acx_world_init(MPI_COMM_WORLD%MPI_VAL, world2, bind=.true., stat=st)
+  call acx_world_init(MPI_COMM_WORLD%MPI_VAL, world, bind=.true., stat=st)
   call expect(st == ACX_OK, 'acx_world_init(integer handle): '//acx_status_name(st))
-  call acx_world_finalize(world2, stat=st)
-  call expect(st == ACX_OK .and. .not. acx_associated(world2), 'acx_world_finalize of the second world')
+  if (st /= ACX_OK) call MPI_Abort(MPI_COMM_WORLD, 2)
 
   call acx_system_create(sys)
   call acx_device_open(sys, dev, kind=ACX_DEVICE_KIND_HOST, world=world)
@@ -155,13 +161,14 @@ contains
     call acx_buffer_read(a, v)
     call expect(st == ACX_OK .and. all(v == int(100*root, c_int32_t) + [(int(i, c_int32_t), i=1, 8)]), &
                 'i32 broadcast from the last rank')
-    ! Rank 0 exports, every rank decodes what arrives over MPI.
+    ! Rank 0 exports, every rank decodes what arrives over MPI. The epoch is 1: this is the
+    ! process's second world, and epochs never go back (the first one's tokens stay stale).
     tok = 0
     if (rank == 0) call acx_buffer_export(a, tok, rights=ACX_TOKEN_READ)
     call MPI_Bcast(tok, ACX_TOKEN_BYTES, MPI_INTEGER1, 0, MPI_COMM_WORLD)
     call acx_token_decode(tok, info, stat=st)
     call expect(st == ACX_OK .and. info%owner_rank == 0 .and. info%bytes == 32 .and. &
-                info%dtype == ACX_DTYPE_I32 .and. info%rights == ACX_TOKEN_READ .and. info%epoch == 0, &
+                info%dtype == ACX_DTYPE_I32 .and. info%rights == ACX_TOKEN_READ .and. info%epoch == 1, &
                 'a token exported on rank 0 decodes on every rank')
     if (rank == 0) call acx_buffer_unexport(a)
     call acx_buffer_free(a)
