@@ -769,14 +769,29 @@ acx_status_t acx_coll_abort(acx_coll_t *c, acx_status_t cause) {
 /* Every rank's `mine` combined with MPI_MIN over the world, within the world's deadline. */
 static acx_status_t agree_min(acx_coll_t *c, int mine, int *all) {
   MPI_Request req;
-  if (MPI_Iallreduce(&mine, all, 1, MPI_INT, MPI_MIN, c->world->comm, &req) != MPI_SUCCESS) return ACX_ERR_MPI;
+  /* On the heap: a timed-out exchange is parked with its buffers, which MPI may still write. */
+  int *v = malloc(2 * sizeof *v);
+  if (!v) return ACX_ERR_NO_MEMORY;
+  v[0] = mine;
+  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MIN, c->world->comm, &req) != MPI_SUCCESS) {
+    free(v);
+    return ACX_ERR_MPI;
+  }
   int64_t deadline = acxi_deadline(c->world->timeout_ns);
   for (;;) {
     int flag = 0;
-    if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return ACX_ERR_MPI;
-    if (flag) return ACX_OK;
+    if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      acxc_world_park(req, v);
+      return ACX_ERR_MPI;
+    }
+    if (flag) {
+      *all = v[1];
+      free(v);
+      return ACX_OK;
+    }
     if (acxi_now_ns() >= deadline) {
-      ACX_WARN(COLL, "acx_coll_create: a rank did not arrive within ACX_WORLD_TIMEOUT");
+      ACX_WARN(COLL, "acx_coll_create: a rank did not arrive within the world's timeout");
+      acxc_world_park(req, v);
       return ACX_ERR_TIMEOUT;
     }
     nanosleep(&(struct timespec){0, 20000}, NULL);

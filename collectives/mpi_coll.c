@@ -364,8 +364,9 @@ acx_status_t acxc_mpi_create(acx_coll_t *c) {
     }
     if (flag) break;
     if (acxi_now_ns() >= deadline) {
-      ACX_WARN(COLL, "acx_coll_create: MPI_Comm_idup did not finish within ACX_WORLD_TIMEOUT (a rank is missing)");
-      free(m); /* the pending duplicate is abandoned with the world */
+      ACX_WARN(COLL, "acx_coll_create: MPI_Comm_idup did not finish within the world's timeout (a rank is missing)");
+      /* MPI cannot cancel a collective and writes m->comm when the late rank comes: parked, not freed. */
+      acxc_world_park(req, m);
       return ACX_ERR_TIMEOUT;
     }
     nanosleep(&(struct timespec){0, 20000}, NULL);
