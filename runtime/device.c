@@ -33,7 +33,7 @@ extern char **environ;
 #define DEV_MSG_START (ACX_MSG_DEVICE_BASE + 0x80) /* ask: start generation 1 */
 #define DEV_MSG_LOST (ACX_MSG_DEVICE_BASE + 0x81)  /* tell, payload uint64_t generation lost */
 #define DEV_MSG_FATAL (ACX_MSG_DEVICE_BASE + 0x82) /* tell, payload uint64_t generation */
-#define DEV_MSG_CLOSE (ACX_MSG_DEVICE_BASE + 0x83) /* ask, payload int64_t timeout_ns */
+#define DEV_MSG_CLOSE (ACX_MSG_DEVICE_BASE + 0x83) /* ask, payload int64_t deadline (CLOCK_MONOTONIC ns) */
 #define DEV_MSG_STANDBY_LOST (ACX_MSG_DEVICE_BASE + 0x84) /* tell, payload sb_loss_t */
 
 /* Standby losses within ACX_RESTART_WINDOW_MS after which no new standby is made (the device
@@ -66,7 +66,7 @@ static int load_state(acx_device_t *dev) {
  * condition wait, which releases the lock. Only the DeviceActor's thread calls these. */
 static void poll_pause(acx_device_t *dev) {
   atomic_fetch_add_explicit(&dev->poll_yield, 1, memory_order_seq_cst);
-  if (dev->ctrl) acxi_ring_wake(acxi_ctrl_cpl_ring(dev->ctrl));
+  if (dev->cv.ctrl) acxi_ring_wake(&dev->cv.cpls);
   pthread_mutex_lock(&dev->poll_lock);
 }
 
@@ -240,6 +240,15 @@ static uint64_t pend_fail_all(acx_device_t *dev, acx_status_t status) {
   }
 }
 
+/* A submitter or the poller found garbage in one of the incarnation's rings (logged by the ring):
+ * the poller declares the executor lost at its next look, which this wakes it for. */
+static void ring_broken(acx_device_t *dev, const char *which) {
+  if (atomic_exchange_explicit(&dev->ring_broken, 1, memory_order_relaxed)) return;
+  ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " corrupted the %s ring: declaring it lost", dev->kind,
+           atomic_load_explicit(&dev->generation, memory_order_relaxed), which);
+  acxi_ring_wake(&dev->cv.cpls);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* submission                                                                                 */
 
@@ -288,7 +297,7 @@ acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_b
     cmd->req_id = 0;
     cmd->flags |= ACXI_CMD_FLAG_NO_REPLY;
   }
-  acxi_ring_t *ring = acxi_ctrl_cmd_ring(dev->ctrl);
+  const acxi_ring_view_t *ring = &dev->cv.cmds;
   int locked = 0;
   if (fd >= 0) {
     pthread_mutex_lock(&dev->sock_lock);
@@ -297,7 +306,14 @@ acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_b
     st = acxi_fd_send(dev->sock, fd, msg, sizeof msg);
     if (st != ACX_OK) goto out_unlock;
   }
-  while (!acxi_ring_try_push(ring, cmd)) {
+  for (;;) {
+    int got = acxi_ring_try_push(ring, cmd);
+    if (got == ACXI_RING_DONE) break;
+    if (got == ACXI_RING_BROKEN) {
+      st = ACX_ERR_DEVICE_LOST;
+      ring_broken(dev, "command");
+      break;
+    }
     s = load_state(dev);
     if (!state_accepts(s, flags)) {
       st = refusal_status(s);
@@ -395,13 +411,16 @@ static void complete_reply(acx_device_t *dev, const acxi_cpl_t *c) {
 
 static void complete_direct(void *sink, const acxi_cpl_t *c) { complete_reply(sink, c); }
 
-static int drain_replies(acx_device_t *dev, acxi_ring_t *ring) {
+/* Completes the replies waiting in the ring, at most one ring's worth (an executor that keeps
+ * posting cannot hold the poller here). */
+static int drain_replies(acx_device_t *dev) {
   acxi_cpl_t c;
-  int n = 0;
-  while (acxi_ring_try_pop(ring, &c)) {
+  int n = 0, got = ACXI_RING_WAIT;
+  while (n < (int)dev->slots && (got = acxi_ring_try_pop(&dev->cv.cpls, &c)) == ACXI_RING_DONE) {
     complete_reply(dev, &c);
     n++;
   }
+  if (got == ACXI_RING_BROKEN) ring_broken(dev, "reply");
   return n;
 }
 
@@ -414,8 +433,15 @@ static void describe_wait_status(int ws, char *buf, size_t cap) {
     snprintf(buf, cap, "wait status 0x%x", ws);
 }
 
-/* 1 when the executor is gone, silent, or reported a sticky error; fills *loss. Poller only. */
+/* 1 when the executor is gone, silent, broke a ring, or reported a sticky error; fills *loss.
+ * Poller only. */
 static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, dev_loss_t *loss) {
+  /* relaxed: a flag; whoever set it logged the details, and the rings are not used again. */
+  if (atomic_load_explicit(&dev->ring_broken, memory_order_relaxed)) {
+    loss->cause = ACX_ERR_DEVICE_LOST;
+    snprintf(loss->reason, sizeof loss->reason, "the executor wrote an impossible sequence number into a ring");
+    return 1;
+  }
   /* acquire: pairs with acxi_ctrl_set_sticky's release; the message is complete. */
   if (atomic_load_explicit(&ctrl->sticky, memory_order_acquire) == 1) {
     loss->cause = ACX_ERR_DEVICE_FATAL;
@@ -459,13 +485,13 @@ static void wait_submitters_gone(acx_device_t *dev) {
 
 /* The common path of every loss: stop accepting, fail every outstanding request, hand the
  * restart to the DeviceActor. Runs on the poller with poll_lock held. */
-static void begin_loss(acx_device_t *dev, acxi_ring_t *replies, dev_loss_t *loss) {
+static void begin_loss(acx_device_t *dev, dev_loss_t *loss) {
   int fatal = dev->inline_mode;
   if (!cas_state(dev, ACXI_DEV_RUNNING, fatal ? ACXI_DEV_FATAL : ACXI_DEV_RECOVERING)) return;
   uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed);
   loss->generation = gen;
   wait_submitters_gone(dev);
-  drain_replies(dev, replies); /* whatever the executor answered before it went */
+  drain_replies(dev); /* whatever the executor answered before it went */
   /* Fire-and-forget launches that no all-stream synchronize covered may have been dropped. */
   uint64_t sent = atomic_load_explicit(&dev->ff_sent, memory_order_relaxed);
   if (sent != atomic_exchange_explicit(&dev->ff_fenced, sent, memory_order_relaxed))
@@ -540,14 +566,13 @@ static void *poller_main(void *arg) {
   while (!atomic_load_explicit(&dev->poller_stop, memory_order_relaxed)) {
     int s = load_state(dev);
     /* seq_cst: pairs with poll_pause's increment before its doorbell. */
-    if (atomic_load_explicit(&dev->poll_yield, memory_order_seq_cst) || !dev->ctrl ||
+    if (atomic_load_explicit(&dev->poll_yield, memory_order_seq_cst) || !dev->cv.ctrl ||
         !(s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING || s == ACXI_DEV_CLOSING)) {
       cond_wait_until(&dev->poll_cond, &dev->poll_lock, acxi_now_ns() + 50000000);
       continue;
     }
-    acxi_ctrl_t *ctrl = dev->ctrl;
-    acxi_ring_t *replies = acxi_ctrl_cpl_ring(ctrl);
-    int n = drain_replies(dev, replies);
+    acxi_ctrl_t *ctrl = dev->cv.ctrl;
+    int n = drain_replies(dev);
     int64_t now = acxi_now_ns();
     if (n) last_active = now;
     /* relaxed: a hint to check now rather than at the period (a sticky executor wakes us). */
@@ -560,11 +585,11 @@ static void *poller_main(void *arg) {
       dev_loss_t loss = {.detected_ns = now, .cause = ACX_ERR_DEVICE_LOST};
       if (executor_lost(dev, ctrl, now, &loss)) {
         if (s == ACXI_DEV_RUNNING) {
-          begin_loss(dev, replies, &loss);
+          begin_loss(dev, &loss);
         } else {
           /* A new incarnation died while the DeviceActor registers host memory with it: fail
            * those requests so that its start fails now rather than at its deadline. */
-          drain_replies(dev, replies);
+          drain_replies(dev);
           pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
           cond_wait_until(&dev->poll_cond, &dev->poll_lock, acxi_now_ns() + check_period);
         }
@@ -579,7 +604,7 @@ static void *poller_main(void *arg) {
       continue;
     }
     int64_t wake = (last_check ? last_check : now) + check_period;
-    acxi_ring_consumer_wait(replies, wake);
+    acxi_ring_consumer_wait(&dev->cv.cpls, wake);
   }
   pthread_mutex_unlock(&dev->poll_lock);
   return NULL;
@@ -591,11 +616,13 @@ static void ctrl_swap(acx_device_t *dev, acxi_shm_t *next) {
   acxi_shm_t old = dev->shm;
   if (next) {
     dev->shm = *next;
-    dev->ctrl = acxi_ctrl(next);
+    /* From our own slot count and mapping: cannot fail for a block acxi_ctrl_create made. */
+    acxi_ctrl_view_init(&dev->cv, next->addr, dev->slots);
   } else {
     dev->shm = (acxi_shm_t){.fd = -1};
-    dev->ctrl = NULL;
+    dev->cv = (acxi_ctrl_view_t){0};
   }
+  atomic_store_explicit(&dev->ring_broken, 0, memory_order_relaxed); /* no submitter or poller inside */
   poll_resume(dev);
   acxi_shm_destroy(&old);
 }
@@ -718,7 +745,7 @@ static void reap_executor(acx_device_t *dev, int64_t grace_ns) {
   if (dev->inline_mode) {
     if (!dev->exec_thread_live) return;
     atomic_store_explicit(&dev->exec_stop, 1, memory_order_relaxed);
-    if (dev->ctrl) acxi_ring_wake(acxi_ctrl_cmd_ring(dev->ctrl));
+    if (dev->cv.ctrl) acxi_ring_wake(&dev->cv.cmds);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* pthread_timedjoin_np takes CLOCK_REALTIME */
     int64_t dl = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + (grace_ns > 0 ? grace_ns : 0) + 5000000000LL;
@@ -747,11 +774,10 @@ static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
   ctrl_swap(dev, &shm);
   /* relaxed: no submitter is inside (state is STARTING or RECOVERING). */
   atomic_store_explicit(&dev->generation, gen, memory_order_relaxed);
-  acxi_ctrl_t *ctrl = dev->ctrl;
   if (dev->inline_mode) {
     atomic_store_explicit(&dev->exec_stop, 0, memory_order_relaxed);
     dev->loop = (acxi_exec_loop_params_t){
-        .ctrl = ctrl,
+        .view = dev->cv,
         .ops = acxi_engine_find(dev->kind),
         .engine = {.cuda_ordinal = dev->cuda_ordinal, .streams = dev->streams, .generation = gen,
                    .inline_mode = 1, .completion = dev->completion, .fault_inject = dev->fault_inject},
@@ -792,11 +818,11 @@ static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
   return finish_start(dev, gen, acxi_deadline(dev->exec_timeout_ns));
 }
 
-/* Waits until the executor of generation `gen` (dev->ctrl, dev->pid) is READY, FAILED or dead,
+/* Waits until the executor of generation `gen` (dev->cv, dev->pid) is READY, FAILED or dead,
  * or the deadline passes; then registers the host regions with it and goes RUNNING. */
 static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadline) {
   acx_status_t res;
-  acxi_ctrl_t *ctrl = dev->ctrl;
+  acxi_ctrl_t *ctrl = dev->cv.ctrl;
   for (;;) {
     /* acquire: pairs with the executor's release store of READY. */
     uint32_t es = atomic_load_explicit(&ctrl->state, memory_order_acquire);
@@ -805,8 +831,9 @@ static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadli
       res = atomic_load_explicit(&ctrl->sticky, memory_order_acquire) == 1 ? (acx_status_t)ctrl->sticky_status
                                                                           : ACX_ERR_DEVICE_LOST;
       if (res == ACX_OK) res = ACX_ERR_DEVICE_LOST;
-      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " failed to start: %s", dev->kind, gen,
-               ctrl->sticky_msg[0] ? ctrl->sticky_msg : "no reason given");
+      /* Bounded: the executor writes the message and need not terminate it. */
+      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " failed to start: %.*s", dev->kind, gen,
+               (int)sizeof ctrl->sticky_msg, ctrl->sticky_msg[0] ? ctrl->sticky_msg : "no reason given");
       return res;
     }
     if (!dev->inline_mode) {
@@ -822,6 +849,7 @@ static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadli
       ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " not ready before its deadline", dev->kind, gen);
       return ACX_ERR_TIMEOUT;
     }
+    if (atomic_load_explicit(&dev->close_requested, memory_order_relaxed)) return ACX_ERR_CANCELLED; /* as in recover */
     sleep_ns(50000);
   }
   set_state(dev, ACXI_DEV_STARTING); /* the poller polls; internal submissions only */
@@ -970,6 +998,10 @@ static int standby_usable(acx_device_t *dev, char *why, size_t cap) {
       snprintf(why, cap, "not ready within %" PRId64 " ms", dev->exec_timeout_ns / 1000000);
       return 0;
     }
+    if (atomic_load_explicit(&dev->close_requested, memory_order_relaxed)) { /* as in recover */
+      snprintf(why, cap, "the device closes");
+      return 0;
+    }
     sleep_ns(50000);
   }
 }
@@ -1046,7 +1078,7 @@ typedef struct dev_actor {
   acx_device_t *dev;
 } dev_actor_t;
 
-static void close_device(acx_device_t *dev, int64_t timeout_ns);
+static void close_device(acx_device_t *dev, int64_t deadline);
 
 static acx_status_t actor_init(acx_ctx_t *ctx, void *state, const void *arg) {
   dev_actor_t *a = state;
@@ -1091,6 +1123,13 @@ static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
     note_exit_status(dev, loss, &ev);
   }
   for (;;) {
+    /* relaxed: a request; the close that follows is serialised behind us by the mailbox. */
+    if (atomic_load_explicit(&dev->close_requested, memory_order_relaxed)) {
+      ACX_INFO(DEVICE, "%s device: restart after generation %" PRIu64 " abandoned: the device closes", dev->kind,
+               lost_gen);
+      if (unreaped) reap_pid(unreaped, 0);
+      return;
+    }
     if (!restart_allowed(dev, acxi_now_ns())) {
       if (unreaped) {
         dev->loss_exit_status = reap_pid(unreaped, 0);
@@ -1169,8 +1208,8 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
     }
     return ACX_OK;
   case DEV_MSG_CLOSE: {
-    int64_t t = msg->len == sizeof(int64_t) ? *(const int64_t *)msg->data : dev->exec_timeout_ns;
-    close_device(dev, t);
+    int64_t dl = msg->len == sizeof(int64_t) ? *(const int64_t *)msg->data : acxi_deadline(dev->exec_timeout_ns);
+    close_device(dev, dl);
     acx_reply(ctx, msg, ACX_OK, NULL, 0);
     acx_stop_self(ctx);
     return ACX_OK;
@@ -1184,7 +1223,8 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
 static void actor_post_stop(acx_ctx_t *ctx, void *state) {
   dev_actor_t *a = state;
   if (!a->dev) return;
-  close_device(a->dev, a->dev->exec_timeout_ns); /* the system is going down before acx_device_close */
+  /* The system is going down before acx_device_close. */
+  close_device(a->dev, acxi_deadline(a->dev->exec_timeout_ns));
   acxi_device_release(a->dev);
   a->dev = NULL;
 }
@@ -1224,9 +1264,17 @@ void acxi_device_release(acx_device_t *dev) {
   if (dev && atomic_fetch_sub_explicit(&dev->refs, 1, memory_order_acq_rel) == 1) device_free(dev);
 }
 
-/* Shuts the executor down and stops the poller. Idempotent; serialised by the DeviceActor (or
+/* Part of a close's time kept for killing and reaping what did not leave on its own (a SIGKILLed
+ * host process is reaped in a few ms): min(timeout / 4, 250 ms). */
+static int64_t close_reserve(int64_t timeout_ns) {
+  int64_t r = timeout_ns / 4;
+  return r < 250000000 ? r : 250000000;
+}
+
+/* Shuts the executor down and stops the poller, by `deadline` (the executor gets until
+ * deadline - close_reserve to leave on its own). Idempotent; serialised by the DeviceActor (or
  * run by the closer when the actor is gone). */
-static void close_device(acx_device_t *dev, int64_t timeout_ns) {
+static void close_device(acx_device_t *dev, int64_t deadline) {
   int s;
   /* The poller may move RUNNING to RECOVERING/FATAL concurrently: retry until our move sticks,
    * remembering the state we moved away from. */
@@ -1236,18 +1284,20 @@ static void close_device(acx_device_t *dev, int64_t timeout_ns) {
   } while (!cas_state(dev, s, ACXI_DEV_CLOSING));
   wait_submitters_gone(dev);
   standby_ask_leave(dev); /* it winds down while the active executor finishes */
-  int64_t grace = timeout_ns;
-  if (s == ACXI_DEV_RUNNING && dev->ctrl) {
+  int64_t left = deadline - acxi_now_ns();
+  int64_t leave_by = deadline - close_reserve(left > 0 ? left : 0);
+  if (s == ACXI_DEV_RUNNING && dev->cv.ctrl && leave_by > acxi_now_ns()) {
     acxi_cmd_t cmd = {.op = ACXI_OP_SHUTDOWN, .stream = ACXI_STREAM_ALL};
-    int64_t t0 = acxi_now_ns();
-    acx_status_t st = acxi_device_call(dev, &cmd, NULL, 0, ACXI_SUBMIT_INTERNAL, -1, timeout_ns, NULL);
+    acx_status_t st =
+        acxi_device_call(dev, &cmd, NULL, 0, ACXI_SUBMIT_INTERNAL, -1, leave_by - acxi_now_ns(), NULL);
     if (st != ACX_OK) ACX_WARN(DEVICE, "SHUTDOWN of the %s executor: %s; killing it", dev->kind, acx_status_name(st));
-    grace = st == ACX_OK ? timeout_ns - (acxi_now_ns() - t0) : 0;
-    if (grace < 0) grace = 0;
+    if (st != ACX_OK) leave_by = 0;
   }
   atomic_store(&dev->state, ACXI_DEV_CLOSED);
-  reap_executor(dev, grace);
-  standby_discard(dev, grace > 1000000000LL ? grace : 1000000000LL, "the device closes");
+  int64_t grace = leave_by - acxi_now_ns();
+  reap_executor(dev, grace > 0 ? grace : 0);
+  grace = leave_by - acxi_now_ns(); /* the standby was asked to leave at the start */
+  standby_discard(dev, grace > 0 ? grace : 0, "the device closes");
   pend_fail_all(dev, ACX_ERR_CANCELLED);
   atomic_store_explicit(&dev->poller_stop, 1, memory_order_relaxed);
   ctrl_swap(dev, NULL);
@@ -1530,25 +1580,33 @@ err_free_dev:
 
 acx_status_t acx_device_close(acx_device_t *dev, int64_t timeout_ns) {
   ACX_CHECK_NULL(dev);
-  int64_t t = acxi_device_timeout(dev, timeout_ns);
+  int64_t deadline = acxi_deadline(acxi_device_timeout(dev, timeout_ns));
+  /* A restart under way gives up at its next step (it would delay the DeviceActor's close). */
+  atomic_store_explicit(&dev->close_requested, 1, memory_order_relaxed);
+  int s = load_state(dev);
+  if (s == ACXI_DEV_STARTING || s == ACXI_DEV_RECOVERING) pend_fail_all(dev, ACX_ERR_CANCELLED);
   acx_future_t *f = NULL;
-  acx_status_t st = acx_ask(dev->actor, DEV_MSG_CLOSE, &t, sizeof t, &f);
+  acx_status_t st = acx_ask(dev->actor, DEV_MSG_CLOSE, &deadline, sizeof deadline, &f);
   if (st == ACX_OK) {
-    /* The DeviceActor may be busy restarting the executor: give it that long too. */
-    st = acx_future_wait(f, t + dev->exec_timeout_ns + 10000000000LL, NULL, 0, NULL);
+    int64_t left = deadline - acxi_now_ns();
+    st = acx_future_wait(f, left > 0 ? left : 0, NULL, 0, NULL);
     acx_future_release(f);
+    if (st != ACX_OK)
+      ACX_WARN(DEVICE, "acx_device_close: the DeviceActor did not finish closing the %s device within timeout_ns "
+               "(%s); it goes on in the background", dev->kind, acx_status_name(st));
+  } else {
+    /* The DeviceActor is gone (stopped by its supervisor): its post_stop closes the device. */
+    while (load_state(dev) != ACXI_DEV_CLOSED && acxi_now_ns() < deadline) sleep_ns(1000000);
+    if (load_state(dev) != ACXI_DEV_CLOSED) close_device(dev, deadline);
+    st = load_state(dev) == ACXI_DEV_CLOSED ? ACX_OK : ACX_ERR_TIMEOUT;
   }
   if (st != ACX_OK) {
-    ACX_INFO(DEVICE, "DeviceActor did not close the device (%s); closing here", acx_status_name(st));
-    acx_stop(dev->actor);
+    acx_stop(dev->actor); /* its post_stop finishes the close and drops its device reference */
+    st = ACX_ERR_TIMEOUT;
   }
-  /* Runs once the actor is done with it; idempotent after a close by the actor. */
-  for (int64_t dl = acxi_deadline(t + 10000000000LL); load_state(dev) != ACXI_DEV_CLOSED && acxi_now_ns() < dl;)
-    sleep_ns(1000000);
-  if (load_state(dev) != ACXI_DEV_CLOSED) close_device(dev, 0);
   acx_ref_release(dev->actor);
   acxi_device_release(dev);
-  return ACX_OK;
+  return st;
 }
 
 acx_status_t acx_device_generation(acx_device_t *dev, uint64_t *generation) {

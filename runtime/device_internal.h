@@ -87,7 +87,14 @@ struct acx_device {
   _Atomic uint64_t generation;
   _Atomic int submitters;     /* threads between the state check and the ring push */
   acxi_shm_t shm;             /* the current incarnation's control block */
-  acxi_ctrl_t *ctrl;          /* NULL between incarnations; swapped under poll_lock */
+  /* The incarnation's control block as the rank uses it: ring geometry and addresses computed
+   * from dev->slots and our own mapping, never read back from the block (the executor can write
+   * it). cv.ctrl is NULL between incarnations; swapped under poll_lock. */
+  acxi_ctrl_view_t cv;
+  /* Set (1) by whoever finds an impossible sequence number in one of cv's rings (a submitter or
+   * the poller): the poller declares the incarnation lost. Cleared with each new block. */
+  _Atomic int ring_broken;
+  _Atomic int close_requested; /* acx_device_close was called: a restart under way gives up */
   _Atomic pid_t pid;          /* process transport: the executor (read by the poller) */
   int sock;                   /* process transport: our end of the fd socket */
   pthread_mutex_t sock_lock;  /* fd send + ring push of HOST_REGISTER stay in one order */

@@ -21,7 +21,7 @@ typedef struct region {
 
 typedef struct loop {
   const acxi_exec_loop_params_t *p;
-  acxi_ring_t *cmds, *cpls;
+  const acxi_ring_view_t *cmds, *cpls;
   acxi_engine_t *engine;
   region_t *regions;
   size_t n_regions, cap_regions;
@@ -148,9 +148,9 @@ static acx_status_t region_unregister(loop_t *l, const acxi_cmd_t *cmd) {
 }
 
 static void handle(loop_t *l, acxi_cmd_t *cmd) {
-  if (cmd->generation != l->p->ctrl->generation) {
+  if (cmd->generation != l->p->view.ctrl->generation) {
     ACX_WARN(EXEC, "command op %u (request %" PRIu64 ") is for generation %" PRIu64 ", this executor is %" PRIu64,
-             cmd->op, cmd->req_id, cmd->generation, l->p->ctrl->generation);
+             cmd->op, cmd->req_id, cmd->generation, l->p->view.ctrl->generation);
     reply(l, cmd, ACX_ERR_STALE_BUFFER);
     return;
   }
@@ -174,11 +174,11 @@ static int parent_gone(const acxi_exec_loop_params_t *p) {
  * and stamps the heartbeat so that the rank can tell a live standby from a hung one. Returns -1
  * once promoted, else why it leaves. */
 static int standby_wait(const acxi_exec_loop_params_t *p) {
-  acxi_ctrl_t *ctrl = p->ctrl;
+  acxi_ctrl_t *ctrl = p->view.ctrl;
   atomic_store_explicit(&ctrl->heartbeat_ns, acxi_now_ns(), memory_order_relaxed);
   /* release: the rank may promote us once it sees STANDBY; the engine is complete. */
   atomic_store_explicit(&ctrl->state, ACXI_EXEC_STANDBY, memory_order_release);
-  acxi_ring_wake(acxi_ctrl_cpl_ring(ctrl));
+  acxi_ring_wake(&p->view.cpls);
   ACX_INFO(EXEC, "%s executor standing by (pid %d)", p->ops->kind, (int)getpid());
   for (;;) {
     /* acquire: pairs with the rank's release store of PROMOTE; ctrl->generation is set. Read
@@ -199,13 +199,13 @@ static int standby_wait(const acxi_exec_loop_params_t *p) {
 }
 
 acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
-  loop_t l = {.p = p, .cmds = acxi_ctrl_cmd_ring(p->ctrl), .cpls = acxi_ctrl_cpl_ring(p->ctrl)};
-  acxi_ctrl_t *ctrl = p->ctrl;
+  loop_t l = {.p = p, .cmds = &p->view.cmds, .cpls = &p->view.cpls};
+  acxi_ctrl_t *ctrl = p->view.ctrl;
   l.post_timeout_ns = acxi_param_int("ACX_EXEC_TIMEOUT_MS") * 1000000;
   acx_status_t st = p->direct ? p->ops->create(&p->engine, p->direct, p->direct_sink, &l.engine)
                               : p->ops->create(&p->engine, post, &l, &l.engine);
   if (st != ACX_OK) {
-    acxi_ctrl_set_sticky(ctrl, st, 0, "the %s engine could not start: %s", p->ops->kind, acx_status_str(st));
+    acxi_ctrl_set_sticky(&p->view, st, 0, "the %s engine could not start: %s", p->ops->kind, acx_status_str(st));
     return ACXI_LOOP_START_FAILED;
   }
   acxi_loop_exit_t why;
@@ -233,8 +233,8 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
   int64_t now = acxi_now_ns(), last_beat = now, last_active = now;
   for (;;) {
     acxi_cmd_t cmd;
-    int n = 0;
-    while (n < 64 && !shutting_down && acxi_ring_try_pop(l.cmds, &cmd)) {
+    int n = 0, got = ACXI_RING_WAIT;
+    while (n < 64 && !shutting_down && (got = acxi_ring_try_pop(l.cmds, &cmd)) == ACXI_RING_DONE) {
       n++;
       if (fault_nth && ++count == fault_nth) {
         ACX_WARN(EXEC, "ACX_FAULT_INJECT='%s': command %" PRIu64 " (op %u) replaced by a fault",
@@ -246,9 +246,16 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
       if (cmd.op == ACXI_OP_SHUTDOWN) shutting_down = 1;
       handle(&l, &cmd);
     }
+    if (got == ACXI_RING_BROKEN) {
+      /* Only a bug in the rank can do this (it is the trusted side): stop serving, say so. */
+      acxi_ctrl_set_sticky(&p->view, ACX_ERR_DEVICE_LOST, 0, "the command ring of generation %" PRIu64 " is corrupt",
+                           ctrl->generation);
+      why = ACXI_LOOP_POISONED;
+      break;
+    }
     n += p->ops->progress(l.engine);
     if (p->ops->poisoned(l.engine)) {
-      acxi_ctrl_set_sticky(ctrl, ACX_ERR_DEVICE_FATAL, 0,
+      acxi_ctrl_set_sticky(&p->view, ACX_ERR_DEVICE_FATAL, 0,
                            "the %s engine of generation %" PRIu64 " hit a sticky error; its context is poisoned",
                            p->ops->kind, ctrl->generation);
       ACX_WARN(EXEC, "%s", ctrl->sticky_msg);

@@ -11,9 +11,9 @@
 #include "runtime/shm.h"
 
 typedef struct acxi_exec_loop_params {
-  acxi_ctrl_t *ctrl;                /* rings, heartbeat, state, sticky error */
+  acxi_ctrl_view_t view;            /* the control block (heartbeat, state, sticky error), both rings */
   const acxi_engine_ops_t *ops;     /* the device kind's engine */
-  acxi_engine_params_t engine;      /* generation must equal ctrl->generation */
+  acxi_engine_params_t engine;      /* generation must equal view.ctrl->generation */
   int sock_fd;                      /* process mode: host-region fds arrive here; -1 inline */
   int parent_pid;                   /* process mode: leave when the rank is gone; 0 inline */
   int64_t heartbeat_period_ns;      /* stamp the heartbeat at least this often */

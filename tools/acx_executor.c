@@ -97,6 +97,12 @@ int main(int argc, char **argv) {
   }
   close((int)shm_fd); /* acxi_ctrl_attach keeps its own descriptor */
   acxi_ctrl_t *ctrl = acxi_ctrl(&shm);
+  acxi_ctrl_view_t view;
+  if (acxi_ctrl_view_init(&view, shm.addr, ctrl->slots) != ACX_OK) { /* checked by attach: cannot fail */
+    acxi_shm_destroy(&shm);
+    acxi_cpuset_fini(&cores);
+    return 2;
+  }
   atomic_store_explicit(&ctrl->executor_pid, (int32_t)getpid(), memory_order_relaxed);
   /* Bound while this is the process's only thread: everything made later (the loop's helpers,
    * CUDA's and NCCL's threads) inherits the mask. */
@@ -104,21 +110,21 @@ int main(int argc, char **argv) {
   int bind_errno = errno;
   if (cores.set && !bind_rc) ACX_INFO(EXEC, "executor pid %d bound to cpuset %s", (int)getpid(), cores.list);
   if (bind_rc)
-    acxi_ctrl_set_sticky(ctrl, ACX_ERR_INVALID_ARG, 0, "executor cpuset %s refused: %s", cores.list,
+    acxi_ctrl_set_sticky(&view, ACX_ERR_INVALID_ARG, 0, "executor cpuset %s refused: %s", cores.list,
                          strerror(bind_errno));
   acxi_cpuset_fini(&cores);
   if (bind_rc) return 2;
   if (!standby && ctrl->generation != (uint64_t)generation) {
-    acxi_ctrl_set_sticky(ctrl, ACX_ERR_INVALID_ARG, 0, "executor started for generation %" PRId64
+    acxi_ctrl_set_sticky(&view, ACX_ERR_INVALID_ARG, 0, "executor started for generation %" PRId64
                          ", control block is for %" PRIu64, generation, ctrl->generation);
     return 2;
   }
   if (!ops) {
-    acxi_ctrl_set_sticky(ctrl, ACX_ERR_NO_DEVICE, 0, "this acx-executor has no '%s' device kind", kind);
+    acxi_ctrl_set_sticky(&view, ACX_ERR_NO_DEVICE, 0, "this acx-executor has no '%s' device kind", kind);
     return 3;
   }
   acxi_exec_loop_params_t p = {
-      .ctrl = ctrl,
+      .view = view,
       .ops = ops,
       .engine = {.cuda_ordinal = (int)ordinal, .streams = (int)streams,
                  .generation = standby ? 0 : (uint64_t)generation, .inline_mode = 0, .completion = completion,

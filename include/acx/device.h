@@ -126,10 +126,14 @@ typedef struct acx_device_event {
  * malformed or empty cfg->cpuset, or one with no CPU this process may run on). Any thread except a
  * worker of sys (it waits for the DeviceActor). */
 acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, acx_device_t **dev);
-/* Shuts the executor down (SHUTDOWN, then kill -9 after timeout_ns), fails what is still
- * outstanding with ACX_ERR_CANCELLED, stops the DeviceActor. Buffers and host memory of the
- * device stay valid handles until released, but every use returns ACX_ERR_INVALID_STATE (host
- * memory pointers stay readable until acx_host_free). Not a worker thread of the system. */
+/* Shuts the executor down and returns by timeout_ns (ACX_TIMEOUT_DEFAULT: ACX_EXEC_TIMEOUT_MS):
+ * SHUTDOWN, which lets queued work finish until min(timeout/4, 250 ms) before the deadline, then
+ * kill -9 and reap; a restart under way is abandoned. Fails what is still outstanding with
+ * ACX_ERR_CANCELLED, stops the DeviceActor. Buffers and host memory of the device stay valid
+ * handles until released, but every use returns ACX_ERR_INVALID_STATE (host memory pointers stay
+ * readable until acx_host_free). Returns ACX_OK, or ACX_ERR_TIMEOUT when the DeviceActor had not
+ * finished by the deadline (it finishes in the background); dev is released either way. Not a
+ * worker thread of the system. */
 acx_status_t acx_device_close(acx_device_t *dev, int64_t timeout_ns);
 
 /* The current generation (1 for the first executor, +1 per restart). */

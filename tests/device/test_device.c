@@ -1,8 +1,9 @@
 /* Devices of the host kind (runtime/device.c): open/close, round trips, both transports, and the
  * supervision path with real signals: kill -9 of the executor mid-stream, SIGSTOP (missed
  * heartbeats), the restart limit, injected faults, the ACX_FAULT_INJECT schedule, watchers, and
- * the hot standby executor (promotion, replacement, fallback to spawning, ACX_EXECUTOR_STANDBY=0).
- * Usage: test_device process|inline|schedule|nostandby */
+ * the hot standby executor (promotion, replacement, fallback to spawning, ACX_EXECUTOR_STANDBY=0),
+ * and the rank against an executor that corrupts the shared rings.
+ * Usage: test_device process|inline|schedule|nostandby|evil */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -668,11 +669,158 @@ static void test_standby_off(void) {
   ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
 }
 
+/* ---- the rank against an executor that writes garbage into the shared block (issue 12 item 1) ---- */
+
+/* The test plays the executor: it finds the rings the way an executor would, through the header. */
+static acxi_ring_t *shared_ring(acx_device_t *dev, int replies) {
+  acxi_ctrl_t *c = dev->shm.addr;
+  return (acxi_ring_t *)((unsigned char *)c + (replies ? c->cpl_ring_off : c->cmd_ring_off));
+}
+
+static _Atomic uint64_t *shared_cell_seq(acx_device_t *dev, int replies, uint64_t pos) {
+  acxi_ring_t *r = shared_ring(dev, replies);
+  size_t rec = replies ? sizeof(acxi_cpl_t) : sizeof(acxi_cmd_t);
+  size_t stride = (sizeof(uint64_t) + rec + 63) & ~(size_t)63;
+  return (_Atomic uint64_t *)(r->cells + (size_t)(pos & (dev->slots - 1)) * stride);
+}
+
+/* Huge record sizes, strides, slot counts and offsets in the shared header change nothing: the
+ * rank copies its own fixed sizes (before: the poller copied rec_size bytes into a 32-byte stack
+ * record). */
+static void test_untrusted_ring_geometry(void) {
+  if (inline_mode) return;
+  acx_device_t *dev = open_dev(3, 0);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  for (int replies = 0; replies <= 1; replies++) {
+    acxi_ring_t *r = shared_ring(dev, replies);
+    r->rec_size = 1u << 20;
+    r->stride = 1u << 30;
+    r->slots = 1u << 31;
+  }
+  acxi_ctrl_t *c = dev->shm.addr;
+  c->cmd_ring_off = c->cpl_ring_off = (uint64_t)1 << 40;
+  c->slots = 1u << 31;
+  c->total_bytes = UINT64_MAX;
+  for (int i = 0; i < 3 * (int)dev->slots; i++) /* every cell of both rings, several laps */
+    ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  check_roundtrip(dev, 100000, 61);
+  CU_ASSERT_EQUAL(generation(dev), 1);
+  CU_ASSERT_EQUAL(stats_of(dev).restarts, 0);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
+/* An impossible sequence number in a ring is a lost executor: restarted through the normal path,
+ * generation + 1, watchers told. Reply ring: the poller finds it (before: it spun forever and the
+ * executor was never restarted). Command ring: the submitter finds it and fails at once with
+ * ACX_ERR_DEVICE_LOST (the executor is stopped, so only the rank can have seen it; before: the
+ * push spun forever). */
+static void test_impossible_seq_restarts(void) {
+  if (inline_mode) return;
+  acx_ref_t w = watcher_new();
+  acx_device_t *dev = open_dev(5, 5000000000LL); /* 5 s heartbeat: only the ring can explain a loss */
+  ACX_ASSERT_STATUS(acx_device_watch(dev, w), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  uint64_t tail = atomic_load(&shared_ring(dev, 1)->tail);
+  atomic_store(shared_cell_seq(dev, 1, tail), tail + 7);
+  acxi_ring_wake(&dev->cv.cpls);
+  CU_ASSERT_FATAL(wait_generation(dev, 2));
+  CU_ASSERT(wait_events(&ev_restarted, 1));
+  pthread_mutex_lock(&ev_lock);
+  CU_ASSERT_EQUAL(ev_last.cause, ACX_ERR_DEVICE_LOST);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ev_last.reason, "impossible sequence"));
+  pthread_mutex_unlock(&ev_lock);
+
+  pid_t victim = executor_pid(dev);
+  CU_ASSERT_EQUAL_FATAL(kill(victim, SIGSTOP), 0);
+  uint64_t head = atomic_load(&shared_ring(dev, 0)->head);
+  atomic_store(shared_cell_seq(dev, 0, head), head + 9);
+  int64_t t0 = acxi_now_ns();
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_ERR_DEVICE_LOST);
+  CU_ASSERT(acxi_now_ns() - t0 < 2000000000LL); /* not the 5 s heartbeat */
+  CU_ASSERT(wait_generation(dev, 3));
+  CU_ASSERT(wait_gone(victim));
+  check_roundtrip(dev, 5000, 62);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  acx_stop(w);
+  acx_ref_release(w);
+}
+
+/* An acx-executor stand-in (this program, spawned by the device through ACX_EXECUTOR_PATH in mode
+ * "evil"): it attaches like the real one, says it is ready, stamps its heartbeat, and keeps writing
+ * an impossible sequence number into the reply ring. A standby waits for its promotion first. */
+static int evil_executor(int argc, char **argv) {
+  int standby = 0;
+  pid_t parent = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--standby")) standby = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--parent-pid")) parent = atoi(argv[i + 1]);
+  }
+  acxi_shm_t shm;
+  acxi_ctrl_view_t v;
+  if (acxi_ctrl_attach(3, &shm) != ACX_OK || acxi_ctrl_view_init(&v, shm.addr, acxi_ctrl(&shm)->slots) != ACX_OK)
+    return 2;
+  acxi_ctrl_t *c = v.ctrl;
+  atomic_store(&c->executor_pid, getpid());
+  if (standby) {
+    atomic_store(&c->state, ACXI_EXEC_STANDBY);
+    acxi_ring_wake(&v.cpls);
+    for (;;) {
+      uint32_t p = atomic_load(&c->promote);
+      if (p == ACXI_STANDBY_PROMOTE) break;
+      if (p == ACXI_STANDBY_LEAVE || getppid() != parent) return 0;
+      atomic_store(&c->heartbeat_ns, acxi_now_ns());
+      acxi_futex_wait(&c->promote, p, acxi_now_ns() + 1000000);
+    }
+  }
+  atomic_store(&c->heartbeat_ns, acxi_now_ns());
+  atomic_store(&c->state, ACXI_EXEC_READY);
+  acxi_ring_wake(&v.cpls);
+  while (getppid() == parent) {
+    atomic_store(&c->heartbeat_ns, acxi_now_ns());
+    uint64_t tail = atomic_load(&v.cpls.r->tail);
+    atomic_store((_Atomic uint64_t *)(v.cpls.cells + (tail & v.cpls.mask) * v.cpls.stride), tail + 3);
+    acxi_ring_wake(&v.cpls);
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return 5;
+}
+
+/* acx_device_close returns by its deadline while every executor incarnation corrupts its ring:
+ * once right after the open (restarts under way) and once after the restart limit was reached
+ * (before: the poller spun in the reply ring and close hung past 15 s). */
+static void test_close_deadline_corrupting_executor(void) {
+  acx_ref_t w = watcher_new();
+  for (int round = 0; round < 2; round++) {
+    acx_device_t *dev = open_dev(2, 200000000);
+    ACX_ASSERT_STATUS(acx_device_watch(dev, w), ACX_OK);
+    if (round == 1) {
+      CU_ASSERT(wait_events(&ev_unavailable, 1));
+      ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_ERR_DEVICE_UNAVAILABLE);
+    }
+    int64_t t0 = acxi_now_ns();
+    acx_status_t st = acx_device_close(dev, 2000000000LL);
+    int64_t took = acxi_now_ns() - t0;
+    CU_ASSERT(st == ACX_OK || st == ACX_ERR_TIMEOUT);
+    CU_ASSERT(took < 2000000000LL);
+    printf("%s    corrupting executor, round %d: acx_device_close(2 s) returned %s after %.1f ms\n",
+           round ? "" : "\n", round, acx_status_name(st), took / 1e6);
+  }
+  acx_stop(w);
+  acx_ref_release(w);
+}
+
 static int setup(void) { return acx_system_create(NULL, &sys) == ACX_OK ? 0 : 1; }
 static int teardown(void) { return acx_system_destroy(sys, T_LONG) == ACX_OK ? 0 : 1; }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--kind")) return evil_executor(argc, argv); /* spawned as the executor */
   const char *mode = argc > 1 ? argv[1] : "process";
+  if (!strcmp(mode, "evil")) {
+    setenv("ACX_EXECUTOR_PATH", "/proc/self/exe", 1); /* read at the first open */
+    static const acx_test_case_t cases[] = {ACX_TEST(test_close_deadline_corrupting_executor), ACX_TEST_END};
+    return acx_test_run("device-evil", cases, setup, teardown);
+  }
   if (!strcmp(mode, "schedule")) {
     static const acx_test_case_t cases[] = {ACX_TEST(test_fault_schedule), ACX_TEST_END};
     return acx_test_run("device-schedule", cases, setup, teardown);
@@ -688,6 +836,7 @@ int main(int argc, char **argv) {
       ACX_TEST(test_host_mem_zero_copy), ACX_TEST(test_injected_faults),   ACX_TEST(test_kill9_mid_stream),
       ACX_TEST(test_missed_heartbeat), ACX_TEST(test_restart_limit),        ACX_TEST(test_use_after_close),
       ACX_TEST(test_fire_and_forget),   ACX_TEST(test_standby_promotion),  ACX_TEST(test_standby_replaced),
-      ACX_TEST(test_standby_dead_not_promoted), ACX_TEST_END};
+      ACX_TEST(test_standby_dead_not_promoted), ACX_TEST(test_untrusted_ring_geometry),
+      ACX_TEST(test_impossible_seq_restarts), ACX_TEST_END};
   return acx_test_run(inline_mode ? "device-inline" : "device-process", cases, setup, teardown);
 }

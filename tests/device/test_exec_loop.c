@@ -14,6 +14,7 @@
 typedef struct rig {
   acxi_shm_t shm;
   acxi_ctrl_t *ctrl;
+  acxi_ctrl_view_t v; /* the test plays the rank: its own view of the rings */
   acxi_exec_loop_params_t p;
   pthread_t th;
   acxi_loop_exit_t why;
@@ -31,8 +32,9 @@ static void rig_start(rig_t *r, int streams, const char *fault) {
   memset(r, 0, sizeof *r);
   ACX_ASSERT_STATUS(acxi_ctrl_create(64, 1, &r->shm), ACX_OK);
   r->ctrl = acxi_ctrl(&r->shm);
+  ACX_ASSERT_STATUS(acxi_ctrl_view_init(&r->v, r->shm.addr, 64), ACX_OK);
   r->p = (acxi_exec_loop_params_t){
-      .ctrl = r->ctrl,
+      .view = r->v,
       .ops = acxi_engine_find("host"),
       .engine = {.streams = streams, .generation = 1, .inline_mode = 1, .completion = "auto", .fault_inject = fault},
       .sock_fd = -1,
@@ -49,10 +51,10 @@ static acxi_cpl_t call(rig_t *r, acxi_cmd_t cmd) {
   cmd.req_id = ++r->next_req;
   if (!cmd.generation) cmd.generation = 1;
   acxi_cpl_t c = {.status = -1};
-  CU_ASSERT_EQUAL(acxi_ring_push(acxi_ctrl_cmd_ring(r->ctrl), &cmd, acxi_deadline(5000000000LL)), ACX_OK);
+  CU_ASSERT_EQUAL(acxi_ring_push(&r->v.cmds, &cmd, acxi_deadline(5000000000LL)), ACX_OK);
   int64_t dl = acxi_deadline(10000000000LL);
-  while (!acxi_ring_try_pop(acxi_ctrl_cpl_ring(r->ctrl), &c) && acxi_now_ns() < dl)
-    acxi_ring_consumer_wait(acxi_ctrl_cpl_ring(r->ctrl), acxi_now_ns() + 100000000);
+  while (acxi_ring_try_pop(&r->v.cpls, &c) != ACXI_RING_DONE && acxi_now_ns() < dl)
+    acxi_ring_consumer_wait(&r->v.cpls, acxi_now_ns() + 100000000);
   CU_ASSERT_EQUAL(c.req_id, cmd.req_id);
   return c;
 }
@@ -87,7 +89,7 @@ static void test_commands_and_shutdown(void) {
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_HOST_UNREGISTER, .arg = {9}}).status, ACX_ERR_INVALID_ARG);
   /* A fire-and-forget command that succeeds posts nothing; one that fails does. */
   acxi_cmd_t quiet = {.op = ACXI_OP_NOP, .flags = ACXI_CMD_FLAG_NO_REPLY, .generation = 1, .req_id = 1000};
-  CU_ASSERT(acxi_ring_try_push(acxi_ctrl_cmd_ring(r.ctrl), &quiet));
+  CU_ASSERT_EQUAL(acxi_ring_try_push(&r.v.cmds, &quiet), ACXI_RING_DONE);
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_FREE, .buf = {5}}).status, ACX_OK); /* next reply is ours */
   /* The heartbeat moves while idle. */
   int64_t b0 = atomic_load(&r.ctrl->heartbeat_ns);
@@ -106,7 +108,7 @@ static void test_stop_flag(void) {
   rig_start(&r, 1, "");
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
   atomic_store(&r.stop, 1);
-  acxi_ring_wake(acxi_ctrl_cmd_ring(r.ctrl));
+  acxi_ring_wake(&r.v.cmds);
   rig_join(&r);
   CU_ASSERT_EQUAL(r.why, ACXI_LOOP_STOPPED);
   rig_free(&r);
@@ -140,8 +142,9 @@ static void rig_start_standby(rig_t *r, const char *fault) {
   memset(r, 0, sizeof *r);
   ACX_ASSERT_STATUS(acxi_ctrl_create(64, 0, &r->shm), ACX_OK);
   r->ctrl = acxi_ctrl(&r->shm);
+  ACX_ASSERT_STATUS(acxi_ctrl_view_init(&r->v, r->shm.addr, 64), ACX_OK);
   r->p = (acxi_exec_loop_params_t){
-      .ctrl = r->ctrl,
+      .view = r->v,
       .ops = acxi_engine_find("host"),
       .engine = {.streams = 1, .generation = 0, .inline_mode = 1, .completion = "auto", .fault_inject = fault},
       .sock_fd = -1,
@@ -168,19 +171,19 @@ static void test_standby_promote(void) {
   rig_start_standby(&r, "cmd:2");
   int64_t b0 = atomic_load(&r.ctrl->heartbeat_ns);
   acxi_cmd_t early = {.op = ACXI_OP_NOP, .generation = 3, .req_id = 77};
-  CU_ASSERT(acxi_ring_try_push(acxi_ctrl_cmd_ring(r.ctrl), &early));
+  CU_ASSERT_EQUAL(acxi_ring_try_push(&r.v.cmds, &early), ACXI_RING_DONE);
   nap_ms(30);
   CU_ASSERT(atomic_load(&r.ctrl->heartbeat_ns) > b0);
   acxi_cpl_t c;
-  CU_ASSERT_FALSE(acxi_ring_try_pop(acxi_ctrl_cpl_ring(r.ctrl), &c)); /* not served while standing by */
+  CU_ASSERT_EQUAL(acxi_ring_try_pop(&r.v.cpls, &c), ACXI_RING_WAIT); /* not served while standing by */
   CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_STANDBY);
   r.ctrl->generation = 3;
   atomic_store_explicit(&r.ctrl->promote, ACXI_STANDBY_PROMOTE, memory_order_release);
   acxi_futex_wake(&r.ctrl->promote, 1);
   int64_t dl = acxi_deadline(10000000000LL);
   int got = 0;
-  while (!(got = acxi_ring_try_pop(acxi_ctrl_cpl_ring(r.ctrl), &c)) && acxi_now_ns() < dl) usleep(100);
-  CU_ASSERT_FATAL(got);
+  while ((got = acxi_ring_try_pop(&r.v.cpls, &c)) != ACXI_RING_DONE && acxi_now_ns() < dl) usleep(100);
+  CU_ASSERT_FATAL(got == ACXI_RING_DONE);
   CU_ASSERT_EQUAL(c.req_id, 77);
   CU_ASSERT_EQUAL(c.status, ACX_OK);
   CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_READY);
@@ -230,8 +233,9 @@ static void test_direct_completion(void) {
   n_direct = 0;
   ACX_ASSERT_STATUS(acxi_ctrl_create(64, 1, &r.shm), ACX_OK);
   r.ctrl = acxi_ctrl(&r.shm);
+  ACX_ASSERT_STATUS(acxi_ctrl_view_init(&r.v, r.shm.addr, 64), ACX_OK);
   r.p = (acxi_exec_loop_params_t){
-      .ctrl = r.ctrl,
+      .view = r.v,
       .ops = acxi_engine_find("host"),
       .engine = {.streams = 1, .generation = 1, .inline_mode = 1, .completion = "auto", .fault_inject = ""},
       .sock_fd = -1,
@@ -247,7 +251,7 @@ static void test_direct_completion(void) {
                        {.op = ACXI_OP_NOP, .generation = 1, .req_id = 7, .flags = ACXI_CMD_FLAG_NO_REPLY},
                        {.op = ACXI_OP_SHUTDOWN, .generation = 1, .req_id = 8}};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-    CU_ASSERT_EQUAL(acxi_ring_push(acxi_ctrl_cmd_ring(r.ctrl), &cmds[i], acxi_deadline(5000000000LL)), ACX_OK);
+    CU_ASSERT_EQUAL(acxi_ring_push(&r.v.cmds, &cmds[i], acxi_deadline(5000000000LL)), ACX_OK);
   rig_join(&r);
   CU_ASSERT_EQUAL(r.why, ACXI_LOOP_SHUTDOWN);
   CU_ASSERT_EQUAL_FATAL(direct_count(), 3);
@@ -257,7 +261,7 @@ static void test_direct_completion(void) {
   CU_ASSERT_EQUAL(direct_got[1].status, ACX_ERR_INVALID_ARG);
   CU_ASSERT_EQUAL(direct_got[2].req_id, 8);
   acxi_cpl_t c;
-  CU_ASSERT_FALSE(acxi_ring_try_pop(acxi_ctrl_cpl_ring(r.ctrl), &c));
+  CU_ASSERT_EQUAL(acxi_ring_try_pop(&r.v.cpls, &c), ACXI_RING_WAIT);
   rig_free(&r);
 }
 
