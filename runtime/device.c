@@ -390,9 +390,21 @@ static void note_ff_failure(acx_device_t *dev, acx_status_t st) {
                                           memory_order_relaxed);
 }
 
+/* The status an executor's reply or sticky error means to the caller. In the process transport a
+ * poisoned context is a loss of that incarnation, which the device restarts: ACX_ERR_DEVICE_LOST,
+ * retryable, as the cuda engine already says for the fault itself; ACX_ERR_DEVICE_FATAL (never
+ * retryable) belongs to the inline transport. A poisoned host engine answers the commands it still
+ * pops with DEVICE_FATAL, and a call that raced the loss report got that (issue 12 item 6). */
+static acx_status_t executor_status(const acx_device_t *dev, acx_status_t st) {
+  return st == ACX_ERR_DEVICE_FATAL && !dev->inline_mode ? ACX_ERR_DEVICE_LOST : st;
+}
+
 /* Completes the request of one reply. The poller calls it (process transport), or the inline
  * executor's threads directly (complete_direct): it is thread-safe. */
-static void complete_reply(acx_device_t *dev, const acxi_cpl_t *c) {
+static void complete_reply(acx_device_t *dev, const acxi_cpl_t *in) {
+  acxi_cpl_t fixed = *in;
+  fixed.status = (int32_t)executor_status(dev, (acx_status_t)in->status);
+  const acxi_cpl_t *c = &fixed;
   acx_future_t *f = pend_take(dev, c->req_id);
   if (!f) {
     /* A fire-and-forget command failed (req_id 0), or a reply to a request already failed by
@@ -444,7 +456,7 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, dev_
   }
   /* acquire: pairs with acxi_ctrl_set_sticky's release; the message is complete. */
   if (atomic_load_explicit(&ctrl->sticky, memory_order_acquire) == 1) {
-    loss->cause = ACX_ERR_DEVICE_FATAL;
+    loss->cause = executor_status(dev, ACX_ERR_DEVICE_FATAL);
     snprintf(loss->reason, sizeof loss->reason, "sticky error: %.110s", ctrl->sticky_msg);
     return 1;
   }
@@ -831,6 +843,7 @@ static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadli
       res = atomic_load_explicit(&ctrl->sticky, memory_order_acquire) == 1 ? (acx_status_t)ctrl->sticky_status
                                                                           : ACX_ERR_DEVICE_LOST;
       if (res == ACX_OK) res = ACX_ERR_DEVICE_LOST;
+      res = executor_status(dev, res);
       /* Bounded: the executor writes the message and need not terminate it. */
       ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " failed to start: %.*s", dev->kind, gen,
                (int)sizeof ctrl->sticky_msg, ctrl->sticky_msg[0] ? ctrl->sticky_msg : "no reason given");
@@ -1114,6 +1127,12 @@ static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
       load_state(dev) != ACXI_DEV_RECOVERING)
     return; /* a stale report */
   acx_device_event_t ev = {.old_generation = lost_gen, .cause = loss->cause};
+  /* One restart, one generation: an attempt that fails before the device runs again (a promoted
+   * standby that does not report READY within a heartbeat, a spawn that dies starting, a failed
+   * re-registration) served nothing, admitted no user command and made no buffer, so the next
+   * attempt reuses its number. It used to take the next one, and a single restart moved the
+   * generation by 2 (issue 12 item 6). Each attempt still counts against ACX_MAX_RESTARTS. */
+  const uint64_t gen = lost_gen + 1;
   memcpy(ev.reason, loss->reason, sizeof ev.reason);
   pid_t unreaped = 0;
   if (dev->sb_ctrl) {
@@ -1145,7 +1164,6 @@ static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
       acx_actor_fail(ctx, ACX_ERR_DEVICE_UNAVAILABLE);
       return;
     }
-    uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed) + 1;
     acx_status_t st = standby_promote(dev, gen);
     int promoted = st != ACX_ERR_NO_DEVICE;
     if (!promoted) st = start_incarnation(dev, gen);

@@ -245,6 +245,9 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
       }
       if (cmd.op == ACXI_OP_SHUTDOWN) shutting_down = 1;
       handle(&l, &cmd);
+      /* A poisoned engine takes no more: what is still queued is the rank's to fail (with
+       * ACX_ERR_DEVICE_LOST in the process transport) once it sees the sticky error. */
+      if (p->ops->poisoned(l.engine)) break;
     }
     if (got == ACXI_RING_BROKEN) {
       /* Only a bug in the rank can do this (it is the trusted side): stop serving, say so. */
@@ -255,7 +258,7 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
     }
     n += p->ops->progress(l.engine);
     if (p->ops->poisoned(l.engine)) {
-      acxi_ctrl_set_sticky(&p->view, ACX_ERR_DEVICE_FATAL, 0,
+      acxi_ctrl_set_sticky(&p->view, p->engine.inline_mode ? ACX_ERR_DEVICE_FATAL : ACX_ERR_DEVICE_LOST, 0,
                            "the %s engine of generation %" PRIu64 " hit a sticky error; its context is poisoned",
                            p->ops->kind, ctrl->generation);
       ACX_WARN(EXEC, "%s", ctrl->sticky_msg);

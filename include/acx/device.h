@@ -111,8 +111,10 @@ typedef struct acx_event acx_event_t;
 typedef struct acx_device_event {
   uint64_t old_generation;
   uint64_t new_generation; /* equals old_generation for UNAVAILABLE and FATAL */
-  acx_status_t cause;      /* what ended the old executor: ACX_ERR_DEVICE_LOST (exit, crash,
-                              heartbeat) or ACX_ERR_DEVICE_FATAL (sticky error it reported) */
+  acx_status_t cause;      /* what ended the old executor: ACX_ERR_DEVICE_LOST for every loss in
+                              the process transport (exit, crash, heartbeat, a hung loop, a
+                              corrupted ring, a sticky error it reported: reason says which);
+                              ACX_ERR_DEVICE_FATAL only with ACX_MSG_DEVICE_FATAL (inline) */
   int exit_status;         /* wait status of the old executor process; -1 when unknown */
   char reason[128];        /* "killed by signal 9", "no heartbeat for 1002 ms", the sticky message */
 } acx_device_event_t;
@@ -136,7 +138,10 @@ acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, 
  * worker thread of the system. */
 acx_status_t acx_device_close(acx_device_t *dev, int64_t timeout_ns);
 
-/* The current generation (1 for the first executor, +1 per restart). */
+/* The current generation: 1 for the first executor, exactly +1 per restart (an attempt that fails
+ * before the device serves again, such as a promoted standby that never reports ready, reuses the
+ * number; it counts against ACX_MAX_RESTARTS). While a restart is under way it may already show the
+ * new number; ACX_MSG_DEVICE_RESTARTED and acx_device_stats (restarts) follow once it serves. */
 acx_status_t acx_device_generation(acx_device_t *dev, uint64_t *generation);
 /* watcher receives ACX_MSG_DEVICE_* (payload acx_device_event_t) from now on. The device holds
  * a reference to watcher until close. */
@@ -193,8 +198,9 @@ acx_status_t acx_device_launch_empty_async(acx_device_t *dev, uint32_t stream, a
 /* Fault injection, for tests and demos. sticky = 0: the executor crashes (cuda: an illegal
  * address; host: abort()); sticky = 1: its context is poisoned and it reports so (cuda: the same
  * illegal address). Returns the fault command's status: ACX_ERR_DEVICE_LOST in process mode (the
- * device restarts), ACX_ERR_DEVICE_FATAL inline. ACX_FAULT_INJECT schedules the same from the
- * environment. */
+ * device restarts; every call the lost incarnation had queued, or takes before the restart, also
+ * gets ACX_ERR_DEVICE_LOST, never ACX_ERR_DEVICE_FATAL), ACX_ERR_DEVICE_FATAL inline.
+ * ACX_FAULT_INJECT schedules the same from the environment. */
 acx_status_t acx_device_inject_fault(acx_device_t *dev, int sticky, int64_t timeout_ns);
 
 /* ---- buffers ---- */
