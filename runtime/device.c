@@ -186,6 +186,7 @@ static acx_status_t pend_add(acx_device_t *dev, acx_future_t *future, unsigned f
   uint64_t id = (++dev->req_seq << dev->pend_bits) | idx;
   dev->pend[idx].req_id = id;
   dev->pend[idx].future = future;
+  dev->pend[idx].deadline = deadline;
   atomic_fetch_add_explicit(&dev->n_outstanding, 1, memory_order_relaxed); /* a statistic */
   pthread_mutex_unlock(&dev->pend_lock);
   *req_id = id;
@@ -296,6 +297,10 @@ acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_b
   } else {
     cmd->req_id = 0;
     cmd->flags |= ACXI_CMD_FLAG_NO_REPLY;
+    /* relaxed, and a plain max (two racing submitters may leave the smaller of two near-equal
+     * deadlines): a hint for the liveness rule, which only needs roughly the latest. */
+    if (deadline_ns > atomic_load_explicit(&dev->ff_deadline, memory_order_relaxed))
+      atomic_store_explicit(&dev->ff_deadline, deadline_ns, memory_order_relaxed);
   }
   const acxi_ring_view_t *ring = &dev->cv.cmds;
   int locked = 0;
@@ -445,9 +450,41 @@ static void describe_wait_status(int ws, char *buf, size_t cap) {
     snprintf(buf, cap, "wait status 0x%x", ws);
 }
 
-/* 1 when the executor is gone, silent, broke a ring, or reported a sticky error; fills *loss.
- * Poller only. */
+/* The latest deadline among the outstanding requests and fire-and-forget commands (INT64_MIN when
+ * there is none). Scans the request table: the poller calls it only while the loop shows no
+ * progress, and at most once per deadline (busy_until). */
+static int64_t latest_deadline(acx_device_t *dev) {
+  int64_t latest = atomic_load_explicit(&dev->ff_deadline, memory_order_relaxed); /* a hint, see submit */
+  pthread_mutex_lock(&dev->pend_lock);
+  for (uint32_t i = 0; i < dev->pend_cap; i++)
+    if (dev->pend[i].req_id && dev->pend[i].deadline > latest) latest = dev->pend[i].deadline;
+  pthread_mutex_unlock(&dev->pend_lock);
+  return latest;
+}
+
+/* The liveness rule's second half (docs/fault-model.md): a loop that has made no progress for a
+ * heartbeat limit is hung only when no work it was given may still legitimately be running, i.e.
+ * every outstanding request's deadline has passed. Before that it is busy (a long collective, a
+ * long library call): its caller's own deadline bounds the wait, and acxi_device_restart can end
+ * it sooner. Poller only. */
+static int loop_hung(acx_device_t *dev, int64_t now) {
+  if (now < dev->busy_until) return 0;
+  dev->busy_until = latest_deadline(dev);
+  return now >= dev->busy_until;
+}
+
+/* 1 when the executor is gone, silent, hung, broke a ring, reported a sticky error, or a restart
+ * was asked for (acxi_device_restart); fills *loss. Poller only. */
 static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, dev_loss_t *loss) {
+  /* acquire: pairs with acxi_device_restart's release store; the reason is written. */
+  if (atomic_load_explicit(&dev->restart_gen, memory_order_acquire) ==
+      atomic_load_explicit(&dev->generation, memory_order_relaxed)) {
+    loss->cause = ACX_ERR_DEVICE_LOST;
+    pthread_mutex_lock(&dev->restart_lock);
+    snprintf(loss->reason, sizeof loss->reason, "restart requested: %s", dev->restart_reason);
+    pthread_mutex_unlock(&dev->restart_lock);
+    return 1;
+  }
   /* relaxed: a flag; whoever set it logged the details, and the rings are not used again. */
   if (atomic_load_explicit(&dev->ring_broken, memory_order_relaxed)) {
     loss->cause = ACX_ERR_DEVICE_LOST;
@@ -473,12 +510,19 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, dev_
                strsignal(si.si_status));
     return 1;
   }
-  /* relaxed: a lone timestamp. */
+  /* relaxed: lone timestamps. */
   int64_t beat = atomic_load_explicit(&ctrl->heartbeat_ns, memory_order_relaxed);
   if (now - beat > dev->heartbeat_ns) {
     loss->cause = ACX_ERR_DEVICE_LOST;
-    snprintf(loss->reason, sizeof loss->reason, "no heartbeat for %" PRId64 " ms (limit %" PRId64 " ms)",
-             (now - beat) / 1000000, dev->heartbeat_ns / 1000000);
+    snprintf(loss->reason, sizeof loss->reason, "no heartbeat for %" PRId64 " ms (limit %" PRId64 " ms): the "
+             "executor process is stopped or not scheduled", (now - beat) / 1000000, dev->heartbeat_ns / 1000000);
+    return 1;
+  }
+  int64_t progress = atomic_load_explicit(&ctrl->progress_ns, memory_order_relaxed);
+  if (now - progress > dev->heartbeat_ns && loop_hung(dev, now)) {
+    loss->cause = ACX_ERR_DEVICE_LOST;
+    snprintf(loss->reason, sizeof loss->reason, "loop hung: no progress for %" PRId64 " ms (limit %" PRId64
+             " ms), every request past its deadline", (now - progress) / 1000000, dev->heartbeat_ns / 1000000);
     return 1;
   }
   return 0;
@@ -587,8 +631,12 @@ static void *poller_main(void *arg) {
     int n = drain_replies(dev);
     int64_t now = acxi_now_ns();
     if (n) last_active = now;
-    /* relaxed: a hint to check now rather than at the period (a sticky executor wakes us). */
-    int sticky = atomic_load_explicit(&ctrl->sticky, memory_order_relaxed) != 0;
+    /* relaxed: hints to check now rather than at the period (a sticky executor, a broken ring and
+     * acxi_device_restart wake us). */
+    int sticky = atomic_load_explicit(&ctrl->sticky, memory_order_relaxed) != 0 ||
+                 atomic_load_explicit(&dev->ring_broken, memory_order_relaxed) ||
+                 atomic_load_explicit(&dev->restart_gen, memory_order_relaxed) ==
+                     atomic_load_explicit(&dev->generation, memory_order_relaxed);
     /* While requests wait (and we spin anyway), look for a dead executor every millisecond: they
      * fail, and the device recovers, that much sooner. */
     int64_t period = !dev->inline_mode && pend_outstanding(dev) > 0 ? 1000000 : check_period;
@@ -634,7 +682,10 @@ static void ctrl_swap(acx_device_t *dev, acxi_shm_t *next) {
     dev->shm = (acxi_shm_t){.fd = -1};
     dev->cv = (acxi_ctrl_view_t){0};
   }
-  atomic_store_explicit(&dev->ring_broken, 0, memory_order_relaxed); /* no submitter or poller inside */
+  /* No submitter or poller inside: per-incarnation state starts afresh. */
+  atomic_store_explicit(&dev->ring_broken, 0, memory_order_relaxed);
+  atomic_store_explicit(&dev->ff_deadline, INT64_MIN, memory_order_relaxed);
+  dev->busy_until = 0;
   poll_resume(dev);
   acxi_shm_destroy(&old);
 }
@@ -1274,6 +1325,7 @@ static void device_free(acx_device_t *dev) {
   pthread_mutex_destroy(&dev->staging_lock);
   pthread_mutex_destroy(&dev->watch_lock);
   pthread_mutex_destroy(&dev->event_lock);
+  pthread_mutex_destroy(&dev->restart_lock);
   free(dev);
 }
 
@@ -1527,6 +1579,8 @@ acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, 
   pthread_mutex_init(&dev->staging_lock, NULL);
   pthread_mutex_init(&dev->watch_lock, NULL);
   pthread_mutex_init(&dev->event_lock, NULL);
+  pthread_mutex_init(&dev->restart_lock, NULL);
+  atomic_init(&dev->ff_deadline, INT64_MIN);
   ACXCHECKGOTO(resolve_config(dev, cfg), res, err_free_dev);
   dev->restart_times = calloc((size_t)dev->max_restarts + 1, sizeof *dev->restart_times);
   if (!dev->restart_times) {
@@ -1768,4 +1822,57 @@ acx_status_t acx_device_inject_fault(acx_device_t *dev, int sticky, int64_t time
            dev->kind, atomic_load_explicit(&dev->generation, memory_order_relaxed));
   acxi_cmd_t cmd = {.op = ACXI_OP_FAULT, .arg = {sticky ? ACXI_FAULT_STICKY : ACXI_FAULT_CRASH}};
   return acxi_device_call(dev, &cmd, NULL, 0, 0, -1, timeout_ns, NULL);
+}
+
+acx_status_t acxi_device_restart(acx_device_t *dev, const char *reason) {
+  ACX_CHECK_NULL(dev);
+  if (dev->inline_mode) {
+    ACX_WARN(DEVICE, "restart of the %s device refused: its executor is a thread of this process (inline "
+             "transport) and cannot be killed", dev->kind);
+    return ACX_ERR_NOT_SUPPORTED;
+  }
+  /* As a submitter (see acxi_device_submit): while we are counted and see RUNNING, the control
+   * block cannot be swapped under our doorbell ring below. */
+  atomic_fetch_add_explicit(&dev->submitters, 1, memory_order_seq_cst);
+  int s = load_state(dev);
+  /* relaxed: the generation only moves while no submitter is inside. */
+  uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed);
+  if (s == ACXI_DEV_RUNNING) {
+    pthread_mutex_lock(&dev->restart_lock);
+    snprintf(dev->restart_reason, sizeof dev->restart_reason, "%s", reason && *reason ? reason : "(no reason given)");
+    pthread_mutex_unlock(&dev->restart_lock);
+    uint64_t cur = atomic_load_explicit(&dev->restart_gen, memory_order_relaxed);
+    /* release: the reason above is visible to the poller's acquire load. Generations only grow:
+     * never move the request back to an older one. */
+    while (cur < gen && !atomic_compare_exchange_weak_explicit(&dev->restart_gen, &cur, gen, memory_order_release,
+                                                               memory_order_relaxed)) {
+    }
+    ACX_WARN(DEVICE, "%s executor generation %" PRIu64 ": restart requested: %s", dev->kind, gen,
+             reason && *reason ? reason : "(no reason given)");
+    acxi_ring_wake(&dev->cv.cpls); /* the poller may sleep on the reply doorbell */
+  }
+  /* release: as in acxi_device_submit. */
+  atomic_fetch_sub_explicit(&dev->submitters, 1, memory_order_release);
+  switch (s) {
+  case ACXI_DEV_RUNNING:
+    break;
+  case ACXI_DEV_STARTING:
+  case ACXI_DEV_RECOVERING:
+    return ACX_OK; /* that incarnation is lost already; a restart is under way */
+  case ACXI_DEV_UNAVAILABLE:
+    return ACX_ERR_DEVICE_UNAVAILABLE;
+  default:
+    return ACX_ERR_INVALID_STATE;
+  }
+  int64_t wait = dev->heartbeat_ns > 1000000000LL ? dev->heartbeat_ns : 1000000000LL;
+  for (int64_t dl = acxi_deadline(wait);;) {
+    if (atomic_load_explicit(&dev->generation, memory_order_relaxed) != gen || load_state(dev) != ACXI_DEV_RUNNING)
+      return load_state(dev) == ACXI_DEV_UNAVAILABLE ? ACX_ERR_DEVICE_UNAVAILABLE : ACX_OK;
+    if (acxi_now_ns() >= dl) {
+      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 ": the restart was requested but the reply poller did not "
+               "declare the loss within %" PRId64 " ms", dev->kind, gen, wait / 1000000);
+      return ACX_ERR_TIMEOUT;
+    }
+    sleep_ns(100000); /* the poller acts within ~1 ms of the doorbell */
+  }
 }

@@ -127,6 +127,7 @@ acx_status_t acxi_ctrl_create(uint32_t slots, uint64_t generation, acxi_shm_t *s
   atomic_init(&c->executor_pid, 0);
   atomic_init(&c->state, ACXI_EXEC_STARTING);
   atomic_init(&c->heartbeat_ns, acxi_now_ns());
+  atomic_init(&c->progress_ns, acxi_now_ns());
   atomic_init(&c->sticky, 0);
   atomic_init(&c->promote, ACXI_STANDBY_WAIT);
   acx_status_t res;

@@ -54,7 +54,13 @@ typedef struct acxi_ctrl {
   uint64_t cpl_ring_off;
   _Atomic int32_t executor_pid;
   _Atomic uint32_t state;        /* acxi_exec_state_t */
-  _Atomic int64_t heartbeat_ns;  /* CLOCK_MONOTONIC, system-wide, so comparable across processes */
+  /* Liveness, both CLOCK_MONOTONIC (system-wide, so comparable across processes). heartbeat_ns:
+   * stamped by the executor process's heartbeat thread (acxi_heartbeat_start) every period, even
+   * while the loop is blocked in a long call: the process is alive and scheduled. progress_ns:
+   * stamped by the loop's thread at least every period while it runs its loop (idle or busy), not
+   * while one command blocks it. The rule that reads them: docs/fault-model.md. */
+  _Atomic int64_t heartbeat_ns;
+  _Atomic int64_t progress_ns;
   _Atomic uint32_t sticky;       /* 1 once sticky_status/msg are written */
   int32_t sticky_status;         /* acx_status_t */
   int32_t sticky_lib_code;

@@ -1,6 +1,7 @@
 /* acx-executor: one device executor incarnation. The rank's DeviceActor spawns it (posix_spawn)
  * with the control block and a unix socket as inherited fds; it maps the block, creates the
  * engine of the asked device kind and runs the shared executor loop until SHUTDOWN or death.
+ * A heartbeat thread of its own stamps the control block all along (exec_loop.h).
  * Exit status: 0 shutdown, 2 bad arguments, 3 start failed, 4 sticky error, 5 orphaned. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -137,7 +138,16 @@ int main(int argc, char **argv) {
   };
   snprintf(p.engine.pci_bus_id, sizeof p.engine.pci_bus_id, "%s", pci);
   if (p.heartbeat_period_ns < 1000000) p.heartbeat_period_ns = 1000000;
+  /* Beats from here on, also while the engine is made, while a standby waits and while the loop is
+   * blocked in a long call: the rank then tells a busy executor from a dead or stopped one. */
+  acxi_heartbeat_t hb;
+  int64_t limit_ns = (hb_ms ? hb_ms : acxi_param_int("ACX_HEARTBEAT_MS")) * 1000000;
+  if (acxi_heartbeat_start(&hb, ctrl, p.heartbeat_period_ns, (int)parent, limit_ns) != ACX_OK) {
+    acxi_ctrl_set_sticky(&view, ACX_ERR_SYSTEM, 0, "the executor's heartbeat thread could not start");
+    return 3;
+  }
   acxi_loop_exit_t why = acxi_exec_loop_run(&p);
+  acxi_heartbeat_stop(&hb);
   close((int)sock_fd);
   acxi_shm_destroy(&shm);
   switch (why) {

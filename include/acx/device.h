@@ -82,7 +82,10 @@ typedef struct acx_device_config {
   int streams;                 /* executor streams; <= 0: ACX_DEVICE_STREAMS */
   int max_restarts;            /* < 0: ACX_MAX_RESTARTS; 0: the first loss makes it unavailable */
   int64_t restart_window_ns;   /* <= 0: ACX_RESTART_WINDOW_MS */
-  int64_t heartbeat_ns;        /* <= 0: ACX_HEARTBEAT_MS: a silent executor is lost after this */
+  int64_t heartbeat_ns;        /* <= 0: ACX_HEARTBEAT_MS: the liveness limit. An executor process
+                                  silent this long is lost; a loop making no progress this long is
+                                  lost only once every outstanding request is past its deadline
+                                  (busy is not dead: docs/fault-model.md) */
   const char *name;            /* DeviceActor name under its parent; NULL: "device<N>" */
   acx_ref_t supervisor;        /* parent of the DeviceActor; NULL: the system's user root */
   /* Cores for the device's executor (a cpuset list, "0-15,32-47"), e.g. the cpuset of

@@ -909,6 +909,126 @@ static void test_generation_plus_one_per_restart(void) {
   acx_ref_release(w);
 }
 
+/* ---- issue 13 item 4: liveness that tells busy from dead ---- */
+
+/* A command that blocks the executor loop's thread for `ns` (ACXI_FAULT_BUSY), as a long NCCL
+ * collective or library call does. */
+static acxi_cmd_t busy_cmd(int64_t ns) {
+  return (acxi_cmd_t){.op = ACXI_OP_FAULT, .arg = {ACXI_FAULT_BUSY, (uint64_t)ns}};
+}
+
+#define HB_TEST 300000000LL /* the heartbeat limit of these tests: 300 ms */
+
+/* An executor inside one command for 3x the heartbeat limit is busy, not dead: the call succeeds,
+ * nothing restarts (before: "no heartbeat for 301 ms" and ACX_ERR_DEVICE_LOST). */
+static void test_busy_executor_survives(void) {
+  if (inline_mode) return;
+  acx_device_t *dev = open_dev(3, HB_TEST);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  acxi_cmd_t cmd = busy_cmd(3 * HB_TEST);
+  int64_t t0 = acxi_now_ns();
+  ACX_ASSERT_STATUS(acxi_device_call(dev, &cmd, NULL, 0, 0, -1, T_LONG, NULL), ACX_OK);
+  CU_ASSERT(acxi_now_ns() - t0 >= 3 * HB_TEST);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  CU_ASSERT_EQUAL(generation(dev), 1);
+  CU_ASSERT_EQUAL(stats_of(dev).restarts, 0);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
+/* A SIGSTOPped executor stops its heartbeat thread too: it is caught within the limit, also while
+ * its loop is inside a long command whose deadline lies far ahead. */
+static void test_sigstop_busy_executor_caught(void) {
+  if (inline_mode) return;
+  acx_ref_t w = watcher_new();
+  acx_device_t *dev = open_dev(3, HB_TEST);
+  ACX_ASSERT_STATUS(acx_device_watch(dev, w), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  acx_future_t *busy = submit_async(dev, busy_cmd(10000000000LL));
+  pid_t victim = executor_pid(dev);
+  CU_ASSERT_EQUAL_FATAL(kill(victim, SIGSTOP), 0);
+  int64_t t0 = acxi_now_ns();
+  ACX_ASSERT_STATUS(future_status(busy), ACX_ERR_DEVICE_LOST);
+  int64_t took = acxi_now_ns() - t0;
+  printf("\n    SIGSTOP of a busy executor: its request failed after %.0f ms (limit %lld ms)\n", took / 1e6,
+         HB_TEST / 1000000);
+  CU_ASSERT(took < HB_TEST + 1000000000LL); /* the limit, plus a loaded machine's scheduling */
+  CU_ASSERT(wait_events(&ev_restarted, 1));
+  pthread_mutex_lock(&ev_lock);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ev_last.reason, "no heartbeat"));
+  pthread_mutex_unlock(&ev_lock);
+  CU_ASSERT(wait_generation(dev, 2));
+  CU_ASSERT(wait_gone(victim));
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  acx_stop(w);
+  acx_ref_release(w);
+}
+
+/* A loop stuck in a command past its request's deadline, with nothing else outstanding, is hung:
+ * restarted once it has made no progress for the limit (the process itself still beats). */
+static void test_hung_loop_restarted(void) {
+  if (inline_mode) return;
+  acx_ref_t w = watcher_new();
+  acx_device_t *dev = open_dev(3, HB_TEST);
+  ACX_ASSERT_STATUS(acx_device_watch(dev, w), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  pid_t victim = executor_pid(dev);
+  acxi_cmd_t cmd = busy_cmd(60000000000LL);
+  ACX_ASSERT_STATUS(acxi_device_call(dev, &cmd, NULL, 0, 0, -1, 100000000, NULL), ACX_ERR_TIMEOUT);
+  CU_ASSERT(wait_events(&ev_restarted, 1));
+  pthread_mutex_lock(&ev_lock);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ev_last.reason, "loop hung"));
+  CU_ASSERT_EQUAL(ev_last.new_generation, 2);
+  pthread_mutex_unlock(&ev_lock);
+  CU_ASSERT(wait_generation(dev, 2));
+  CU_ASSERT(wait_gone(victim));
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  acx_stop(w);
+  acx_ref_release(w);
+}
+
+/* acxi_device_restart: the incarnation current at the call is lost through the normal path: the
+ * outstanding (busy) request fails with ACX_ERR_DEVICE_LOST, generation + 1, watchers told the
+ * reason. Twice in a row, each +1. Inline: not supported. */
+static void test_device_restart(void) {
+  if (inline_mode) {
+    acx_device_t *dev = open_dev(3, 0);
+    ACX_ASSERT_STATUS(acxi_device_restart(dev, "test"), ACX_ERR_NOT_SUPPORTED);
+    CU_ASSERT_EQUAL(generation(dev), 1);
+    ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+    return;
+  }
+  acx_ref_t w = watcher_new();
+  acx_device_t *dev = open_dev(5, 0);
+  ACX_ASSERT_STATUS(acx_device_watch(dev, w), ACX_OK);
+  for (uint64_t g = 1; g <= 2; g++) {
+    ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+    pid_t victim = executor_pid(dev);
+    acx_future_t *busy = submit_async(dev, busy_cmd(30000000000LL));
+    ACX_ASSERT_STATUS(acxi_device_restart(dev, "a collective passed its deadline"), ACX_OK);
+    /* Declared lost when the call returns: the outstanding request has failed already. */
+    acx_status_t st = acx_future_wait(busy, 0, NULL, 0, NULL);
+    acx_future_release(busy);
+    ACX_ASSERT_STATUS(st, ACX_ERR_DEVICE_LOST);
+    CU_ASSERT(wait_events(&ev_restarted, (int)g));
+    pthread_mutex_lock(&ev_lock);
+    CU_ASSERT_EQUAL(ev_last.old_generation, g);
+    CU_ASSERT_EQUAL(ev_last.new_generation, g + 1);
+    CU_ASSERT_EQUAL(ev_last.cause, ACX_ERR_DEVICE_LOST);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ev_last.reason, "restart requested: a collective passed its deadline"));
+    pthread_mutex_unlock(&ev_lock);
+    CU_ASSERT(wait_generation(dev, g + 1));
+    CU_ASSERT(wait_gone(victim));
+  }
+  acx_device_stats_t s = stats_of(dev);
+  for (int64_t dl = acxi_deadline(T_LONG); s.restarts < 2 && acxi_now_ns() < dl; s = stats_of(dev)) usleep(1000);
+  CU_ASSERT_EQUAL(s.restarts, 2);
+  check_roundtrip(dev, 5000, 81);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acxi_device_restart(dev, "after close"), ACX_ERR_INVALID_STATE);
+  acx_stop(w);
+  acx_ref_release(w);
+}
+
 static int setup(void) { return acx_system_create(NULL, &sys) == ACX_OK ? 0 : 1; }
 static int teardown(void) { return acx_system_destroy(sys, T_LONG) == ACX_OK ? 0 : 1; }
 
@@ -937,6 +1057,8 @@ int main(int argc, char **argv) {
       ACX_TEST(test_fire_and_forget),   ACX_TEST(test_standby_promotion),  ACX_TEST(test_standby_replaced),
       ACX_TEST(test_standby_dead_not_promoted), ACX_TEST(test_untrusted_ring_geometry),
       ACX_TEST(test_impossible_seq_restarts), ACX_TEST(test_sticky_fault_reports_lost),
-      ACX_TEST(test_generation_plus_one_per_restart), ACX_TEST_END};
+      ACX_TEST(test_generation_plus_one_per_restart), ACX_TEST(test_busy_executor_survives),
+      ACX_TEST(test_sigstop_busy_executor_caught), ACX_TEST(test_hung_loop_restarted), ACX_TEST(test_device_restart),
+      ACX_TEST_END};
   return acx_test_run(inline_mode ? "device-inline" : "device-process", cases, setup, teardown);
 }

@@ -1,6 +1,7 @@
 /* The executor loop (runtime/exec_loop.c) with the host engine, driven through a control block:
  * commands and replies, generation check, host regions, fault schedules, shutdown, stop, a failed
- * start, heartbeats, standby executors (promotion, leave), direct (inline) completion. */
+ * start, progress stamps and the heartbeat thread (it beats while the loop is blocked), standby
+ * executors (promotion, leave), direct (inline) completion. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
@@ -91,11 +92,11 @@ static void test_commands_and_shutdown(void) {
   acxi_cmd_t quiet = {.op = ACXI_OP_NOP, .flags = ACXI_CMD_FLAG_NO_REPLY, .generation = 1, .req_id = 1000};
   CU_ASSERT_EQUAL(acxi_ring_try_push(&r.v.cmds, &quiet), ACXI_RING_DONE);
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_FREE, .buf = {5}}).status, ACX_OK); /* next reply is ours */
-  /* The heartbeat moves while idle. */
-  int64_t b0 = atomic_load(&r.ctrl->heartbeat_ns);
+  /* The progress stamp moves while idle. */
+  int64_t b0 = atomic_load(&r.ctrl->progress_ns);
   struct timespec ts = {0, 30000000};
   nanosleep(&ts, NULL);
-  CU_ASSERT(atomic_load(&r.ctrl->heartbeat_ns) > b0);
+  CU_ASSERT(atomic_load(&r.ctrl->progress_ns) > b0);
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_SHUTDOWN}).status, ACX_OK);
   rig_join(&r);
   CU_ASSERT_EQUAL(r.why, ACXI_LOOP_SHUTDOWN);
@@ -164,16 +165,16 @@ static void nap_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
-/* A standby serves nothing until promoted, keeps its heartbeat, and counts a fault schedule from
+/* A standby serves nothing until promoted, keeps stamping its progress, and counts a fault schedule from
  * its promotion. */
 static void test_standby_promote(void) {
   rig_t r;
   rig_start_standby(&r, "cmd:2");
-  int64_t b0 = atomic_load(&r.ctrl->heartbeat_ns);
+  int64_t b0 = atomic_load(&r.ctrl->progress_ns);
   acxi_cmd_t early = {.op = ACXI_OP_NOP, .generation = 3, .req_id = 77};
   CU_ASSERT_EQUAL(acxi_ring_try_push(&r.v.cmds, &early), ACXI_RING_DONE);
   nap_ms(30);
-  CU_ASSERT(atomic_load(&r.ctrl->heartbeat_ns) > b0);
+  CU_ASSERT(atomic_load(&r.ctrl->progress_ns) > b0);
   acxi_cpl_t c;
   CU_ASSERT_EQUAL(acxi_ring_try_pop(&r.v.cpls, &c), ACXI_RING_WAIT); /* not served while standing by */
   CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_STANDBY);
@@ -265,6 +266,46 @@ static void test_direct_completion(void) {
   rig_free(&r);
 }
 
+/* Issue 13 item 4: a loop blocked inside one command (ACXI_FAULT_BUSY) stops its progress stamp,
+ * but the heartbeat thread keeps beating, so the rank sees a live, busy process. Its reply comes
+ * once the call returns, and the progress stamp moves again. */
+static void test_heartbeat_thread_beats_while_loop_blocked(void) {
+  rig_t r;
+  rig_start(&r, 1, "");
+  acxi_heartbeat_t hb;
+  ACX_ASSERT_STATUS(acxi_heartbeat_start(&hb, r.ctrl, 2000000, 0, 0), ACX_OK);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  acxi_cmd_t busy = {.op = ACXI_OP_FAULT, .generation = 1, .req_id = 500, .arg = {ACXI_FAULT_BUSY, 400000000}};
+  CU_ASSERT_EQUAL(acxi_ring_push(&r.v.cmds, &busy, acxi_deadline(5000000000LL)), ACX_OK);
+  /* Once the loop has been inside the call for a while (its progress stamp is 100 ms old), the
+   * heartbeat is still fresh. */
+  int64_t dl = acxi_deadline(10000000000LL), stale_seen = 0;
+  while (acxi_now_ns() < dl) {
+    int64_t now = acxi_now_ns();
+    if (now - atomic_load(&r.ctrl->progress_ns) > 100000000) {
+      stale_seen = now;
+      break;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CU_ASSERT_FATAL(stale_seen != 0);
+  int64_t beat_age = acxi_now_ns() - atomic_load(&r.ctrl->heartbeat_ns);
+  CU_ASSERT(beat_age < 100000000);
+  acxi_cpl_t c = {.status = -1};
+  while (acxi_ring_try_pop(&r.v.cpls, &c) != ACXI_RING_DONE && acxi_now_ns() < dl)
+    acxi_ring_consumer_wait(&r.v.cpls, acxi_now_ns() + 100000000);
+  CU_ASSERT_EQUAL(c.req_id, 500);
+  CU_ASSERT_EQUAL(c.status, ACX_OK);
+  CU_ASSERT(acxi_now_ns() - atomic_load(&r.ctrl->progress_ns) < 100000000);
+  acxi_heartbeat_stop(&hb);
+  int64_t b = atomic_load(&r.ctrl->heartbeat_ns);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_SHUTDOWN}).status, ACX_OK);
+  rig_join(&r);
+  CU_ASSERT_EQUAL(atomic_load(&r.ctrl->heartbeat_ns), b); /* stopped: no thread left behind */
+  rig_free(&r);
+}
+
 static void test_fault_schedule_parse(void) {
   uint64_t n = 99;
   ACX_ASSERT_STATUS(acxi_fault_schedule("", 1, &n), ACX_OK);
@@ -300,6 +341,7 @@ int main(void) {
                                           ACX_TEST(test_engine_cannot_start), ACX_TEST(test_fault_schedule_poisons),
                                           ACX_TEST(test_fault_schedule_parse), ACX_TEST(test_registry),
                                           ACX_TEST(test_standby_promote), ACX_TEST(test_standby_leave),
-                                          ACX_TEST(test_direct_completion), ACX_TEST_END};
+                                          ACX_TEST(test_direct_completion),
+                                          ACX_TEST(test_heartbeat_thread_beats_while_loop_blocked), ACX_TEST_END};
   return acx_test_run("exec_loop", cases, NULL, NULL);
 }
