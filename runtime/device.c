@@ -60,14 +60,37 @@ static int load_state(acx_device_t *dev) {
   return atomic_load_explicit(&dev->state, memory_order_seq_cst);
 }
 
+/* How long the supervision waits for the poller to park and for submitters to leave. Both only
+ * finish a bounded step: the poller drains at most one ring's worth of replies and its loss path
+ * waits for submitters at most SUBMITTERS_WAIT_NS; a submitter rechecks the state at least every
+ * 10 ms in each of its waits (ring space, a request slot, socket space). Reaching either bound
+ * means a thread is stuck (descheduled for seconds, or a bug): the caller logs it and takes the
+ * safe way out (never unmapping memory the stuck thread may still touch). */
+#define POLL_PAUSE_NS 10000000000LL
+#define SUBMITTERS_WAIT_NS 5000000000LL
+
 /* The poller holds poll_lock while it polls, spins and sleeps on the reply doorbell (it touches
  * the control block all that time). Whoever needs the lock (to swap the control block or wake a
  * parked poller) announces it in poll_yield and rings the doorbell: the poller then parks in its
- * condition wait, which releases the lock. Only the DeviceActor's thread calls these. */
-static void poll_pause(acx_device_t *dev) {
+ * condition wait, which releases the lock. Only the DeviceActor's thread (and a closer when the
+ * actor is gone) calls these. ACX_OK with poll_lock held, or ACX_ERR_TIMEOUT (logged, not held)
+ * when the poller did not park within POLL_PAUSE_NS. */
+/* now + ns, but never past a close's deadline (dev->close_by, set by close_device). */
+static int64_t supervision_deadline(const acx_device_t *dev, int64_t ns) {
+  int64_t dl = acxi_deadline(ns);
+  return dev->close_by && dev->close_by < dl ? dev->close_by : dl;
+}
+
+static acx_status_t poll_pause(acx_device_t *dev, const char *why) {
   atomic_fetch_add_explicit(&dev->poll_yield, 1, memory_order_seq_cst);
   if (dev->cv.ctrl) acxi_ring_wake(&dev->cv.cpls);
-  pthread_mutex_lock(&dev->poll_lock);
+  struct timespec ts = acxi_ts_from_ns(supervision_deadline(dev, POLL_PAUSE_NS));
+  int rc = pthread_mutex_clocklock(&dev->poll_lock, CLOCK_MONOTONIC, &ts);
+  if (rc == 0) return ACX_OK;
+  atomic_fetch_sub_explicit(&dev->poll_yield, 1, memory_order_seq_cst);
+  ACX_WARN(DEVICE, "%s device: the reply poller did not park in time (%lld ms, or the close's deadline: %s); %s",
+           dev->kind, POLL_PAUSE_NS / 1000000, rc == ETIMEDOUT ? "timed out" : strerror(rc), why);
+  return ACX_ERR_TIMEOUT;
 }
 
 static void poll_resume(acx_device_t *dev) {
@@ -77,9 +100,9 @@ static void poll_resume(acx_device_t *dev) {
 }
 
 static void set_state(acx_device_t *dev, int s) {
-  poll_pause(dev);
+  int paused = poll_pause(dev, "the state changes without waking it") == ACX_OK;
   atomic_store_explicit(&dev->state, s, memory_order_seq_cst);
-  poll_resume(dev);
+  if (paused) poll_resume(dev);
 }
 
 /* Moves from `from` to `to`; 1 when this caller made the move. */
@@ -302,13 +325,15 @@ acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_b
     if (deadline_ns > atomic_load_explicit(&dev->ff_deadline, memory_order_relaxed))
       atomic_store_explicit(&dev->ff_deadline, deadline_ns, memory_order_relaxed);
   }
-  const acxi_ring_view_t *ring = &dev->cv.cmds;
+  /* A copy: the supervision swaps dev->cv only once we have left (or, if we were stuck past its
+   * wait, keeps our block mapped), so this view stays valid for our whole push. */
+  const acxi_ring_view_t view = dev->cv.cmds, *ring = &view;
   int locked = 0;
   if (fd >= 0) {
     pthread_mutex_lock(&dev->sock_lock);
     locked = 1;
     uint64_t msg[2] = {cmd->arg[0], cmd->bytes};
-    st = acxi_fd_send(dev->sock, fd, msg, sizeof msg);
+    st = acxi_fd_send(dev->sock, fd, msg, sizeof msg, deadline_ns);
     if (st != ACX_OK) goto out_unlock;
   }
   for (;;) {
@@ -528,15 +553,24 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, dev_
   return 0;
 }
 
-static void wait_submitters_gone(acx_device_t *dev) {
-  /* acquire: pairs with the release decrement; their pushes are visible. Bounded: a submitter
-   * waiting for ring space or a request slot rechecks the state at least every 10 ms. */
+/* Waits (SUBMITTERS_WAIT_NS at most) until no submitter is between its state check and its ring
+ * push; the state no longer accepts them. ACX_ERR_TIMEOUT (logged) when some stayed. */
+static acx_status_t wait_submitters_gone(acx_device_t *dev, const char *why) {
+  int64_t deadline = supervision_deadline(dev, SUBMITTERS_WAIT_NS);
+  /* acquire: pairs with the release decrement; their pushes are visible. */
   for (int i = 0; atomic_load_explicit(&dev->submitters, memory_order_acquire) != 0; i++) {
-    if (i < 1000)
+    if (i < 1000) {
       acxi_cpu_relax();
-    else
-      sleep_ns(100000);
+      continue;
+    }
+    if (acxi_now_ns() >= deadline) {
+      ACX_WARN(DEVICE, "%s device: %d submitting threads still inside after %lld ms (or the close's deadline); %s", dev->kind,
+               atomic_load_explicit(&dev->submitters, memory_order_relaxed), SUBMITTERS_WAIT_NS / 1000000, why);
+      return ACX_ERR_TIMEOUT;
+    }
+    sleep_ns(100000);
   }
+  return ACX_OK;
 }
 
 /* The common path of every loss: stop accepting, fail every outstanding request, hand the
@@ -546,7 +580,8 @@ static void begin_loss(acx_device_t *dev, dev_loss_t *loss) {
   if (!cas_state(dev, ACXI_DEV_RUNNING, fatal ? ACXI_DEV_FATAL : ACXI_DEV_RECOVERING)) return;
   uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed);
   loss->generation = gen;
-  wait_submitters_gone(dev);
+  /* Late ones only add requests that their own deadlines end: nothing here unmaps the block. */
+  wait_submitters_gone(dev, "failing the outstanding requests anyway");
   drain_replies(dev); /* whatever the executor answered before it went */
   /* Fire-and-forget launches that no all-stream synchronize covered may have been dropped. */
   uint64_t sent = atomic_load_explicit(&dev->ff_sent, memory_order_relaxed);
@@ -667,12 +702,21 @@ static void *poller_main(void *arg) {
     acxi_ring_consumer_wait(&dev->cv.cpls, wake);
   }
   pthread_mutex_unlock(&dev->poll_lock);
+  acxi_device_release(dev);
   return NULL;
 }
 
-/* Installs the next control block (or none) while the poller is parked. */
-static void ctrl_swap(acx_device_t *dev, acxi_shm_t *next) {
-  poll_pause(dev);
+/* Installs the next control block (or none) while the poller is parked, and unmaps the old one
+ * when nobody can touch it any more: the poller is parked and `submitters_gone` (the caller's
+ * wait_submitters_gone succeeded). Otherwise the old mapping is left in place (logged): a stuck
+ * thread may still write into it. ACX_ERR_TIMEOUT when the poller did not park: nothing changed
+ * but `next`, which is destroyed. */
+static acx_status_t ctrl_swap(acx_device_t *dev, acxi_shm_t *next, int submitters_gone) {
+  if (poll_pause(dev, next ? "the new executor's control block is not installed" : "the old control block stays "
+                 "mapped") != ACX_OK) {
+    if (next) acxi_shm_destroy(next);
+    return ACX_ERR_TIMEOUT;
+  }
   acxi_shm_t old = dev->shm;
   if (next) {
     dev->shm = *next;
@@ -687,7 +731,14 @@ static void ctrl_swap(acx_device_t *dev, acxi_shm_t *next) {
   atomic_store_explicit(&dev->ff_deadline, INT64_MIN, memory_order_relaxed);
   dev->busy_until = 0;
   poll_resume(dev);
-  acxi_shm_destroy(&old);
+  if (submitters_gone || !old.addr) {
+    acxi_shm_destroy(&old);
+  } else {
+    ACX_WARN(DEVICE, "%s device: the old control block stays mapped (%zu bytes): a submitting thread may still "
+             "write into it", dev->kind, old.bytes);
+    if (old.fd >= 0) close(old.fd);
+  }
+  return ACX_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -834,7 +885,7 @@ static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
   acx_status_t res;
   acxi_shm_t shm;
   ACXCHECK(acxi_ctrl_create(dev->slots, gen, &shm));
-  ctrl_swap(dev, &shm);
+  ACXCHECK(ctrl_swap(dev, &shm, 1)); /* RECOVERING or STARTING: no submitter (waited for by our caller) */
   /* relaxed: no submitter is inside (state is STARTING or RECOVERING). */
   atomic_store_explicit(&dev->generation, gen, memory_order_relaxed);
   if (dev->inline_mode) {
@@ -931,10 +982,10 @@ static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadli
 static void end_incarnation(acx_device_t *dev, int64_t grace_ns) {
   int s = load_state(dev);
   if (s == ACXI_DEV_STARTING || s == ACXI_DEV_RUNNING) atomic_store(&dev->state, ACXI_DEV_RECOVERING);
-  wait_submitters_gone(dev);
+  int gone = wait_submitters_gone(dev, "the old control block stays mapped") == ACX_OK;
   reap_executor(dev, grace_ns);
   pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
-  ctrl_swap(dev, NULL);
+  ctrl_swap(dev, NULL, gone);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -955,7 +1006,7 @@ static void standby_spawn(acx_device_t *dev) {
   acx_status_t st = spawn_executor(dev, 0, shm.fd, sv[1], &pid);
   close(sv[1]);
   if (st != ACX_OK) goto err_close_sock;
-  poll_pause(dev);
+  if (poll_pause(dev, "the new standby is dropped") != ACX_OK) goto err_kill_standby;
   dev->sb_shm = shm;
   dev->sb_ctrl = acxi_ctrl(&dev->sb_shm);
   atomic_store_explicit(&dev->sb_pid, pid, memory_order_relaxed);
@@ -965,6 +1016,9 @@ static void standby_spawn(acx_device_t *dev) {
   poll_resume(dev);
   atomic_fetch_add_explicit(&dev->standby_spawns, 1, memory_order_relaxed);
   return;
+err_kill_standby:
+  kill(pid, SIGKILL);
+  reap_pid(pid, 0);
 err_close_sock:
   close(sv[0]);
 err_destroy_shm:
@@ -979,9 +1033,12 @@ static void standby_ask_leave(acx_device_t *dev) {
   acxi_futex_wake(&dev->sb_ctrl->promote, 1);
 }
 
-/* Detaches the standby from the device (poller included) and returns what is left to clean up. */
-static void standby_detach(acx_device_t *dev, acxi_shm_t *shm, pid_t *pid, int *sock) {
-  poll_pause(dev);
+/* Detaches the standby from the device (poller included) and returns what is left to clean up.
+ * ACX_ERR_TIMEOUT when the poller did not park: the standby stays attached (the poller may read
+ * its block), only *pid is set. */
+static acx_status_t standby_detach(acx_device_t *dev, acxi_shm_t *shm, pid_t *pid, int *sock) {
+  *pid = atomic_load_explicit(&dev->sb_pid, memory_order_relaxed);
+  ACXCHECK(poll_pause(dev, "the standby stays attached"));
   *shm = dev->sb_shm;
   *pid = atomic_load_explicit(&dev->sb_pid, memory_order_relaxed);
   *sock = dev->sb_sock;
@@ -991,6 +1048,7 @@ static void standby_detach(acx_device_t *dev, acxi_shm_t *shm, pid_t *pid, int *
   atomic_store_explicit(&dev->sb_ready, 0, memory_order_relaxed);
   dev->sb_sock = -1;
   poll_resume(dev);
+  return ACX_OK;
 }
 
 /* Stops the standby: asks it to leave, gives it grace_ns, then SIGKILL; reaps it. */
@@ -1000,9 +1058,10 @@ static void standby_discard(acx_device_t *dev, int64_t grace_ns, const char *why
   acxi_shm_t shm;
   pid_t pid;
   int sock;
-  standby_detach(dev, &shm, &pid, &sock);
+  int detached = standby_detach(dev, &shm, &pid, &sock) == ACX_OK;
   ACX_INFO(DEVICE, "stopping the standby %s executor pid %d: %s", dev->kind, (int)pid, why);
-  if (pid > 0) reap_pid(pid, grace_ns);
+  if (pid > 0) reap_pid(pid, detached ? grace_ns : 0);
+  if (!detached) return; /* its block stays mapped: the poller may still look at it */
   if (sock >= 0) close(sock);
   acxi_shm_destroy(&shm);
 }
@@ -1085,10 +1144,15 @@ static acx_status_t standby_promote(acx_device_t *dev, uint64_t gen) {
   acxi_shm_t shm;
   pid_t pid;
   int sock;
-  standby_detach(dev, &shm, &pid, &sock);
+  if (standby_detach(dev, &shm, &pid, &sock) != ACX_OK) return ACX_ERR_NO_DEVICE; /* logged; spawn instead */
   acxi_ctrl_t *c = acxi_ctrl(&shm);
   c->generation = gen; /* published by the release store of PROMOTE */
-  ctrl_swap(dev, &shm);
+  if (ctrl_swap(dev, &shm, 1) != ACX_OK) { /* shm destroyed: the standby has no future */
+    kill(pid, SIGKILL);
+    reap_pid(pid, 0);
+    if (sock >= 0) close(sock);
+    return ACX_ERR_TIMEOUT;
+  }
   atomic_store_explicit(&dev->pid, pid, memory_order_relaxed);
   dev->sock = sock;
   /* relaxed: no submitter is inside (the state is RECOVERING). */
@@ -1106,14 +1170,14 @@ static acx_status_t standby_promote(acx_device_t *dev, uint64_t gen) {
 static pid_t end_incarnation_kill(acx_device_t *dev) {
   int s = load_state(dev);
   if (s == ACXI_DEV_STARTING || s == ACXI_DEV_RUNNING) atomic_store(&dev->state, ACXI_DEV_RECOVERING);
-  wait_submitters_gone(dev);
+  int gone = wait_submitters_gone(dev, "the old control block stays mapped") == ACX_OK;
   pid_t pid = atomic_load_explicit(&dev->pid, memory_order_relaxed);
   if (pid > 0) kill(pid, SIGKILL);
   atomic_store_explicit(&dev->pid, 0, memory_order_relaxed);
   if (dev->sock >= 0) close(dev->sock);
   dev->sock = -1;
   pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
-  ctrl_swap(dev, NULL);
+  ctrl_swap(dev, NULL, gone);
   return pid;
 }
 
@@ -1334,6 +1398,26 @@ void acxi_device_release(acx_device_t *dev) {
   if (dev && atomic_fetch_sub_explicit(&dev->refs, 1, memory_order_acq_rel) == 1) device_free(dev);
 }
 
+/* Stops the reply poller and joins it until `deadline` (at least 100 ms from now). A poller that
+ * does not leave in time is detached (logged): it holds its own device reference, so it never
+ * touches freed memory, and it leaves at its next look at poller_stop. */
+static void stop_poller(acx_device_t *dev, int64_t deadline) {
+  if (!dev->poller_live) return;
+  atomic_store_explicit(&dev->poller_stop, 1, memory_order_relaxed);
+  /* Without poll_lock (the poller may be stuck holding it): a wake-up it misses between its check
+   * and its wait only costs that wait's 50 ms bound. */
+  pthread_cond_broadcast(&dev->poll_cond);
+  int64_t min = acxi_deadline(100000000);
+  struct timespec ts = acxi_ts_from_ns(deadline > min ? deadline : min);
+  int rc = pthread_clockjoin_np(dev->poller, NULL, CLOCK_MONOTONIC, &ts);
+  if (rc) {
+    ACX_WARN(DEVICE, "%s device: the reply poller did not leave by the close's deadline (%s); detached", dev->kind,
+             strerror(rc));
+    pthread_detach(dev->poller);
+  }
+  dev->poller_live = 0;
+}
+
 /* Part of a close's time kept for killing and reaping what did not leave on its own (a SIGKILLed
  * host process is reaped in a few ms): min(timeout / 4, 250 ms). */
 static int64_t close_reserve(int64_t timeout_ns) {
@@ -1352,7 +1436,8 @@ static void close_device(acx_device_t *dev, int64_t deadline) {
     s = load_state(dev);
     if (s == ACXI_DEV_CLOSED || s == ACXI_DEV_CLOSING) return;
   } while (!cas_state(dev, s, ACXI_DEV_CLOSING));
-  wait_submitters_gone(dev);
+  dev->close_by = deadline > 0 ? deadline : 1; /* bounds the supervision's own waits from here on */
+  int gone = wait_submitters_gone(dev, "the control block stays mapped") == ACX_OK;
   standby_ask_leave(dev); /* it winds down while the active executor finishes */
   int64_t left = deadline - acxi_now_ns();
   int64_t leave_by = deadline - close_reserve(left > 0 ? left : 0);
@@ -1369,12 +1454,8 @@ static void close_device(acx_device_t *dev, int64_t deadline) {
   grace = leave_by - acxi_now_ns(); /* the standby was asked to leave at the start */
   standby_discard(dev, grace > 0 ? grace : 0, "the device closes");
   pend_fail_all(dev, ACX_ERR_CANCELLED);
-  atomic_store_explicit(&dev->poller_stop, 1, memory_order_relaxed);
-  ctrl_swap(dev, NULL);
-  if (dev->poller_live) {
-    pthread_join(dev->poller, NULL);
-    dev->poller_live = 0;
-  }
+  ctrl_swap(dev, NULL, gone);
+  stop_poller(dev, deadline);
   acxi_device_staging_destroy(dev);
 }
 
@@ -1590,7 +1671,9 @@ acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, 
   ACXCHECKGOTO(pend_init(dev), res, err_free_dev);
   /* The poller is the device's first bound thread: a set the kernel refuses fails the open here,
    * before any executor is spawned with it. */
+  acxi_device_hold(dev); /* the poller's own: released as it leaves (stop_poller may detach it) */
   int rc = acxi_thread_create(&dev->poller, dev->cpuset_mask, poller_main, dev);
+  if (rc) atomic_fetch_sub_explicit(&dev->refs, 1, memory_order_relaxed); /* no thread: not shared yet */
   if (rc == EINVAL && dev->cpuset_mask) {
     ACX_WARN(DEVICE, "acx_device_open: cpuset '%s' (cfg->cpuset or ACX_CPUSET) holds no CPU this process may run "
              "on", dev->cpuset);
@@ -1642,9 +1725,10 @@ err_stop_actor:
   acxi_device_release(dev);
   return res;
 err_stop_poller:
-  atomic_store_explicit(&dev->poller_stop, 1, memory_order_relaxed);
-  set_state(dev, ACXI_DEV_CLOSED);
-  pthread_join(dev->poller, NULL);
+  atomic_store_explicit(&dev->state, ACXI_DEV_CLOSED, memory_order_seq_cst);
+  stop_poller(dev, acxi_deadline(POLL_PAUSE_NS));
+  acxi_device_release(dev); /* freed here, or by a detached poller as it leaves */
+  return res;
 err_free_dev:
   device_free(dev);
   return res;

@@ -191,7 +191,7 @@ void acxi_ctrl_set_sticky(const acxi_ctrl_view_t *v, acx_status_t status, int li
   acxi_ring_wake(&v->cpls); /* the rank's poller sleeps on this doorbell */
 }
 
-acx_status_t acxi_fd_send(int sock, int fd, const void *data, size_t len) {
+acx_status_t acxi_fd_send(int sock, int fd, const void *data, size_t len, int64_t deadline_ns) {
   ACX_CHECK_ARG(len > 0, "acxi_fd_send: len must be > 0");
   struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
   union {
@@ -210,8 +210,19 @@ acx_status_t acxi_fd_send(int sock, int fd, const void *data, size_t len) {
     memcpy(CMSG_DATA(cm), &fd, sizeof(int));
   }
   ssize_t n;
-  do n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
+  for (;;) {
+    /* Never blocks: a stopped peer with a full socket buffer must not hold us past the deadline. */
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) break;
+    if (errno == EINTR) continue;
+    int64_t left = deadline_ns - acxi_now_ns();
+    if (left <= 0) {
+      ACX_WARN(EXEC, "sendmsg on socket %d: the peer took nothing until the deadline", sock);
+      return ACX_ERR_TIMEOUT;
+    }
+    struct pollfd p = {.fd = sock, .events = POLLOUT};
+    poll(&p, 1, (int)(left / 1000000 < 10 ? left / 1000000 + 1 : 10));
+  }
   if (n != (ssize_t)len) {
     ACX_WARN(EXEC, "sendmsg on socket %d failed: %s", sock, n < 0 ? strerror(errno) : "short write");
     return ACX_ERR_SYSTEM;

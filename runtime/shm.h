@@ -92,8 +92,9 @@ acx_status_t acxi_ctrl_view_init(acxi_ctrl_view_t *v, void *addr, uint32_t slots
 void acxi_ctrl_set_sticky(const acxi_ctrl_view_t *v, acx_status_t status, int lib_code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Sends fd plus `len` bytes of data over a unix socket (SCM_RIGHTS). */
-acx_status_t acxi_fd_send(int sock, int fd, const void *data, size_t len);
+/* Sends fd plus `len` bytes of data over a unix socket (SCM_RIGHTS), waiting for buffer space
+ * until deadline_ns (ACX_ERR_TIMEOUT). */
+acx_status_t acxi_fd_send(int sock, int fd, const void *data, size_t len, int64_t deadline_ns);
 /* Receives one message sent by acxi_fd_send, waiting until deadline_ns. *fd is -1 when the
  * message carried none. ACX_ERR_TIMEOUT, or ACX_ERR_SYSTEM when the peer closed. */
 acx_status_t acxi_fd_recv(int sock, int *fd, void *data, size_t len, int64_t deadline_ns);

@@ -7,7 +7,13 @@
  * Threads: every function may be called from any thread, concurrently, unless it says otherwise.
  * Timeouts: timeout_ns bounds the wait for the executor's reply; ACX_TIMEOUT_DEFAULT (any
  * negative value) means ACX_EXEC_TIMEOUT_MS. On ACX_ERR_TIMEOUT the command stays queued and may
- * still take effect.
+ * still take effect. Calls without a timeout_ns argument wait only as long as an environment
+ * variable allows: acx_device_open (the executor's start and first registration:
+ * ACX_EXEC_TIMEOUT_MS, plus 10 s for the DeviceActor to answer), the _async variants and
+ * acx_buffer_release (a full command ring or request table: ACX_EXEC_TIMEOUT_MS), acx_host_alloc,
+ * acx_host_free and acx_event_destroy (their executor round trip: ACX_EXEC_TIMEOUT_MS). The
+ * device's own supervision waits are bounded too (the reply poller parking: 10 s, threads leaving
+ * a submission: 5 s; both also by acx_device_close's deadline) and say so in the log when hit.
  * Statuses every device call may return besides its own: ACX_ERR_NULL_ARG, ACX_ERR_INVALID_ARG
  * (the log line names the argument), ACX_ERR_DEVICE_LOST (the executor died or stopped answering
  * while the call was outstanding, or is being restarted: retry), ACX_ERR_DEVICE_UNAVAILABLE (the

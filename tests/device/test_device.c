@@ -17,6 +17,7 @@
 #include "acx_test.h"
 #include "runtime/clock.h"
 #include "runtime/device_internal.h"
+#include "runtime/future.h"
 
 static acx_system_t *sys;
 static int inline_mode;
@@ -1029,6 +1030,70 @@ static void test_device_restart(void) {
   acx_ref_release(w);
 }
 
+/* ---- issue 12 item 4: the supervision's own waits have deadlines ---- */
+
+/* A submitter that never leaves (the test holds the counter, as a thread descheduled between its
+ * state check and its ring push would): the loss path and the restart wait for it a bounded time,
+ * say so, keep the old block mapped, and recover (before: the poller waited forever, and the
+ * executor was never restarted). */
+static void test_stuck_submitter_bounded_wait(void) {
+  if (inline_mode) return;
+  acx_device_t *dev = open_dev(3, 5000000000LL);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
+  atomic_fetch_add(&dev->submitters, 1);
+  CU_ASSERT_EQUAL_FATAL(kill(executor_pid(dev), SIGKILL), 0);
+  int64_t t0 = acxi_now_ns();
+  int64_t dl = acxi_deadline(T_LONG);
+  while (generation(dev) < 2 && acxi_now_ns() < dl) usleep(1000);
+  CU_ASSERT_EQUAL(generation(dev), 2);
+  atomic_fetch_sub(&dev->submitters, 1);
+  CU_ASSERT(wait_generation(dev, 2));
+  printf("\n    a submitter stuck inside: restarted after %.1f s\n", (acxi_now_ns() - t0) / 1e9);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+}
+
+static pthread_mutex_t block_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t block_cond = PTHREAD_COND_INITIALIZER;
+static int block_release, block_entered;
+
+/* A continuation that holds the thread completing the future (here: the reply poller). */
+static void block_poller(void *arg, acx_future_t *f, uint64_t cookie) {
+  pthread_mutex_lock(&block_lock);
+  block_entered = 1;
+  pthread_cond_broadcast(&block_cond);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 30;
+  while (!block_release && pthread_cond_timedwait(&block_cond, &block_lock, &ts) == 0) {
+  }
+  pthread_mutex_unlock(&block_lock);
+}
+
+/* The reply poller is stuck (in a continuation that runs on it): acx_device_close(2 s) still returns
+ * by its deadline; pausing and joining the poller are bounded by it; the poller, detached, leaves
+ * later on its own (before: close waited on the poller's lock as long as it was held). */
+static void test_stuck_poller_close_deadline(void) {
+  if (inline_mode) return;
+  acx_device_t *dev = open_dev(3, 5000000000LL);
+  acx_future_t *f = submit_async(dev, (acxi_cmd_t){.op = ACXI_OP_NOP});
+  block_release = block_entered = 0;
+  ACX_ASSERT_STATUS(acxi_future_on_complete(f, block_poller, NULL, NULL, 0), ACX_OK);
+  pthread_mutex_lock(&block_lock);
+  while (!block_entered) pthread_cond_wait(&block_cond, &block_lock); /* the 30 s bound is the callback's */
+  pthread_mutex_unlock(&block_lock);
+  int64_t t0 = acxi_now_ns();
+  acx_status_t st = acx_device_close(dev, 2000000000LL);
+  int64_t took = acxi_now_ns() - t0;
+  printf("\n    poller stuck: acx_device_close(2 s) returned %s after %.0f ms\n", acx_status_name(st), took / 1e6);
+  CU_ASSERT(st == ACX_OK || st == ACX_ERR_TIMEOUT);
+  CU_ASSERT(took < 2200000000LL);
+  pthread_mutex_lock(&block_lock);
+  block_release = 1;
+  pthread_cond_broadcast(&block_cond);
+  pthread_mutex_unlock(&block_lock);
+  acx_future_release(f);
+}
+
 static int setup(void) { return acx_system_create(NULL, &sys) == ACX_OK ? 0 : 1; }
 static int teardown(void) { return acx_system_destroy(sys, T_LONG) == ACX_OK ? 0 : 1; }
 
@@ -1059,6 +1124,6 @@ int main(int argc, char **argv) {
       ACX_TEST(test_impossible_seq_restarts), ACX_TEST(test_sticky_fault_reports_lost),
       ACX_TEST(test_generation_plus_one_per_restart), ACX_TEST(test_busy_executor_survives),
       ACX_TEST(test_sigstop_busy_executor_caught), ACX_TEST(test_hung_loop_restarted), ACX_TEST(test_device_restart),
-      ACX_TEST_END};
+      ACX_TEST(test_stuck_submitter_bounded_wait), ACX_TEST(test_stuck_poller_close_deadline), ACX_TEST_END};
   return acx_test_run(inline_mode ? "device-inline" : "device-process", cases, setup, teardown);
 }
