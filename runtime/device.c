@@ -664,6 +664,9 @@ static void *poller_main(void *arg) {
     }
     acxi_ctrl_t *ctrl = dev->cv.ctrl;
     int n = drain_replies(dev);
+    /* Again: completing replies runs continuations, which may have taken long (a close may have
+     * given up on us meanwhile and released what the checks below tell). */
+    s = load_state(dev);
     int64_t now = acxi_now_ns();
     if (n) last_active = now;
     /* relaxed: hints to check now rather than at the period (a sticky executor, a broken ring and
