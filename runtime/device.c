@@ -75,18 +75,28 @@ static int load_state(acx_device_t *dev) {
  * condition wait, which releases the lock. Only the DeviceActor's thread (and a closer when the
  * actor is gone) calls these. ACX_OK with poll_lock held, or ACX_ERR_TIMEOUT (logged, not held)
  * when the poller did not park within POLL_PAUSE_NS. */
-/* now + ns, but never past a close's deadline (dev->close_by, set by close_device). */
-static int64_t supervision_deadline(const acx_device_t *dev, int64_t ns) {
+/* now + ns, but never past a close's deadline (dev->close_by, set by acx_device_close). */
+static int64_t supervision_deadline(acx_device_t *dev, int64_t ns) {
   int64_t dl = acxi_deadline(ns);
-  return dev->close_by && dev->close_by < dl ? dev->close_by : dl;
+  /* relaxed: a bound read again at every slice of the waits that use it. */
+  int64_t by = atomic_load_explicit(&dev->close_by, memory_order_relaxed);
+  return by && by < dl ? by : dl;
 }
 
 static acx_status_t poll_pause(acx_device_t *dev, const char *why) {
   atomic_fetch_add_explicit(&dev->poll_yield, 1, memory_order_seq_cst);
   if (dev->cv.ctrl) acxi_ring_wake(&dev->cv.cpls);
-  struct timespec ts = acxi_ts_from_ns(supervision_deadline(dev, POLL_PAUSE_NS));
-  int rc = pthread_mutex_clocklock(&dev->poll_lock, CLOCK_MONOTONIC, &ts);
-  if (rc == 0) return ACX_OK;
+  /* In 10 ms slices: a close that starts meanwhile shortens the wait (its deadline is read again). */
+  int64_t start = acxi_now_ns();
+  int rc;
+  for (;;) {
+    int64_t dl = supervision_deadline(dev, POLL_PAUSE_NS - (acxi_now_ns() - start));
+    int64_t slice = acxi_now_ns() + 10000000;
+    struct timespec ts = acxi_ts_from_ns(slice < dl ? slice : dl);
+    rc = pthread_mutex_clocklock(&dev->poll_lock, CLOCK_MONOTONIC, &ts);
+    if (rc == 0) return ACX_OK;
+    if (rc != ETIMEDOUT || acxi_now_ns() >= dl) break;
+  }
   atomic_fetch_sub_explicit(&dev->poll_yield, 1, memory_order_seq_cst);
   ACX_WARN(DEVICE, "%s device: the reply poller did not park in time (%lld ms, or the close's deadline: %s); %s",
            dev->kind, POLL_PAUSE_NS / 1000000, rc == ETIMEDOUT ? "timed out" : strerror(rc), why);
@@ -363,13 +373,13 @@ out_leave:
   /* release: our ring push happens before the recovery path sees us gone. */
   atomic_fetch_sub_explicit(&dev->submitters, 1, memory_order_release);
   if (st != ACX_OK) {
-    if (req_id) {
-      acx_future_t *mine = pend_take(dev, req_id);
-      if (mine) acx_future_release(mine);
-    }
     if (f) {
-      acx_future_release(f);
-      acx_future_release(f);
+      /* The table's reference: still in the table (take it back), or already dropped by whoever
+       * failed the request (pend_fail_all), or never handed to the table (no req_id). The push
+       * used to fail only in the last two cases; a broken ring also fails it in the first. */
+      acx_future_t *mine = req_id ? pend_take(dev, req_id) : NULL;
+      if (mine || !req_id) acx_future_release(f);
+      acx_future_release(f); /* the caller's */
     }
     return st;
   }
@@ -1439,7 +1449,9 @@ static void close_device(acx_device_t *dev, int64_t deadline) {
     s = load_state(dev);
     if (s == ACXI_DEV_CLOSED || s == ACXI_DEV_CLOSING) return;
   } while (!cas_state(dev, s, ACXI_DEV_CLOSING));
-  dev->close_by = deadline > 0 ? deadline : 1; /* bounds the supervision's own waits from here on */
+  /* Bounds the supervision's own waits from here on (acx_device_close set it already). */
+  int64_t by = atomic_load_explicit(&dev->close_by, memory_order_relaxed);
+  if (!by || deadline < by) atomic_store_explicit(&dev->close_by, deadline > 0 ? deadline : 1, memory_order_relaxed);
   int gone = wait_submitters_gone(dev, "the control block stays mapped") == ACX_OK;
   standby_ask_leave(dev); /* it winds down while the active executor finishes */
   int64_t left = deadline - acxi_now_ns();
@@ -1742,6 +1754,7 @@ acx_status_t acx_device_close(acx_device_t *dev, int64_t timeout_ns) {
   int64_t deadline = acxi_deadline(acxi_device_timeout(dev, timeout_ns));
   /* A restart under way gives up at its next step (it would delay the DeviceActor's close). */
   atomic_store_explicit(&dev->close_requested, 1, memory_order_relaxed);
+  atomic_store_explicit(&dev->close_by, deadline, memory_order_relaxed); /* the supervision's waits end by then */
   int s = load_state(dev);
   if (s == ACXI_DEV_STARTING || s == ACXI_DEV_RECOVERING) pend_fail_all(dev, ACX_ERR_CANCELLED);
   acx_future_t *f = NULL;

@@ -96,7 +96,7 @@ struct acx_device {
    * the poller): the poller declares the incarnation lost. Cleared with each new block. */
   _Atomic int ring_broken;
   _Atomic int close_requested; /* acx_device_close was called: a restart under way gives up */
-  int64_t close_by;            /* close_device's deadline (0 before): bounds the supervision's waits */
+  _Atomic int64_t close_by;    /* a close's deadline (0 before): bounds the supervision's waits */
   /* acxi_device_restart: the generation whose loss was asked for (generations only grow, so an
    * older value is inert) and why (under restart_lock). */
   _Atomic uint64_t restart_gen;
