@@ -75,6 +75,14 @@ static int load_state(acx_device_t *dev) {
  * condition wait, which releases the lock. Only the DeviceActor's thread (and a closer when the
  * actor is gone) calls these. ACX_OK with poll_lock held, or ACX_ERR_TIMEOUT (logged, not held)
  * when the poller did not park within POLL_PAUSE_NS. */
+/* CLOCK_REALTIME now + ns (>= 0), for the calls that only take that clock. */
+static struct timespec realtime_in(int64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t t = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + (ns > 0 ? ns : 0);
+  return acxi_ts_from_ns(t);
+}
+
 /* now + ns, but never past a close's deadline (dev->close_by, set by acx_device_close). */
 static int64_t supervision_deadline(acx_device_t *dev, int64_t ns) {
   int64_t dl = acxi_deadline(ns);
@@ -92,8 +100,10 @@ static acx_status_t poll_pause(acx_device_t *dev, const char *why) {
   for (;;) {
     int64_t dl = supervision_deadline(dev, POLL_PAUSE_NS - (acxi_now_ns() - start));
     int64_t slice = acxi_now_ns() + 10000000;
-    struct timespec ts = acxi_ts_from_ns(slice < dl ? slice : dl);
-    rc = pthread_mutex_clocklock(&dev->poll_lock, CLOCK_MONOTONIC, &ts);
+    /* pthread_mutex_timedlock takes CLOCK_REALTIME: a slice this short is the same either way
+     * (and the thread sanitizer knows timedlock, not clocklock). */
+    struct timespec ts = realtime_in((slice < dl ? slice : dl) - acxi_now_ns());
+    rc = pthread_mutex_timedlock(&dev->poll_lock, &ts);
     if (rc == 0) return ACX_OK;
     if (rc != ETIMEDOUT || acxi_now_ns() >= dl) break;
   }
@@ -1421,8 +1431,8 @@ static void stop_poller(acx_device_t *dev, int64_t deadline) {
    * and its wait only costs that wait's 50 ms bound. */
   pthread_cond_broadcast(&dev->poll_cond);
   int64_t min = acxi_deadline(100000000);
-  struct timespec ts = acxi_ts_from_ns(deadline > min ? deadline : min);
-  int rc = pthread_clockjoin_np(dev->poller, NULL, CLOCK_MONOTONIC, &ts);
+  struct timespec ts = realtime_in((deadline > min ? deadline : min) - acxi_now_ns()); /* timedjoin: REALTIME */
+  int rc = pthread_timedjoin_np(dev->poller, NULL, &ts);
   if (rc) {
     ACX_WARN(DEVICE, "%s device: the reply poller did not leave by the close's deadline (%s); detached", dev->kind,
              strerror(rc));
