@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#define ACXI_PROTOCOL_VERSION 2u /* 2: standby executors (acxi_ctrl_t.promote) */
+#define ACXI_PROTOCOL_VERSION 3u /* 2: standby executors (acxi_ctrl_t.promote); 3: progress_ns */
 
 typedef enum acxi_op {
   ACXI_OP_NOP = 1,          /* round trip through the executor, no device work */
@@ -55,6 +55,11 @@ typedef enum acxi_advice {
  * abort would take the rank with it). */
 #define ACXI_FAULT_CRASH 0
 #define ACXI_FAULT_STICKY 1
+/* Tests only (no public API sends it): the executor loop's thread itself blocks for arg[1] ns (at
+ * most ACXI_FAULT_BUSY_MAX_NS), then replies ACX_OK, as if stuck in a long library call or a long
+ * blocking NCCL collective. Served by the loop for every engine; exercises the liveness rule. */
+#define ACXI_FAULT_BUSY 2
+#define ACXI_FAULT_BUSY_MAX_NS 60000000000ull
 
 #define ACXI_STREAM_ALL 0xffffffffu
 #define ACXI_CMD_FLAG_NO_REPLY 0x1u /* fire-and-forget: the executor posts no completion unless it fails */

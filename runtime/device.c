@@ -33,7 +33,7 @@ extern char **environ;
 #define DEV_MSG_START (ACX_MSG_DEVICE_BASE + 0x80) /* ask: start generation 1 */
 #define DEV_MSG_LOST (ACX_MSG_DEVICE_BASE + 0x81)  /* tell, payload uint64_t generation lost */
 #define DEV_MSG_FATAL (ACX_MSG_DEVICE_BASE + 0x82) /* tell, payload uint64_t generation */
-#define DEV_MSG_CLOSE (ACX_MSG_DEVICE_BASE + 0x83) /* ask, payload int64_t timeout_ns */
+#define DEV_MSG_CLOSE (ACX_MSG_DEVICE_BASE + 0x83) /* ask, payload int64_t deadline (CLOCK_MONOTONIC ns) */
 #define DEV_MSG_STANDBY_LOST (ACX_MSG_DEVICE_BASE + 0x84) /* tell, payload sb_loss_t */
 
 /* Standby losses within ACX_RESTART_WINDOW_MS after which no new standby is made (the device
@@ -60,14 +60,57 @@ static int load_state(acx_device_t *dev) {
   return atomic_load_explicit(&dev->state, memory_order_seq_cst);
 }
 
+/* How long the supervision waits for the poller to park and for submitters to leave. Both only
+ * finish a bounded step: the poller drains at most one ring's worth of replies and its loss path
+ * waits for submitters at most SUBMITTERS_WAIT_NS; a submitter rechecks the state at least every
+ * 10 ms in each of its waits (ring space, a request slot, socket space). Reaching either bound
+ * means a thread is stuck (descheduled for seconds, or a bug): the caller logs it and takes the
+ * safe way out (never unmapping memory the stuck thread may still touch). */
+#define POLL_PAUSE_NS 10000000000LL
+#define SUBMITTERS_WAIT_NS 5000000000LL
+
 /* The poller holds poll_lock while it polls, spins and sleeps on the reply doorbell (it touches
  * the control block all that time). Whoever needs the lock (to swap the control block or wake a
  * parked poller) announces it in poll_yield and rings the doorbell: the poller then parks in its
- * condition wait, which releases the lock. Only the DeviceActor's thread calls these. */
-static void poll_pause(acx_device_t *dev) {
+ * condition wait, which releases the lock. Only the DeviceActor's thread (and a closer when the
+ * actor is gone) calls these. ACX_OK with poll_lock held, or ACX_ERR_TIMEOUT (logged, not held)
+ * when the poller did not park within POLL_PAUSE_NS. */
+/* CLOCK_REALTIME now + ns (>= 0), for the calls that only take that clock. */
+static struct timespec realtime_in(int64_t ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t t = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + (ns > 0 ? ns : 0);
+  return acxi_ts_from_ns(t);
+}
+
+/* now + ns, but never past a close's deadline (dev->close_by, set by acx_device_close). */
+static int64_t supervision_deadline(acx_device_t *dev, int64_t ns) {
+  int64_t dl = acxi_deadline(ns);
+  /* relaxed: a bound read again at every slice of the waits that use it. */
+  int64_t by = atomic_load_explicit(&dev->close_by, memory_order_relaxed);
+  return by && by < dl ? by : dl;
+}
+
+static acx_status_t poll_pause(acx_device_t *dev, const char *why) {
   atomic_fetch_add_explicit(&dev->poll_yield, 1, memory_order_seq_cst);
-  if (dev->ctrl) acxi_ring_wake(acxi_ctrl_cpl_ring(dev->ctrl));
-  pthread_mutex_lock(&dev->poll_lock);
+  if (dev->cv.ctrl) acxi_ring_wake(&dev->cv.cpls);
+  /* In 10 ms slices: a close that starts meanwhile shortens the wait (its deadline is read again). */
+  int64_t start = acxi_now_ns();
+  int rc;
+  for (;;) {
+    int64_t dl = supervision_deadline(dev, POLL_PAUSE_NS - (acxi_now_ns() - start));
+    int64_t slice = acxi_now_ns() + 10000000;
+    /* pthread_mutex_timedlock takes CLOCK_REALTIME: a slice this short is the same either way
+     * (and the thread sanitizer knows timedlock, not clocklock). */
+    struct timespec ts = realtime_in((slice < dl ? slice : dl) - acxi_now_ns());
+    rc = pthread_mutex_timedlock(&dev->poll_lock, &ts);
+    if (rc == 0) return ACX_OK;
+    if (rc != ETIMEDOUT || acxi_now_ns() >= dl) break;
+  }
+  atomic_fetch_sub_explicit(&dev->poll_yield, 1, memory_order_seq_cst);
+  ACX_WARN(DEVICE, "%s device: the reply poller did not park in time (%lld ms, or the close's deadline: %s); %s",
+           dev->kind, POLL_PAUSE_NS / 1000000, rc == ETIMEDOUT ? "timed out" : strerror(rc), why);
+  return ACX_ERR_TIMEOUT;
 }
 
 static void poll_resume(acx_device_t *dev) {
@@ -77,9 +120,9 @@ static void poll_resume(acx_device_t *dev) {
 }
 
 static void set_state(acx_device_t *dev, int s) {
-  poll_pause(dev);
+  int paused = poll_pause(dev, "the state changes without waking it") == ACX_OK;
   atomic_store_explicit(&dev->state, s, memory_order_seq_cst);
-  poll_resume(dev);
+  if (paused) poll_resume(dev);
 }
 
 /* Moves from `from` to `to`; 1 when this caller made the move. */
@@ -186,6 +229,7 @@ static acx_status_t pend_add(acx_device_t *dev, acx_future_t *future, unsigned f
   uint64_t id = (++dev->req_seq << dev->pend_bits) | idx;
   dev->pend[idx].req_id = id;
   dev->pend[idx].future = future;
+  dev->pend[idx].deadline = deadline;
   atomic_fetch_add_explicit(&dev->n_outstanding, 1, memory_order_relaxed); /* a statistic */
   pthread_mutex_unlock(&dev->pend_lock);
   *req_id = id;
@@ -240,6 +284,15 @@ static uint64_t pend_fail_all(acx_device_t *dev, acx_status_t status) {
   }
 }
 
+/* A submitter or the poller found garbage in one of the incarnation's rings (logged by the ring):
+ * the poller declares the executor lost at its next look, which this wakes it for. */
+static void ring_broken(acx_device_t *dev, const char *which) {
+  if (atomic_exchange_explicit(&dev->ring_broken, 1, memory_order_relaxed)) return;
+  ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " corrupted the %s ring: declaring it lost", dev->kind,
+           atomic_load_explicit(&dev->generation, memory_order_relaxed), which);
+  acxi_ring_wake(&dev->cv.cpls);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* submission                                                                                 */
 
@@ -287,17 +340,30 @@ acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_b
   } else {
     cmd->req_id = 0;
     cmd->flags |= ACXI_CMD_FLAG_NO_REPLY;
+    /* relaxed, and a plain max (two racing submitters may leave the smaller of two near-equal
+     * deadlines): a hint for the liveness rule, which only needs roughly the latest. */
+    if (deadline_ns > atomic_load_explicit(&dev->ff_deadline, memory_order_relaxed))
+      atomic_store_explicit(&dev->ff_deadline, deadline_ns, memory_order_relaxed);
   }
-  acxi_ring_t *ring = acxi_ctrl_cmd_ring(dev->ctrl);
+  /* A copy: the supervision swaps dev->cv only once we have left (or, if we were stuck past its
+   * wait, keeps our block mapped), so this view stays valid for our whole push. */
+  const acxi_ring_view_t view = dev->cv.cmds, *ring = &view;
   int locked = 0;
   if (fd >= 0) {
     pthread_mutex_lock(&dev->sock_lock);
     locked = 1;
     uint64_t msg[2] = {cmd->arg[0], cmd->bytes};
-    st = acxi_fd_send(dev->sock, fd, msg, sizeof msg);
+    st = acxi_fd_send(dev->sock, fd, msg, sizeof msg, deadline_ns);
     if (st != ACX_OK) goto out_unlock;
   }
-  while (!acxi_ring_try_push(ring, cmd)) {
+  for (;;) {
+    int got = acxi_ring_try_push(ring, cmd);
+    if (got == ACXI_RING_DONE) break;
+    if (got == ACXI_RING_BROKEN) {
+      st = ACX_ERR_DEVICE_LOST;
+      ring_broken(dev, "command");
+      break;
+    }
     s = load_state(dev);
     if (!state_accepts(s, flags)) {
       st = refusal_status(s);
@@ -317,13 +383,13 @@ out_leave:
   /* release: our ring push happens before the recovery path sees us gone. */
   atomic_fetch_sub_explicit(&dev->submitters, 1, memory_order_release);
   if (st != ACX_OK) {
-    if (req_id) {
-      acx_future_t *mine = pend_take(dev, req_id);
-      if (mine) acx_future_release(mine);
-    }
     if (f) {
-      acx_future_release(f);
-      acx_future_release(f);
+      /* The table's reference: still in the table (take it back), or already dropped by whoever
+       * failed the request (pend_fail_all), or never handed to the table (no req_id). The push
+       * used to fail only in the last two cases; a broken ring also fails it in the first. */
+      acx_future_t *mine = req_id ? pend_take(dev, req_id) : NULL;
+      if (mine || !req_id) acx_future_release(f);
+      acx_future_release(f); /* the caller's */
     }
     return st;
   }
@@ -374,9 +440,21 @@ static void note_ff_failure(acx_device_t *dev, acx_status_t st) {
                                           memory_order_relaxed);
 }
 
+/* The status an executor's reply or sticky error means to the caller. In the process transport a
+ * poisoned context is a loss of that incarnation, which the device restarts: ACX_ERR_DEVICE_LOST,
+ * retryable, as the cuda engine already says for the fault itself; ACX_ERR_DEVICE_FATAL (never
+ * retryable) belongs to the inline transport. A poisoned host engine answers the commands it still
+ * pops with DEVICE_FATAL, and a call that raced the loss report got that (issue 12 item 6). */
+static acx_status_t executor_status(const acx_device_t *dev, acx_status_t st) {
+  return st == ACX_ERR_DEVICE_FATAL && !dev->inline_mode ? ACX_ERR_DEVICE_LOST : st;
+}
+
 /* Completes the request of one reply. The poller calls it (process transport), or the inline
  * executor's threads directly (complete_direct): it is thread-safe. */
-static void complete_reply(acx_device_t *dev, const acxi_cpl_t *c) {
+static void complete_reply(acx_device_t *dev, const acxi_cpl_t *in) {
+  acxi_cpl_t fixed = *in;
+  fixed.status = (int32_t)executor_status(dev, (acx_status_t)in->status);
+  const acxi_cpl_t *c = &fixed;
   acx_future_t *f = pend_take(dev, c->req_id);
   if (!f) {
     /* A fire-and-forget command failed (req_id 0), or a reply to a request already failed by
@@ -395,13 +473,16 @@ static void complete_reply(acx_device_t *dev, const acxi_cpl_t *c) {
 
 static void complete_direct(void *sink, const acxi_cpl_t *c) { complete_reply(sink, c); }
 
-static int drain_replies(acx_device_t *dev, acxi_ring_t *ring) {
+/* Completes the replies waiting in the ring, at most one ring's worth (an executor that keeps
+ * posting cannot hold the poller here). */
+static int drain_replies(acx_device_t *dev) {
   acxi_cpl_t c;
-  int n = 0;
-  while (acxi_ring_try_pop(ring, &c)) {
+  int n = 0, got = ACXI_RING_WAIT;
+  while (n < (int)dev->slots && (got = acxi_ring_try_pop(&dev->cv.cpls, &c)) == ACXI_RING_DONE) {
     complete_reply(dev, &c);
     n++;
   }
+  if (got == ACXI_RING_BROKEN) ring_broken(dev, "reply");
   return n;
 }
 
@@ -414,11 +495,50 @@ static void describe_wait_status(int ws, char *buf, size_t cap) {
     snprintf(buf, cap, "wait status 0x%x", ws);
 }
 
-/* 1 when the executor is gone, silent, or reported a sticky error; fills *loss. Poller only. */
+/* The latest deadline among the outstanding requests and fire-and-forget commands (INT64_MIN when
+ * there is none). Scans the request table: the poller calls it only while the loop shows no
+ * progress, and at most once per deadline (busy_until). */
+static int64_t latest_deadline(acx_device_t *dev) {
+  int64_t latest = atomic_load_explicit(&dev->ff_deadline, memory_order_relaxed); /* a hint, see submit */
+  pthread_mutex_lock(&dev->pend_lock);
+  for (uint32_t i = 0; i < dev->pend_cap; i++)
+    if (dev->pend[i].req_id && dev->pend[i].deadline > latest) latest = dev->pend[i].deadline;
+  pthread_mutex_unlock(&dev->pend_lock);
+  return latest;
+}
+
+/* The liveness rule's second half (docs/fault-model.md): a loop that has made no progress for a
+ * heartbeat limit is hung only when no work it was given may still legitimately be running, i.e.
+ * every outstanding request's deadline has passed. Before that it is busy (a long collective, a
+ * long library call): its caller's own deadline bounds the wait, and acxi_device_restart can end
+ * it sooner. Poller only. */
+static int loop_hung(acx_device_t *dev, int64_t now) {
+  if (now < dev->busy_until) return 0;
+  dev->busy_until = latest_deadline(dev);
+  return now >= dev->busy_until;
+}
+
+/* 1 when the executor is gone, silent, hung, broke a ring, reported a sticky error, or a restart
+ * was asked for (acxi_device_restart); fills *loss. Poller only. */
 static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, dev_loss_t *loss) {
+  /* acquire: pairs with acxi_device_restart's release store; the reason is written. */
+  if (atomic_load_explicit(&dev->restart_gen, memory_order_acquire) ==
+      atomic_load_explicit(&dev->generation, memory_order_relaxed)) {
+    loss->cause = ACX_ERR_DEVICE_LOST;
+    pthread_mutex_lock(&dev->restart_lock);
+    snprintf(loss->reason, sizeof loss->reason, "restart requested: %s", dev->restart_reason);
+    pthread_mutex_unlock(&dev->restart_lock);
+    return 1;
+  }
+  /* relaxed: a flag; whoever set it logged the details, and the rings are not used again. */
+  if (atomic_load_explicit(&dev->ring_broken, memory_order_relaxed)) {
+    loss->cause = ACX_ERR_DEVICE_LOST;
+    snprintf(loss->reason, sizeof loss->reason, "the executor wrote an impossible sequence number into a ring");
+    return 1;
+  }
   /* acquire: pairs with acxi_ctrl_set_sticky's release; the message is complete. */
   if (atomic_load_explicit(&ctrl->sticky, memory_order_acquire) == 1) {
-    loss->cause = ACX_ERR_DEVICE_FATAL;
+    loss->cause = executor_status(dev, ACX_ERR_DEVICE_FATAL);
     snprintf(loss->reason, sizeof loss->reason, "sticky error: %.110s", ctrl->sticky_msg);
     return 1;
   }
@@ -435,37 +555,54 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, dev_
                strsignal(si.si_status));
     return 1;
   }
-  /* relaxed: a lone timestamp. */
+  /* relaxed: lone timestamps. */
   int64_t beat = atomic_load_explicit(&ctrl->heartbeat_ns, memory_order_relaxed);
   if (now - beat > dev->heartbeat_ns) {
     loss->cause = ACX_ERR_DEVICE_LOST;
-    snprintf(loss->reason, sizeof loss->reason, "no heartbeat for %" PRId64 " ms (limit %" PRId64 " ms)",
-             (now - beat) / 1000000, dev->heartbeat_ns / 1000000);
+    snprintf(loss->reason, sizeof loss->reason, "no heartbeat for %" PRId64 " ms (limit %" PRId64 " ms): the "
+             "executor process is stopped or not scheduled", (now - beat) / 1000000, dev->heartbeat_ns / 1000000);
+    return 1;
+  }
+  int64_t progress = atomic_load_explicit(&ctrl->progress_ns, memory_order_relaxed);
+  if (now - progress > dev->heartbeat_ns && loop_hung(dev, now)) {
+    loss->cause = ACX_ERR_DEVICE_LOST;
+    snprintf(loss->reason, sizeof loss->reason, "loop hung: no progress for %" PRId64 " ms (limit %" PRId64
+             " ms), every request past its deadline", (now - progress) / 1000000, dev->heartbeat_ns / 1000000);
     return 1;
   }
   return 0;
 }
 
-static void wait_submitters_gone(acx_device_t *dev) {
-  /* acquire: pairs with the release decrement; their pushes are visible. Bounded: a submitter
-   * waiting for ring space or a request slot rechecks the state at least every 10 ms. */
+/* Waits (SUBMITTERS_WAIT_NS at most) until no submitter is between its state check and its ring
+ * push; the state no longer accepts them. ACX_ERR_TIMEOUT (logged) when some stayed. */
+static acx_status_t wait_submitters_gone(acx_device_t *dev, const char *why) {
+  int64_t deadline = supervision_deadline(dev, SUBMITTERS_WAIT_NS);
+  /* acquire: pairs with the release decrement; their pushes are visible. */
   for (int i = 0; atomic_load_explicit(&dev->submitters, memory_order_acquire) != 0; i++) {
-    if (i < 1000)
+    if (i < 1000) {
       acxi_cpu_relax();
-    else
-      sleep_ns(100000);
+      continue;
+    }
+    if (acxi_now_ns() >= deadline) {
+      ACX_WARN(DEVICE, "%s device: %d submitting threads still inside after %lld ms (or the close's deadline); %s", dev->kind,
+               atomic_load_explicit(&dev->submitters, memory_order_relaxed), SUBMITTERS_WAIT_NS / 1000000, why);
+      return ACX_ERR_TIMEOUT;
+    }
+    sleep_ns(100000);
   }
+  return ACX_OK;
 }
 
 /* The common path of every loss: stop accepting, fail every outstanding request, hand the
  * restart to the DeviceActor. Runs on the poller with poll_lock held. */
-static void begin_loss(acx_device_t *dev, acxi_ring_t *replies, dev_loss_t *loss) {
+static void begin_loss(acx_device_t *dev, dev_loss_t *loss) {
   int fatal = dev->inline_mode;
   if (!cas_state(dev, ACXI_DEV_RUNNING, fatal ? ACXI_DEV_FATAL : ACXI_DEV_RECOVERING)) return;
   uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed);
   loss->generation = gen;
-  wait_submitters_gone(dev);
-  drain_replies(dev, replies); /* whatever the executor answered before it went */
+  /* Late ones only add requests that their own deadlines end: nothing here unmaps the block. */
+  wait_submitters_gone(dev, "failing the outstanding requests anyway");
+  drain_replies(dev); /* whatever the executor answered before it went */
   /* Fire-and-forget launches that no all-stream synchronize covered may have been dropped. */
   uint64_t sent = atomic_load_explicit(&dev->ff_sent, memory_order_relaxed);
   if (sent != atomic_exchange_explicit(&dev->ff_fenced, sent, memory_order_relaxed))
@@ -540,18 +677,24 @@ static void *poller_main(void *arg) {
   while (!atomic_load_explicit(&dev->poller_stop, memory_order_relaxed)) {
     int s = load_state(dev);
     /* seq_cst: pairs with poll_pause's increment before its doorbell. */
-    if (atomic_load_explicit(&dev->poll_yield, memory_order_seq_cst) || !dev->ctrl ||
+    if (atomic_load_explicit(&dev->poll_yield, memory_order_seq_cst) || !dev->cv.ctrl ||
         !(s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING || s == ACXI_DEV_CLOSING)) {
       cond_wait_until(&dev->poll_cond, &dev->poll_lock, acxi_now_ns() + 50000000);
       continue;
     }
-    acxi_ctrl_t *ctrl = dev->ctrl;
-    acxi_ring_t *replies = acxi_ctrl_cpl_ring(ctrl);
-    int n = drain_replies(dev, replies);
+    acxi_ctrl_t *ctrl = dev->cv.ctrl;
+    int n = drain_replies(dev);
+    /* Again: completing replies runs continuations, which may have taken long (a close may have
+     * given up on us meanwhile and released what the checks below tell). */
+    s = load_state(dev);
     int64_t now = acxi_now_ns();
     if (n) last_active = now;
-    /* relaxed: a hint to check now rather than at the period (a sticky executor wakes us). */
-    int sticky = atomic_load_explicit(&ctrl->sticky, memory_order_relaxed) != 0;
+    /* relaxed: hints to check now rather than at the period (a sticky executor, a broken ring and
+     * acxi_device_restart wake us). */
+    int sticky = atomic_load_explicit(&ctrl->sticky, memory_order_relaxed) != 0 ||
+                 atomic_load_explicit(&dev->ring_broken, memory_order_relaxed) ||
+                 atomic_load_explicit(&dev->restart_gen, memory_order_relaxed) ==
+                     atomic_load_explicit(&dev->generation, memory_order_relaxed);
     /* While requests wait (and we spin anyway), look for a dead executor every millisecond: they
      * fail, and the device recovers, that much sooner. */
     int64_t period = !dev->inline_mode && pend_outstanding(dev) > 0 ? 1000000 : check_period;
@@ -560,11 +703,11 @@ static void *poller_main(void *arg) {
       dev_loss_t loss = {.detected_ns = now, .cause = ACX_ERR_DEVICE_LOST};
       if (executor_lost(dev, ctrl, now, &loss)) {
         if (s == ACXI_DEV_RUNNING) {
-          begin_loss(dev, replies, &loss);
+          begin_loss(dev, &loss);
         } else {
           /* A new incarnation died while the DeviceActor registers host memory with it: fail
            * those requests so that its start fails now rather than at its deadline. */
-          drain_replies(dev, replies);
+          drain_replies(dev);
           pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
           cond_wait_until(&dev->poll_cond, &dev->poll_lock, acxi_now_ns() + check_period);
         }
@@ -579,25 +722,46 @@ static void *poller_main(void *arg) {
       continue;
     }
     int64_t wake = (last_check ? last_check : now) + check_period;
-    acxi_ring_consumer_wait(replies, wake);
+    acxi_ring_consumer_wait(&dev->cv.cpls, wake);
   }
   pthread_mutex_unlock(&dev->poll_lock);
+  acxi_device_release(dev);
   return NULL;
 }
 
-/* Installs the next control block (or none) while the poller is parked. */
-static void ctrl_swap(acx_device_t *dev, acxi_shm_t *next) {
-  poll_pause(dev);
+/* Installs the next control block (or none) while the poller is parked, and unmaps the old one
+ * when nobody can touch it any more: the poller is parked and `submitters_gone` (the caller's
+ * wait_submitters_gone succeeded). Otherwise the old mapping is left in place (logged): a stuck
+ * thread may still write into it. ACX_ERR_TIMEOUT when the poller did not park: nothing changed
+ * but `next`, which is destroyed. */
+static acx_status_t ctrl_swap(acx_device_t *dev, acxi_shm_t *next, int submitters_gone) {
+  if (poll_pause(dev, next ? "the new executor's control block is not installed" : "the old control block stays "
+                 "mapped") != ACX_OK) {
+    if (next) acxi_shm_destroy(next);
+    return ACX_ERR_TIMEOUT;
+  }
   acxi_shm_t old = dev->shm;
   if (next) {
     dev->shm = *next;
-    dev->ctrl = acxi_ctrl(next);
+    /* From our own slot count and mapping: cannot fail for a block acxi_ctrl_create made. */
+    acxi_ctrl_view_init(&dev->cv, next->addr, dev->slots);
   } else {
     dev->shm = (acxi_shm_t){.fd = -1};
-    dev->ctrl = NULL;
+    dev->cv = (acxi_ctrl_view_t){0};
   }
+  /* No submitter or poller inside: per-incarnation state starts afresh. */
+  atomic_store_explicit(&dev->ring_broken, 0, memory_order_relaxed);
+  atomic_store_explicit(&dev->ff_deadline, INT64_MIN, memory_order_relaxed);
+  dev->busy_until = 0;
   poll_resume(dev);
-  acxi_shm_destroy(&old);
+  if (submitters_gone || !old.addr) {
+    acxi_shm_destroy(&old);
+  } else {
+    ACX_WARN(DEVICE, "%s device: the old control block stays mapped (%zu bytes): a submitting thread may still "
+             "write into it", dev->kind, old.bytes);
+    if (old.fd >= 0) close(old.fd);
+  }
+  return ACX_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -718,7 +882,7 @@ static void reap_executor(acx_device_t *dev, int64_t grace_ns) {
   if (dev->inline_mode) {
     if (!dev->exec_thread_live) return;
     atomic_store_explicit(&dev->exec_stop, 1, memory_order_relaxed);
-    if (dev->ctrl) acxi_ring_wake(acxi_ctrl_cmd_ring(dev->ctrl));
+    if (dev->cv.ctrl) acxi_ring_wake(&dev->cv.cmds);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* pthread_timedjoin_np takes CLOCK_REALTIME */
     int64_t dl = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + (grace_ns > 0 ? grace_ns : 0) + 5000000000LL;
@@ -744,14 +908,13 @@ static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
   acx_status_t res;
   acxi_shm_t shm;
   ACXCHECK(acxi_ctrl_create(dev->slots, gen, &shm));
-  ctrl_swap(dev, &shm);
+  ACXCHECK(ctrl_swap(dev, &shm, 1)); /* RECOVERING or STARTING: no submitter (waited for by our caller) */
   /* relaxed: no submitter is inside (state is STARTING or RECOVERING). */
   atomic_store_explicit(&dev->generation, gen, memory_order_relaxed);
-  acxi_ctrl_t *ctrl = dev->ctrl;
   if (dev->inline_mode) {
     atomic_store_explicit(&dev->exec_stop, 0, memory_order_relaxed);
     dev->loop = (acxi_exec_loop_params_t){
-        .ctrl = ctrl,
+        .view = dev->cv,
         .ops = acxi_engine_find(dev->kind),
         .engine = {.cuda_ordinal = dev->cuda_ordinal, .streams = dev->streams, .generation = gen,
                    .inline_mode = 1, .completion = dev->completion, .fault_inject = dev->fault_inject},
@@ -792,11 +955,11 @@ static acx_status_t start_incarnation(acx_device_t *dev, uint64_t gen) {
   return finish_start(dev, gen, acxi_deadline(dev->exec_timeout_ns));
 }
 
-/* Waits until the executor of generation `gen` (dev->ctrl, dev->pid) is READY, FAILED or dead,
+/* Waits until the executor of generation `gen` (dev->cv, dev->pid) is READY, FAILED or dead,
  * or the deadline passes; then registers the host regions with it and goes RUNNING. */
 static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadline) {
   acx_status_t res;
-  acxi_ctrl_t *ctrl = dev->ctrl;
+  acxi_ctrl_t *ctrl = dev->cv.ctrl;
   for (;;) {
     /* acquire: pairs with the executor's release store of READY. */
     uint32_t es = atomic_load_explicit(&ctrl->state, memory_order_acquire);
@@ -805,8 +968,10 @@ static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadli
       res = atomic_load_explicit(&ctrl->sticky, memory_order_acquire) == 1 ? (acx_status_t)ctrl->sticky_status
                                                                           : ACX_ERR_DEVICE_LOST;
       if (res == ACX_OK) res = ACX_ERR_DEVICE_LOST;
-      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " failed to start: %s", dev->kind, gen,
-               ctrl->sticky_msg[0] ? ctrl->sticky_msg : "no reason given");
+      res = executor_status(dev, res);
+      /* Bounded: the executor writes the message and need not terminate it. */
+      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " failed to start: %.*s", dev->kind, gen,
+               (int)sizeof ctrl->sticky_msg, ctrl->sticky_msg[0] ? ctrl->sticky_msg : "no reason given");
       return res;
     }
     if (!dev->inline_mode) {
@@ -822,6 +987,7 @@ static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadli
       ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " not ready before its deadline", dev->kind, gen);
       return ACX_ERR_TIMEOUT;
     }
+    if (atomic_load_explicit(&dev->close_requested, memory_order_relaxed)) return ACX_ERR_CANCELLED; /* as in recover */
     sleep_ns(50000);
   }
   set_state(dev, ACXI_DEV_STARTING); /* the poller polls; internal submissions only */
@@ -839,10 +1005,10 @@ static acx_status_t finish_start(acx_device_t *dev, uint64_t gen, int64_t deadli
 static void end_incarnation(acx_device_t *dev, int64_t grace_ns) {
   int s = load_state(dev);
   if (s == ACXI_DEV_STARTING || s == ACXI_DEV_RUNNING) atomic_store(&dev->state, ACXI_DEV_RECOVERING);
-  wait_submitters_gone(dev);
+  int gone = wait_submitters_gone(dev, "the old control block stays mapped") == ACX_OK;
   reap_executor(dev, grace_ns);
   pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
-  ctrl_swap(dev, NULL);
+  ctrl_swap(dev, NULL, gone);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -863,7 +1029,7 @@ static void standby_spawn(acx_device_t *dev) {
   acx_status_t st = spawn_executor(dev, 0, shm.fd, sv[1], &pid);
   close(sv[1]);
   if (st != ACX_OK) goto err_close_sock;
-  poll_pause(dev);
+  if (poll_pause(dev, "the new standby is dropped") != ACX_OK) goto err_kill_standby;
   dev->sb_shm = shm;
   dev->sb_ctrl = acxi_ctrl(&dev->sb_shm);
   atomic_store_explicit(&dev->sb_pid, pid, memory_order_relaxed);
@@ -873,6 +1039,9 @@ static void standby_spawn(acx_device_t *dev) {
   poll_resume(dev);
   atomic_fetch_add_explicit(&dev->standby_spawns, 1, memory_order_relaxed);
   return;
+err_kill_standby:
+  kill(pid, SIGKILL);
+  reap_pid(pid, 0);
 err_close_sock:
   close(sv[0]);
 err_destroy_shm:
@@ -887,9 +1056,12 @@ static void standby_ask_leave(acx_device_t *dev) {
   acxi_futex_wake(&dev->sb_ctrl->promote, 1);
 }
 
-/* Detaches the standby from the device (poller included) and returns what is left to clean up. */
-static void standby_detach(acx_device_t *dev, acxi_shm_t *shm, pid_t *pid, int *sock) {
-  poll_pause(dev);
+/* Detaches the standby from the device (poller included) and returns what is left to clean up.
+ * ACX_ERR_TIMEOUT when the poller did not park: the standby stays attached (the poller may read
+ * its block), only *pid is set. */
+static acx_status_t standby_detach(acx_device_t *dev, acxi_shm_t *shm, pid_t *pid, int *sock) {
+  *pid = atomic_load_explicit(&dev->sb_pid, memory_order_relaxed);
+  ACXCHECK(poll_pause(dev, "the standby stays attached"));
   *shm = dev->sb_shm;
   *pid = atomic_load_explicit(&dev->sb_pid, memory_order_relaxed);
   *sock = dev->sb_sock;
@@ -899,6 +1071,7 @@ static void standby_detach(acx_device_t *dev, acxi_shm_t *shm, pid_t *pid, int *
   atomic_store_explicit(&dev->sb_ready, 0, memory_order_relaxed);
   dev->sb_sock = -1;
   poll_resume(dev);
+  return ACX_OK;
 }
 
 /* Stops the standby: asks it to leave, gives it grace_ns, then SIGKILL; reaps it. */
@@ -908,9 +1081,10 @@ static void standby_discard(acx_device_t *dev, int64_t grace_ns, const char *why
   acxi_shm_t shm;
   pid_t pid;
   int sock;
-  standby_detach(dev, &shm, &pid, &sock);
+  int detached = standby_detach(dev, &shm, &pid, &sock) == ACX_OK;
   ACX_INFO(DEVICE, "stopping the standby %s executor pid %d: %s", dev->kind, (int)pid, why);
-  if (pid > 0) reap_pid(pid, grace_ns);
+  if (pid > 0) reap_pid(pid, detached ? grace_ns : 0);
+  if (!detached) return; /* its block stays mapped: the poller may still look at it */
   if (sock >= 0) close(sock);
   acxi_shm_destroy(&shm);
 }
@@ -970,6 +1144,10 @@ static int standby_usable(acx_device_t *dev, char *why, size_t cap) {
       snprintf(why, cap, "not ready within %" PRId64 " ms", dev->exec_timeout_ns / 1000000);
       return 0;
     }
+    if (atomic_load_explicit(&dev->close_requested, memory_order_relaxed)) { /* as in recover */
+      snprintf(why, cap, "the device closes");
+      return 0;
+    }
     sleep_ns(50000);
   }
 }
@@ -989,10 +1167,15 @@ static acx_status_t standby_promote(acx_device_t *dev, uint64_t gen) {
   acxi_shm_t shm;
   pid_t pid;
   int sock;
-  standby_detach(dev, &shm, &pid, &sock);
+  if (standby_detach(dev, &shm, &pid, &sock) != ACX_OK) return ACX_ERR_NO_DEVICE; /* logged; spawn instead */
   acxi_ctrl_t *c = acxi_ctrl(&shm);
   c->generation = gen; /* published by the release store of PROMOTE */
-  ctrl_swap(dev, &shm);
+  if (ctrl_swap(dev, &shm, 1) != ACX_OK) { /* shm destroyed: the standby has no future */
+    kill(pid, SIGKILL);
+    reap_pid(pid, 0);
+    if (sock >= 0) close(sock);
+    return ACX_ERR_TIMEOUT;
+  }
   atomic_store_explicit(&dev->pid, pid, memory_order_relaxed);
   dev->sock = sock;
   /* relaxed: no submitter is inside (the state is RECOVERING). */
@@ -1010,14 +1193,14 @@ static acx_status_t standby_promote(acx_device_t *dev, uint64_t gen) {
 static pid_t end_incarnation_kill(acx_device_t *dev) {
   int s = load_state(dev);
   if (s == ACXI_DEV_STARTING || s == ACXI_DEV_RUNNING) atomic_store(&dev->state, ACXI_DEV_RECOVERING);
-  wait_submitters_gone(dev);
+  int gone = wait_submitters_gone(dev, "the old control block stays mapped") == ACX_OK;
   pid_t pid = atomic_load_explicit(&dev->pid, memory_order_relaxed);
   if (pid > 0) kill(pid, SIGKILL);
   atomic_store_explicit(&dev->pid, 0, memory_order_relaxed);
   if (dev->sock >= 0) close(dev->sock);
   dev->sock = -1;
   pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
-  ctrl_swap(dev, NULL);
+  ctrl_swap(dev, NULL, gone);
   return pid;
 }
 
@@ -1046,7 +1229,7 @@ typedef struct dev_actor {
   acx_device_t *dev;
 } dev_actor_t;
 
-static void close_device(acx_device_t *dev, int64_t timeout_ns);
+static void close_device(acx_device_t *dev, int64_t deadline);
 
 static acx_status_t actor_init(acx_ctx_t *ctx, void *state, const void *arg) {
   dev_actor_t *a = state;
@@ -1082,6 +1265,12 @@ static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
       load_state(dev) != ACXI_DEV_RECOVERING)
     return; /* a stale report */
   acx_device_event_t ev = {.old_generation = lost_gen, .cause = loss->cause};
+  /* One restart, one generation: an attempt that fails before the device runs again (a promoted
+   * standby that does not report READY within a heartbeat, a spawn that dies starting, a failed
+   * re-registration) served nothing, admitted no user command and made no buffer, so the next
+   * attempt reuses its number. It used to take the next one, and a single restart moved the
+   * generation by 2 (issue 12 item 6). Each attempt still counts against ACX_MAX_RESTARTS. */
+  const uint64_t gen = lost_gen + 1;
   memcpy(ev.reason, loss->reason, sizeof ev.reason);
   pid_t unreaped = 0;
   if (dev->sb_ctrl) {
@@ -1091,6 +1280,13 @@ static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
     note_exit_status(dev, loss, &ev);
   }
   for (;;) {
+    /* relaxed: a request; the close that follows is serialised behind us by the mailbox. */
+    if (atomic_load_explicit(&dev->close_requested, memory_order_relaxed)) {
+      ACX_INFO(DEVICE, "%s device: restart after generation %" PRIu64 " abandoned: the device closes", dev->kind,
+               lost_gen);
+      if (unreaped) reap_pid(unreaped, 0);
+      return;
+    }
     if (!restart_allowed(dev, acxi_now_ns())) {
       if (unreaped) {
         dev->loss_exit_status = reap_pid(unreaped, 0);
@@ -1106,7 +1302,6 @@ static void recover(acx_ctx_t *ctx, acx_device_t *dev, const dev_loss_t *loss) {
       acx_actor_fail(ctx, ACX_ERR_DEVICE_UNAVAILABLE);
       return;
     }
-    uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed) + 1;
     acx_status_t st = standby_promote(dev, gen);
     int promoted = st != ACX_ERR_NO_DEVICE;
     if (!promoted) st = start_incarnation(dev, gen);
@@ -1169,8 +1364,8 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
     }
     return ACX_OK;
   case DEV_MSG_CLOSE: {
-    int64_t t = msg->len == sizeof(int64_t) ? *(const int64_t *)msg->data : dev->exec_timeout_ns;
-    close_device(dev, t);
+    int64_t dl = msg->len == sizeof(int64_t) ? *(const int64_t *)msg->data : acxi_deadline(dev->exec_timeout_ns);
+    close_device(dev, dl);
     acx_reply(ctx, msg, ACX_OK, NULL, 0);
     acx_stop_self(ctx);
     return ACX_OK;
@@ -1184,7 +1379,8 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
 static void actor_post_stop(acx_ctx_t *ctx, void *state) {
   dev_actor_t *a = state;
   if (!a->dev) return;
-  close_device(a->dev, a->dev->exec_timeout_ns); /* the system is going down before acx_device_close */
+  /* The system is going down before acx_device_close. */
+  close_device(a->dev, acxi_deadline(a->dev->exec_timeout_ns));
   acxi_device_release(a->dev);
   a->dev = NULL;
 }
@@ -1216,6 +1412,7 @@ static void device_free(acx_device_t *dev) {
   pthread_mutex_destroy(&dev->staging_lock);
   pthread_mutex_destroy(&dev->watch_lock);
   pthread_mutex_destroy(&dev->event_lock);
+  pthread_mutex_destroy(&dev->restart_lock);
   free(dev);
 }
 
@@ -1224,9 +1421,37 @@ void acxi_device_release(acx_device_t *dev) {
   if (dev && atomic_fetch_sub_explicit(&dev->refs, 1, memory_order_acq_rel) == 1) device_free(dev);
 }
 
-/* Shuts the executor down and stops the poller. Idempotent; serialised by the DeviceActor (or
+/* Stops the reply poller and joins it until `deadline` (at least 100 ms from now). A poller that
+ * does not leave in time is detached (logged): it holds its own device reference, so it never
+ * touches freed memory, and it leaves at its next look at poller_stop. */
+static void stop_poller(acx_device_t *dev, int64_t deadline) {
+  if (!dev->poller_live) return;
+  atomic_store_explicit(&dev->poller_stop, 1, memory_order_relaxed);
+  /* Without poll_lock (the poller may be stuck holding it): a wake-up it misses between its check
+   * and its wait only costs that wait's 50 ms bound. */
+  pthread_cond_broadcast(&dev->poll_cond);
+  int64_t min = acxi_deadline(100000000);
+  struct timespec ts = realtime_in((deadline > min ? deadline : min) - acxi_now_ns()); /* timedjoin: REALTIME */
+  int rc = pthread_timedjoin_np(dev->poller, NULL, &ts);
+  if (rc) {
+    ACX_WARN(DEVICE, "%s device: the reply poller did not leave by the close's deadline (%s); detached", dev->kind,
+             strerror(rc));
+    pthread_detach(dev->poller);
+  }
+  dev->poller_live = 0;
+}
+
+/* Part of a close's time kept for killing and reaping what did not leave on its own (a SIGKILLed
+ * host process is reaped in a few ms): min(timeout / 4, 250 ms). */
+static int64_t close_reserve(int64_t timeout_ns) {
+  int64_t r = timeout_ns / 4;
+  return r < 250000000 ? r : 250000000;
+}
+
+/* Shuts the executor down and stops the poller, by `deadline` (the executor gets until
+ * deadline - close_reserve to leave on its own). Idempotent; serialised by the DeviceActor (or
  * run by the closer when the actor is gone). */
-static void close_device(acx_device_t *dev, int64_t timeout_ns) {
+static void close_device(acx_device_t *dev, int64_t deadline) {
   int s;
   /* The poller may move RUNNING to RECOVERING/FATAL concurrently: retry until our move sticks,
    * remembering the state we moved away from. */
@@ -1234,27 +1459,28 @@ static void close_device(acx_device_t *dev, int64_t timeout_ns) {
     s = load_state(dev);
     if (s == ACXI_DEV_CLOSED || s == ACXI_DEV_CLOSING) return;
   } while (!cas_state(dev, s, ACXI_DEV_CLOSING));
-  wait_submitters_gone(dev);
+  /* Bounds the supervision's own waits from here on (acx_device_close set it already). */
+  int64_t by = atomic_load_explicit(&dev->close_by, memory_order_relaxed);
+  if (!by || deadline < by) atomic_store_explicit(&dev->close_by, deadline > 0 ? deadline : 1, memory_order_relaxed);
+  int gone = wait_submitters_gone(dev, "the control block stays mapped") == ACX_OK;
   standby_ask_leave(dev); /* it winds down while the active executor finishes */
-  int64_t grace = timeout_ns;
-  if (s == ACXI_DEV_RUNNING && dev->ctrl) {
+  int64_t left = deadline - acxi_now_ns();
+  int64_t leave_by = deadline - close_reserve(left > 0 ? left : 0);
+  if (s == ACXI_DEV_RUNNING && dev->cv.ctrl && leave_by > acxi_now_ns()) {
     acxi_cmd_t cmd = {.op = ACXI_OP_SHUTDOWN, .stream = ACXI_STREAM_ALL};
-    int64_t t0 = acxi_now_ns();
-    acx_status_t st = acxi_device_call(dev, &cmd, NULL, 0, ACXI_SUBMIT_INTERNAL, -1, timeout_ns, NULL);
+    acx_status_t st =
+        acxi_device_call(dev, &cmd, NULL, 0, ACXI_SUBMIT_INTERNAL, -1, leave_by - acxi_now_ns(), NULL);
     if (st != ACX_OK) ACX_WARN(DEVICE, "SHUTDOWN of the %s executor: %s; killing it", dev->kind, acx_status_name(st));
-    grace = st == ACX_OK ? timeout_ns - (acxi_now_ns() - t0) : 0;
-    if (grace < 0) grace = 0;
+    if (st != ACX_OK) leave_by = 0;
   }
   atomic_store(&dev->state, ACXI_DEV_CLOSED);
-  reap_executor(dev, grace);
-  standby_discard(dev, grace > 1000000000LL ? grace : 1000000000LL, "the device closes");
+  int64_t grace = leave_by - acxi_now_ns();
+  reap_executor(dev, grace > 0 ? grace : 0);
+  grace = leave_by - acxi_now_ns(); /* the standby was asked to leave at the start */
+  standby_discard(dev, grace > 0 ? grace : 0, "the device closes");
   pend_fail_all(dev, ACX_ERR_CANCELLED);
-  atomic_store_explicit(&dev->poller_stop, 1, memory_order_relaxed);
-  ctrl_swap(dev, NULL);
-  if (dev->poller_live) {
-    pthread_join(dev->poller, NULL);
-    dev->poller_live = 0;
-  }
+  ctrl_swap(dev, NULL, gone);
+  stop_poller(dev, deadline);
   acxi_device_staging_destroy(dev);
 }
 
@@ -1459,6 +1685,8 @@ acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, 
   pthread_mutex_init(&dev->staging_lock, NULL);
   pthread_mutex_init(&dev->watch_lock, NULL);
   pthread_mutex_init(&dev->event_lock, NULL);
+  pthread_mutex_init(&dev->restart_lock, NULL);
+  atomic_init(&dev->ff_deadline, INT64_MIN);
   ACXCHECKGOTO(resolve_config(dev, cfg), res, err_free_dev);
   dev->restart_times = calloc((size_t)dev->max_restarts + 1, sizeof *dev->restart_times);
   if (!dev->restart_times) {
@@ -1468,7 +1696,9 @@ acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, 
   ACXCHECKGOTO(pend_init(dev), res, err_free_dev);
   /* The poller is the device's first bound thread: a set the kernel refuses fails the open here,
    * before any executor is spawned with it. */
+  acxi_device_hold(dev); /* the poller's own: released as it leaves (stop_poller may detach it) */
   int rc = acxi_thread_create(&dev->poller, dev->cpuset_mask, poller_main, dev);
+  if (rc) atomic_fetch_sub_explicit(&dev->refs, 1, memory_order_relaxed); /* no thread: not shared yet */
   if (rc == EINVAL && dev->cpuset_mask) {
     ACX_WARN(DEVICE, "acx_device_open: cpuset '%s' (cfg->cpuset or ACX_CPUSET) holds no CPU this process may run "
              "on", dev->cpuset);
@@ -1520,9 +1750,10 @@ err_stop_actor:
   acxi_device_release(dev);
   return res;
 err_stop_poller:
-  atomic_store_explicit(&dev->poller_stop, 1, memory_order_relaxed);
-  set_state(dev, ACXI_DEV_CLOSED);
-  pthread_join(dev->poller, NULL);
+  atomic_store_explicit(&dev->state, ACXI_DEV_CLOSED, memory_order_seq_cst);
+  stop_poller(dev, acxi_deadline(POLL_PAUSE_NS));
+  acxi_device_release(dev); /* freed here, or by a detached poller as it leaves */
+  return res;
 err_free_dev:
   device_free(dev);
   return res;
@@ -1530,25 +1761,34 @@ err_free_dev:
 
 acx_status_t acx_device_close(acx_device_t *dev, int64_t timeout_ns) {
   ACX_CHECK_NULL(dev);
-  int64_t t = acxi_device_timeout(dev, timeout_ns);
+  int64_t deadline = acxi_deadline(acxi_device_timeout(dev, timeout_ns));
+  /* A restart under way gives up at its next step (it would delay the DeviceActor's close). */
+  atomic_store_explicit(&dev->close_requested, 1, memory_order_relaxed);
+  atomic_store_explicit(&dev->close_by, deadline, memory_order_relaxed); /* the supervision's waits end by then */
+  int s = load_state(dev);
+  if (s == ACXI_DEV_STARTING || s == ACXI_DEV_RECOVERING) pend_fail_all(dev, ACX_ERR_CANCELLED);
   acx_future_t *f = NULL;
-  acx_status_t st = acx_ask(dev->actor, DEV_MSG_CLOSE, &t, sizeof t, &f);
+  acx_status_t st = acx_ask(dev->actor, DEV_MSG_CLOSE, &deadline, sizeof deadline, &f);
   if (st == ACX_OK) {
-    /* The DeviceActor may be busy restarting the executor: give it that long too. */
-    st = acx_future_wait(f, t + dev->exec_timeout_ns + 10000000000LL, NULL, 0, NULL);
+    int64_t left = deadline - acxi_now_ns();
+    st = acx_future_wait(f, left > 0 ? left : 0, NULL, 0, NULL);
     acx_future_release(f);
+    if (st != ACX_OK)
+      ACX_WARN(DEVICE, "acx_device_close: the DeviceActor did not finish closing the %s device within timeout_ns "
+               "(%s); it goes on in the background", dev->kind, acx_status_name(st));
+  } else {
+    /* The DeviceActor is gone (stopped by its supervisor): its post_stop closes the device. */
+    while (load_state(dev) != ACXI_DEV_CLOSED && acxi_now_ns() < deadline) sleep_ns(1000000);
+    if (load_state(dev) != ACXI_DEV_CLOSED) close_device(dev, deadline);
+    st = load_state(dev) == ACXI_DEV_CLOSED ? ACX_OK : ACX_ERR_TIMEOUT;
   }
   if (st != ACX_OK) {
-    ACX_INFO(DEVICE, "DeviceActor did not close the device (%s); closing here", acx_status_name(st));
-    acx_stop(dev->actor);
+    acx_stop(dev->actor); /* its post_stop finishes the close and drops its device reference */
+    st = ACX_ERR_TIMEOUT;
   }
-  /* Runs once the actor is done with it; idempotent after a close by the actor. */
-  for (int64_t dl = acxi_deadline(t + 10000000000LL); load_state(dev) != ACXI_DEV_CLOSED && acxi_now_ns() < dl;)
-    sleep_ns(1000000);
-  if (load_state(dev) != ACXI_DEV_CLOSED) close_device(dev, 0);
   acx_ref_release(dev->actor);
   acxi_device_release(dev);
-  return ACX_OK;
+  return st;
 }
 
 acx_status_t acx_device_generation(acx_device_t *dev, uint64_t *generation) {
@@ -1692,4 +1932,57 @@ acx_status_t acx_device_inject_fault(acx_device_t *dev, int sticky, int64_t time
            dev->kind, atomic_load_explicit(&dev->generation, memory_order_relaxed));
   acxi_cmd_t cmd = {.op = ACXI_OP_FAULT, .arg = {sticky ? ACXI_FAULT_STICKY : ACXI_FAULT_CRASH}};
   return acxi_device_call(dev, &cmd, NULL, 0, 0, -1, timeout_ns, NULL);
+}
+
+acx_status_t acxi_device_restart(acx_device_t *dev, const char *reason) {
+  ACX_CHECK_NULL(dev);
+  if (dev->inline_mode) {
+    ACX_WARN(DEVICE, "restart of the %s device refused: its executor is a thread of this process (inline "
+             "transport) and cannot be killed", dev->kind);
+    return ACX_ERR_NOT_SUPPORTED;
+  }
+  /* As a submitter (see acxi_device_submit): while we are counted and see RUNNING, the control
+   * block cannot be swapped under our doorbell ring below. */
+  atomic_fetch_add_explicit(&dev->submitters, 1, memory_order_seq_cst);
+  int s = load_state(dev);
+  /* relaxed: the generation only moves while no submitter is inside. */
+  uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed);
+  if (s == ACXI_DEV_RUNNING) {
+    pthread_mutex_lock(&dev->restart_lock);
+    snprintf(dev->restart_reason, sizeof dev->restart_reason, "%s", reason && *reason ? reason : "(no reason given)");
+    pthread_mutex_unlock(&dev->restart_lock);
+    uint64_t cur = atomic_load_explicit(&dev->restart_gen, memory_order_relaxed);
+    /* release: the reason above is visible to the poller's acquire load. Generations only grow:
+     * never move the request back to an older one. */
+    while (cur < gen && !atomic_compare_exchange_weak_explicit(&dev->restart_gen, &cur, gen, memory_order_release,
+                                                               memory_order_relaxed)) {
+    }
+    ACX_WARN(DEVICE, "%s executor generation %" PRIu64 ": restart requested: %s", dev->kind, gen,
+             reason && *reason ? reason : "(no reason given)");
+    acxi_ring_wake(&dev->cv.cpls); /* the poller may sleep on the reply doorbell */
+  }
+  /* release: as in acxi_device_submit. */
+  atomic_fetch_sub_explicit(&dev->submitters, 1, memory_order_release);
+  switch (s) {
+  case ACXI_DEV_RUNNING:
+    break;
+  case ACXI_DEV_STARTING:
+  case ACXI_DEV_RECOVERING:
+    return ACX_OK; /* that incarnation is lost already; a restart is under way */
+  case ACXI_DEV_UNAVAILABLE:
+    return ACX_ERR_DEVICE_UNAVAILABLE;
+  default:
+    return ACX_ERR_INVALID_STATE;
+  }
+  int64_t wait = dev->heartbeat_ns > 1000000000LL ? dev->heartbeat_ns : 1000000000LL;
+  for (int64_t dl = acxi_deadline(wait);;) {
+    if (atomic_load_explicit(&dev->generation, memory_order_relaxed) != gen || load_state(dev) != ACXI_DEV_RUNNING)
+      return load_state(dev) == ACXI_DEV_UNAVAILABLE ? ACX_ERR_DEVICE_UNAVAILABLE : ACX_OK;
+    if (acxi_now_ns() >= dl) {
+      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 ": the restart was requested but the reply poller did not "
+               "declare the loss within %" PRId64 " ms", dev->kind, gen, wait / 1000000);
+      return ACX_ERR_TIMEOUT;
+    }
+    sleep_ns(100000); /* the poller acts within ~1 ms of the doorbell */
+  }
 }

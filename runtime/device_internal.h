@@ -30,6 +30,7 @@ typedef enum acxi_dev_state {
 typedef struct acxi_pend {
   uint64_t req_id; /* 0: free */
   acx_future_t *future;
+  int64_t deadline; /* the submitter's (CLOCK_MONOTONIC ns): the liveness rule reads it */
 } acxi_pend_t;
 
 struct acx_host_mem {
@@ -87,7 +88,23 @@ struct acx_device {
   _Atomic uint64_t generation;
   _Atomic int submitters;     /* threads between the state check and the ring push */
   acxi_shm_t shm;             /* the current incarnation's control block */
-  acxi_ctrl_t *ctrl;          /* NULL between incarnations; swapped under poll_lock */
+  /* The incarnation's control block as the rank uses it: ring geometry and addresses computed
+   * from dev->slots and our own mapping, never read back from the block (the executor can write
+   * it). cv.ctrl is NULL between incarnations; swapped under poll_lock. */
+  acxi_ctrl_view_t cv;
+  /* Set (1) by whoever finds an impossible sequence number in one of cv's rings (a submitter or
+   * the poller): the poller declares the incarnation lost. Cleared with each new block. */
+  _Atomic int ring_broken;
+  _Atomic int close_requested; /* acx_device_close was called: a restart under way gives up */
+  _Atomic int64_t close_by;    /* a close's deadline (0 before): bounds the supervision's waits */
+  /* acxi_device_restart: the generation whose loss was asked for (generations only grow, so an
+   * older value is inert) and why (under restart_lock). */
+  _Atomic uint64_t restart_gen;
+  pthread_mutex_t restart_lock;
+  char restart_reason[96];
+  /* Poller only: no outstanding request's deadline lies beyond this (the liveness rule need not
+   * scan the request table again before it). Reset with each control block. */
+  int64_t busy_until;
   _Atomic pid_t pid;          /* process transport: the executor (read by the poller) */
   int sock;                   /* process transport: our end of the fd socket */
   pthread_mutex_t sock_lock;  /* fd send + ring push of HOST_REGISTER stay in one order */
@@ -155,6 +172,9 @@ struct acx_device {
    * have dropped some: the next synchronize says ACX_ERR_DEVICE_LOST). */
   _Atomic int ff_error;
   _Atomic uint64_t ff_sent, ff_fenced;
+  /* The latest deadline a fire-and-forget command was sent with (they have no request-table slot),
+   * for the liveness rule; beside ff_sent, which the same submissions already write. */
+  _Atomic int64_t ff_deadline;
 
   /* Statistics. */
   _Atomic uint64_t restarts, commands, buffers_live, device_bytes, managed_bytes, host_bytes;
@@ -185,6 +205,23 @@ acx_status_t acxi_device_call(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_buf
 int64_t acxi_device_timeout(acx_device_t *dev, int64_t timeout_ns);
 /* Status for a call on a device in `state` (ACX_OK when RUNNING). */
 acx_status_t acxi_device_state_status(acx_device_t *dev);
+
+/* Declares the device's current executor incarnation lost through the normal loss path, as if the
+ * supervision had found it dead: the state leaves RUNNING, every outstanding request fails with
+ * ACX_ERR_DEVICE_LOST, the executor is killed (SIGKILL) and replaced (the standby is promoted or a
+ * fresh one spawned), the generation moves by 1 and watchers get ACX_MSG_DEVICE_RESTARTED whose
+ * reason is "restart requested: <reason>". For callers that know the executor is stuck where
+ * the liveness rule cannot see it, e.g. a blocking NCCL collective past its deadline (the loop
+ * counts as busy while any request's deadline lies ahead): killing the process cures the hang.
+ * Waits until the loss is declared (outstanding requests failed), at most max(ACX_HEARTBEAT_MS,
+ * 1 s); the restart itself goes on in the DeviceActor (acx_device_generation / watchers tell when
+ * it serves). Only the incarnation current at the call is affected: calls racing for the same one
+ * cause one restart. Any thread (not the reply poller). Returns ACX_OK (declared lost, by this
+ * call or already: a restart was under way), ACX_ERR_NOT_SUPPORTED (inline transport: a thread
+ * cannot be killed), ACX_ERR_DEVICE_UNAVAILABLE (restart limit reached), ACX_ERR_INVALID_STATE
+ * (closing or closed), ACX_ERR_TIMEOUT (the poller did not act in time; logged). reason may be
+ * NULL. */
+acx_status_t acxi_device_restart(acx_device_t *dev, const char *reason);
 void acxi_device_hold(acx_device_t *dev);
 void acxi_device_release(acx_device_t *dev);
 

@@ -37,7 +37,7 @@ static const param_def_t defs[] = {
     {"ACX_EXECUTOR_PATH", ACX_PARAM_STRING, "", "Path of the acx-executor program (default: next to libacx, then the install bindir)"},
     {"ACX_DEVICE_KIND", ACX_PARAM_STRING, "auto", "Device kind: auto (cuda when a GPU is visible, else host), cuda or host"},
     {"ACX_DEVICE", ACX_PARAM_INT, "-1", "CUDA device ordinal for this rank, overriding topology-based choice (-1: choose)"},
-    {"ACX_HEARTBEAT_MS", ACX_PARAM_INT, "1000", "An executor silent for this long is declared lost"},
+    {"ACX_HEARTBEAT_MS", ACX_PARAM_INT, "1000", "Liveness limit: an executor process whose heartbeat thread is silent this long (dead, stopped) is declared lost, and so is an executor loop that made no progress this long once every outstanding request is past its deadline (docs/fault-model.md)"},
     {"ACX_EXEC_TIMEOUT_MS", ACX_PARAM_INT, "60000", "Deadline of a single device command"},
     {"ACX_MAX_RESTARTS", ACX_PARAM_INT, "5", "Executor restarts allowed within ACX_RESTART_WINDOW_MS before the device escalates"},
     {"ACX_RESTART_WINDOW_MS", ACX_PARAM_INT, "60000", "Window for ACX_MAX_RESTARTS"},

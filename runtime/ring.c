@@ -16,16 +16,22 @@ typedef struct cell {
   _Atomic uint64_t seq;
 } cell_t;
 
-static inline cell_t *cell_at(acxi_ring_t *r, uint64_t pos) {
-  return (cell_t *)(r->cells + (size_t)(pos & (r->slots - 1)) * r->stride);
+/* A producer or consumer that keeps losing its claim (other threads win every CAS, or the other
+ * process keeps moving the counters) gives up after this many tries and reports WAIT: the caller
+ * rechecks its deadline and its state. Legitimate contention never gets near it. */
+#define RING_MAX_TRIES 1024
+
+static inline cell_t *cell_at(const acxi_ring_view_t *v, uint64_t pos) {
+  return (cell_t *)(v->cells + (size_t)(pos & v->mask) * v->stride);
 }
 
 static inline void *cell_data(cell_t *c) { return (unsigned char *)c + sizeof(cell_t); }
 
+static size_t stride_of(uint32_t rec_size) { return (sizeof(cell_t) + rec_size + 63) & ~(size_t)63; }
+
 size_t acxi_ring_bytes(uint32_t slots, uint32_t rec_size) {
   if (slots < 2 || (slots & (slots - 1)) != 0 || rec_size == 0 || rec_size > (1u << 20)) return 0;
-  size_t stride = (sizeof(cell_t) + rec_size + 63) & ~(size_t)63;
-  return sizeof(acxi_ring_t) + (size_t)slots * stride;
+  return sizeof(acxi_ring_t) + (size_t)slots * stride_of(rec_size);
 }
 
 acx_status_t acxi_ring_init(acxi_ring_t *r, uint32_t slots, uint32_t rec_size) {
@@ -37,7 +43,7 @@ acx_status_t acxi_ring_init(acxi_ring_t *r, uint32_t slots, uint32_t rec_size) {
   r->magic = ACXI_RING_MAGIC;
   r->slots = slots;
   r->rec_size = rec_size;
-  r->stride = (uint32_t)((sizeof(cell_t) + rec_size + 63) & ~(size_t)63);
+  r->stride = (uint32_t)stride_of(rec_size);
   /* Plain initialisation: the ring is not shared yet (the mapping is published afterwards by
    * posix_spawn or pthread_create, both of which order memory). */
   atomic_init(&r->head, 0);
@@ -46,7 +52,24 @@ acx_status_t acxi_ring_init(acxi_ring_t *r, uint32_t slots, uint32_t rec_size) {
   atomic_init(&r->consumer_sleeping, 0);
   atomic_init(&r->space, 0);
   atomic_init(&r->space_waiters, 0);
-  for (uint32_t i = 0; i < slots; i++) atomic_init(&cell_at(r, i)->seq, i);
+  acxi_ring_view_t v;
+  ACXCHECK(acxi_ring_view_init(&v, r, slots, rec_size));
+  for (uint32_t i = 0; i < slots; i++) atomic_init(&cell_at(&v, i)->seq, i);
+  return ACX_OK;
+}
+
+acx_status_t acxi_ring_view_init(acxi_ring_view_t *v, acxi_ring_t *r, uint32_t slots, uint32_t rec_size) {
+  ACX_CHECK_NULL(v);
+  ACX_CHECK_NULL(r);
+  ACX_CHECK_ARG(acxi_ring_bytes(slots, rec_size) != 0,
+                "acxi_ring_view_init: slots=%u must be a power of two >= 2 and rec_size=%u in (0, 1 MiB]", slots,
+                rec_size);
+  v->r = r;
+  v->cells = r->cells;
+  v->slots = slots;
+  v->mask = slots - 1;
+  v->rec_size = rec_size;
+  v->stride = stride_of(rec_size);
   return ACX_OK;
 }
 
@@ -97,12 +120,29 @@ static inline void notify_space(acxi_ring_t *r) {
   }
 }
 
-int acxi_ring_try_push(acxi_ring_t *r, const void *rec) {
+/* A sequence number no correct ring can hold at this position (see try_push / try_pop): logged,
+ * and the caller stops using the ring. Cold. */
+static int __attribute__((noinline, cold)) ring_broken(const acxi_ring_view_t *v, const char *side, uint64_t pos,
+                                                       uint64_t seq) {
+  ACX_WARN(EXEC, "shared ring %p: cell %llu holds sequence %llu, impossible for the %s at position %llu (ring of "
+           "%u slots): the other process wrote into the ring", (void *)v->r, (unsigned long long)(pos & v->mask),
+           (unsigned long long)seq, side, (unsigned long long)pos, v->slots);
+  return ACXI_RING_BROKEN;
+}
+
+/* In a correct ring the cell at a producer's position pos (a value `head` had) holds pos - slots
+ * (the previous lap's producer claimed it and has not published yet), pos - slots + 1 (published,
+ * not consumed: full), pos (free), or more than pos, and then only once `head` has moved past
+ * pos: the producer that published it claimed pos first, and our acquire load of its seq orders
+ * that claim before our next load of head. Anything else is garbage from the other process. */
+int acxi_ring_try_push(const acxi_ring_view_t *v, const void *rec) {
+  acxi_ring_t *r = v->r;
   /* relaxed: a stale head only costs one failed CAS; the cell's seq carries the ordering. */
   uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
   cell_t *c;
-  for (;;) {
-    c = cell_at(r, pos);
+  for (int tries = 0;; tries++) {
+    if (tries == RING_MAX_TRIES) return ACXI_RING_WAIT;
+    c = cell_at(v, pos);
     /* acquire: pairs with the consumer's release store of seq, so its read of the previous
      * record in this cell happened before we overwrite it. */
     uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
@@ -113,25 +153,29 @@ int acxi_ring_try_push(acxi_ring_t *r, const void *rec) {
                                                 memory_order_relaxed))
         break;
     } else if (diff < 0) {
-      return 0; /* the consumer has not freed this cell yet: full */
+      if (diff != -(int64_t)v->slots && diff != 1 - (int64_t)v->slots) return ring_broken(v, "producer", pos, seq);
+      return ACXI_RING_WAIT; /* the consumer has not freed this cell yet: full */
     } else {
-      pos = atomic_load_explicit(&r->head, memory_order_relaxed); /* another producer won it */
+      uint64_t now = atomic_load_explicit(&r->head, memory_order_relaxed); /* another producer won it */
+      if (now == pos) return ring_broken(v, "producer", pos, seq);
+      pos = now;
     }
   }
-  memcpy(cell_data(c), rec, r->rec_size);
+  memcpy(cell_data(c), rec, v->rec_size);
   /* release: publishes the record bytes to the consumer's acquire load of seq. */
   atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
   notify_consumer(r);
-  return 1;
+  return ACXI_RING_DONE;
 }
 
-static int ring_full(acxi_ring_t *r) {
-  uint64_t pos = atomic_load_explicit(&r->head, memory_order_relaxed);
-  uint64_t seq = atomic_load_explicit(&cell_at(r, pos)->seq, memory_order_acquire);
+static int ring_full(const acxi_ring_view_t *v) {
+  uint64_t pos = atomic_load_explicit(&v->r->head, memory_order_relaxed);
+  uint64_t seq = atomic_load_explicit(&cell_at(v, pos)->seq, memory_order_acquire);
   return (int64_t)(seq - pos) < 0;
 }
 
-void acxi_ring_wait_space(acxi_ring_t *r, int64_t deadline_ns) {
+void acxi_ring_wait_space(const acxi_ring_view_t *v, int64_t deadline_ns) {
+  acxi_ring_t *r = v->r;
   /* relaxed RMW: ordered against the ring check below by the seq_cst fence. */
   atomic_fetch_add_explicit(&r->space_waiters, 1, memory_order_relaxed);
   /* acquire: pairs with the consumer's release bump of `space`. */
@@ -139,29 +183,36 @@ void acxi_ring_wait_space(acxi_ring_t *r, int64_t deadline_ns) {
   /* seq_cst fence: our waiter count is visible before we look at the ring (Dekker with
    * notify_space): either the consumer sees us waiting or we see the freed cell. */
   atomic_thread_fence(memory_order_seq_cst);
-  if (ring_full(r)) {
+  if (ring_full(v)) {
     int64_t slice = acxi_now_ns() + 1000000;
     acxi_futex_wait(&r->space, seen, slice < deadline_ns ? slice : deadline_ns);
   }
   atomic_fetch_sub_explicit(&r->space_waiters, 1, memory_order_relaxed);
 }
 
-acx_status_t acxi_ring_push(acxi_ring_t *r, const void *rec, int64_t deadline_ns) {
+acx_status_t acxi_ring_push(const acxi_ring_view_t *v, const void *rec, int64_t deadline_ns) {
   for (int spin = 0;; spin++) {
-    if (acxi_ring_try_push(r, rec)) return ACX_OK;
+    int got = acxi_ring_try_push(v, rec);
+    if (got == ACXI_RING_DONE) return ACX_OK;
+    if (got == ACXI_RING_BROKEN) return ACX_ERR_INVALID_STATE;
     if (acxi_now_ns() >= deadline_ns) return ACX_ERR_QUEUE_FULL;
     if (spin < 256)
       acxi_cpu_relax();
     else
-      acxi_ring_wait_space(r, deadline_ns);
+      acxi_ring_wait_space(v, deadline_ns);
   }
 }
 
-int acxi_ring_try_pop(acxi_ring_t *r, void *rec) {
+/* In a correct ring the cell at a consumer's position pos (a value `tail` had) holds pos (not
+ * published yet), pos + 1 - slots (the previous lap's consumer claimed it and is still copying),
+ * pos + 1 (ready), or more, and then only once `tail` has moved past pos (as in try_push). */
+int acxi_ring_try_pop(const acxi_ring_view_t *v, void *rec) {
+  acxi_ring_t *r = v->r;
   uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed); /* as in try_push */
   cell_t *c;
-  for (;;) {
-    c = cell_at(r, pos);
+  for (int tries = 0;; tries++) {
+    if (tries == RING_MAX_TRIES) return ACXI_RING_WAIT;
+    c = cell_at(v, pos);
     /* acquire: pairs with the producer's release store; the record bytes are visible. */
     uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
     int64_t diff = (int64_t)(seq - (pos + 1));
@@ -170,25 +221,29 @@ int acxi_ring_try_pop(acxi_ring_t *r, void *rec) {
                                                 memory_order_relaxed))
         break;
     } else if (diff < 0) {
-      return 0; /* not published yet: empty */
+      if (diff != -1 && diff != -(int64_t)v->slots) return ring_broken(v, "consumer", pos, seq);
+      return ACXI_RING_WAIT; /* not published yet: empty */
     } else {
-      pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+      uint64_t now = atomic_load_explicit(&r->tail, memory_order_relaxed);
+      if (now == pos) return ring_broken(v, "consumer", pos, seq);
+      pos = now;
     }
   }
-  memcpy(rec, cell_data(c), r->rec_size);
+  memcpy(rec, cell_data(c), v->rec_size);
   /* release: our read of the record happens before a producer reuses the cell. */
-  atomic_store_explicit(&c->seq, pos + r->slots, memory_order_release);
+  atomic_store_explicit(&c->seq, pos + v->slots, memory_order_release);
   notify_space(r);
-  return 1;
+  return ACXI_RING_DONE;
 }
 
-int acxi_ring_empty(acxi_ring_t *r) {
-  uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
-  uint64_t seq = atomic_load_explicit(&cell_at(r, pos)->seq, memory_order_acquire);
+int acxi_ring_empty(const acxi_ring_view_t *v) {
+  uint64_t pos = atomic_load_explicit(&v->r->tail, memory_order_relaxed);
+  uint64_t seq = atomic_load_explicit(&cell_at(v, pos)->seq, memory_order_acquire);
   return (int64_t)(seq - (pos + 1)) < 0;
 }
 
-void acxi_ring_consumer_wait(acxi_ring_t *r, int64_t deadline_ns) {
+void acxi_ring_consumer_wait(const acxi_ring_view_t *v, int64_t deadline_ns) {
+  acxi_ring_t *r = v->r;
   /* acquire: pairs with the producer's release bump; read before the emptiness check so a bump
    * after the check makes the futex wait return at once. */
   uint32_t seen = atomic_load_explicit(&r->bell, memory_order_acquire);
@@ -196,11 +251,11 @@ void acxi_ring_consumer_wait(acxi_ring_t *r, int64_t deadline_ns) {
   /* seq_cst fence: the sleep flag is visible before we look at the ring (Dekker with
    * notify_consumer). */
   atomic_thread_fence(memory_order_seq_cst);
-  if (acxi_ring_empty(r)) acxi_futex_wait(&r->bell, seen, deadline_ns);
+  if (acxi_ring_empty(v)) acxi_futex_wait(&r->bell, seen, deadline_ns);
   atomic_fetch_sub_explicit(&r->consumer_sleeping, 1, memory_order_relaxed);
 }
 
-void acxi_ring_wake(acxi_ring_t *r) {
-  atomic_fetch_add_explicit(&r->bell, 1, memory_order_release); /* as in notify_consumer */
-  acxi_futex_wake(&r->bell, 1);
+void acxi_ring_wake(const acxi_ring_view_t *v) {
+  atomic_fetch_add_explicit(&v->r->bell, 1, memory_order_release); /* as in notify_consumer */
+  acxi_futex_wake(&v->r->bell, 1);
 }

@@ -4,6 +4,7 @@
 #include "runtime/shm.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -83,17 +84,37 @@ void acxi_shm_destroy(acxi_shm_t *shm) {
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-acx_status_t acxi_ctrl_create(uint32_t slots, uint64_t generation, acxi_shm_t *shm) {
-  ACX_CHECK_NULL(shm);
+/* The one layout of a control block: header, command ring, reply ring. 0 for a bad slot count. */
+static size_t ctrl_layout(uint32_t slots, size_t *cmd_off, size_t *cpl_off) {
   size_t cmd_bytes = acxi_ring_bytes(slots, sizeof(acxi_cmd_t));
   size_t cpl_bytes = acxi_ring_bytes(slots, sizeof(acxi_cpl_t));
-  if (!cmd_bytes || !cpl_bytes) {
+  if (!cmd_bytes || !cpl_bytes) return 0;
+  *cmd_off = align64(sizeof(acxi_ctrl_t));
+  *cpl_off = align64(*cmd_off + cmd_bytes);
+  return *cpl_off + cpl_bytes;
+}
+
+acx_status_t acxi_ctrl_view_init(acxi_ctrl_view_t *v, void *addr, uint32_t slots) {
+  ACX_CHECK_NULL(v);
+  ACX_CHECK_NULL(addr);
+  size_t cmd_off, cpl_off;
+  ACX_CHECK_ARG(ctrl_layout(slots, &cmd_off, &cpl_off) != 0, "acxi_ctrl_view_init: slots=%u is not a power of two >= 2",
+                slots);
+  unsigned char *base = addr;
+  v->ctrl = addr;
+  ACXCHECK(acxi_ring_view_init(&v->cmds, (acxi_ring_t *)(base + cmd_off), slots, sizeof(acxi_cmd_t)));
+  ACXCHECK(acxi_ring_view_init(&v->cpls, (acxi_ring_t *)(base + cpl_off), slots, sizeof(acxi_cpl_t)));
+  return ACX_OK;
+}
+
+acx_status_t acxi_ctrl_create(uint32_t slots, uint64_t generation, acxi_shm_t *shm) {
+  ACX_CHECK_NULL(shm);
+  size_t cmd_off, cpl_off;
+  size_t total = ctrl_layout(slots, &cmd_off, &cpl_off);
+  if (!total) {
     ACX_WARN(EXEC, "ACX_RING_SLOTS=%u must be a power of two >= 2", slots);
     return ACX_ERR_BAD_PARAM;
   }
-  size_t cmd_off = align64(sizeof(acxi_ctrl_t));
-  size_t cpl_off = align64(cmd_off + cmd_bytes);
-  size_t total = cpl_off + cpl_bytes;
   ACXCHECK(acxi_shm_create("acx-ctrl", total, shm));
   acxi_ctrl_t *c = acxi_ctrl(shm);
   c->magic = ACXI_SHM_CTRL_MAGIC;
@@ -106,11 +127,13 @@ acx_status_t acxi_ctrl_create(uint32_t slots, uint64_t generation, acxi_shm_t *s
   atomic_init(&c->executor_pid, 0);
   atomic_init(&c->state, ACXI_EXEC_STARTING);
   atomic_init(&c->heartbeat_ns, acxi_now_ns());
+  atomic_init(&c->progress_ns, acxi_now_ns());
   atomic_init(&c->sticky, 0);
   atomic_init(&c->promote, ACXI_STANDBY_WAIT);
   acx_status_t res;
-  ACXCHECKGOTO(acxi_ring_init(acxi_ctrl_cmd_ring(c), slots, sizeof(acxi_cmd_t)), res, err_destroy_shm);
-  ACXCHECKGOTO(acxi_ring_init(acxi_ctrl_cpl_ring(c), slots, sizeof(acxi_cpl_t)), res, err_destroy_shm);
+  unsigned char *base = shm->addr;
+  ACXCHECKGOTO(acxi_ring_init((acxi_ring_t *)(base + cmd_off), slots, sizeof(acxi_cmd_t)), res, err_destroy_shm);
+  ACXCHECKGOTO(acxi_ring_init((acxi_ring_t *)(base + cpl_off), slots, sizeof(acxi_cpl_t)), res, err_destroy_shm);
   return ACX_OK;
 err_destroy_shm:
   acxi_shm_destroy(shm);
@@ -130,21 +153,27 @@ acx_status_t acxi_ctrl_attach(int fd, acxi_shm_t *shm) {
              "different builds", c->version, ACXI_PROTOCOL_VERSION);
     goto err_destroy_shm;
   }
-  if (c->total_bytes > shm->bytes || c->cmd_ring_off >= c->total_bytes || c->cpl_ring_off >= c->total_bytes) {
-    ACX_WARN(EXEC, "control block layout does not fit its %zu bytes", shm->bytes);
+  size_t cmd_off, cpl_off;
+  size_t total = ctrl_layout(c->slots, &cmd_off, &cpl_off);
+  if (!total || c->total_bytes != total || total > shm->bytes || c->cmd_ring_off != cmd_off ||
+      c->cpl_ring_off != cpl_off) {
+    ACX_WARN(EXEC, "control block layout (%u slots, %" PRIu64 " bytes) does not fit its %zu bytes", c->slots,
+             c->total_bytes, shm->bytes);
     goto err_destroy_shm;
   }
-  ACXCHECKGOTO(acxi_ring_check(acxi_ctrl_cmd_ring(c), sizeof(acxi_cmd_t), c->cpl_ring_off - c->cmd_ring_off),
-               res, err_destroy_shm);
-  ACXCHECKGOTO(acxi_ring_check(acxi_ctrl_cpl_ring(c), sizeof(acxi_cpl_t), c->total_bytes - c->cpl_ring_off),
-               res, err_destroy_shm);
+  unsigned char *base = shm->addr;
+  ACXCHECKGOTO(acxi_ring_check((acxi_ring_t *)(base + cmd_off), sizeof(acxi_cmd_t), cpl_off - cmd_off), res,
+               err_destroy_shm);
+  ACXCHECKGOTO(acxi_ring_check((acxi_ring_t *)(base + cpl_off), sizeof(acxi_cpl_t), total - cpl_off), res,
+               err_destroy_shm);
   return ACX_OK;
 err_destroy_shm:
   acxi_shm_destroy(shm);
   return res;
 }
 
-void acxi_ctrl_set_sticky(acxi_ctrl_t *c, acx_status_t status, int lib_code, const char *fmt, ...) {
+void acxi_ctrl_set_sticky(const acxi_ctrl_view_t *v, acx_status_t status, int lib_code, const char *fmt, ...) {
+  acxi_ctrl_t *c = v->ctrl;
   uint32_t expected = 0;
   /* A private claim value (2) first, so that a reader seeing sticky == 1 sees a whole message. */
   if (!atomic_compare_exchange_strong_explicit(&c->sticky, &expected, 2, memory_order_acquire,
@@ -159,10 +188,10 @@ void acxi_ctrl_set_sticky(acxi_ctrl_t *c, acx_status_t status, int lib_code, con
   /* release: the message fields above are visible to whoever acquires sticky == 1. */
   atomic_store_explicit(&c->sticky, 1, memory_order_release);
   atomic_store_explicit(&c->state, ACXI_EXEC_FAILED, memory_order_release);
-  acxi_ring_wake(acxi_ctrl_cpl_ring(c)); /* the rank's poller sleeps on this doorbell */
+  acxi_ring_wake(&v->cpls); /* the rank's poller sleeps on this doorbell */
 }
 
-acx_status_t acxi_fd_send(int sock, int fd, const void *data, size_t len) {
+acx_status_t acxi_fd_send(int sock, int fd, const void *data, size_t len, int64_t deadline_ns) {
   ACX_CHECK_ARG(len > 0, "acxi_fd_send: len must be > 0");
   struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
   union {
@@ -181,8 +210,19 @@ acx_status_t acxi_fd_send(int sock, int fd, const void *data, size_t len) {
     memcpy(CMSG_DATA(cm), &fd, sizeof(int));
   }
   ssize_t n;
-  do n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
+  for (;;) {
+    /* Never blocks: a stopped peer with a full socket buffer must not hold us past the deadline. */
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) break;
+    if (errno == EINTR) continue;
+    int64_t left = deadline_ns - acxi_now_ns();
+    if (left <= 0) {
+      ACX_WARN(EXEC, "sendmsg on socket %d: the peer took nothing until the deadline", sock);
+      return ACX_ERR_TIMEOUT;
+    }
+    struct pollfd p = {.fd = sock, .events = POLLOUT};
+    poll(&p, 1, (int)(left / 1000000 < 10 ? left / 1000000 + 1 : 10));
+  }
   if (n != (ssize_t)len) {
     ACX_WARN(EXEC, "sendmsg on socket %d failed: %s", sock, n < 0 ? strerror(errno) : "short write");
     return ACX_ERR_SYSTEM;

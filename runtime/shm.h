@@ -54,7 +54,13 @@ typedef struct acxi_ctrl {
   uint64_t cpl_ring_off;
   _Atomic int32_t executor_pid;
   _Atomic uint32_t state;        /* acxi_exec_state_t */
-  _Atomic int64_t heartbeat_ns;  /* CLOCK_MONOTONIC, system-wide, so comparable across processes */
+  /* Liveness, both CLOCK_MONOTONIC (system-wide, so comparable across processes). heartbeat_ns:
+   * stamped by the executor process's heartbeat thread (acxi_heartbeat_start) every period, even
+   * while the loop is blocked in a long call: the process is alive and scheduled. progress_ns:
+   * stamped by the loop's thread at least every period while it runs its loop (idle or busy), not
+   * while one command blocks it. The rule that reads them: docs/fault-model.md. */
+  _Atomic int64_t heartbeat_ns;
+  _Atomic int64_t progress_ns;
   _Atomic uint32_t sticky;       /* 1 once sticky_status/msg are written */
   int32_t sticky_status;         /* acx_status_t */
   int32_t sticky_lib_code;
@@ -64,23 +70,31 @@ typedef struct acxi_ctrl {
   _Atomic uint32_t promote;
 } acxi_ctrl_t;
 
+/* A control block as one side uses it: the block, and a private view of each ring computed from
+ * the slot count this side trusts (the rank: its own configuration; the executor: the header it
+ * checked when it attached). Rings are never reached through the header's offsets again. */
+typedef struct acxi_ctrl_view {
+  acxi_ctrl_t *ctrl;
+  acxi_ring_view_t cmds; /* rank -> executor */
+  acxi_ring_view_t cpls; /* executor -> rank */
+} acxi_ctrl_view_t;
+
 /* Creates the control block with both rings (`slots` each). */
 acx_status_t acxi_ctrl_create(uint32_t slots, uint64_t generation, acxi_shm_t *shm);
 /* Maps a control block received as an fd and checks magic, version and ring layout. */
 acx_status_t acxi_ctrl_attach(int fd, acxi_shm_t *shm);
 static inline acxi_ctrl_t *acxi_ctrl(const acxi_shm_t *shm) { return (acxi_ctrl_t *)shm->addr; }
-static inline acxi_ring_t *acxi_ctrl_cmd_ring(acxi_ctrl_t *c) {
-  return (acxi_ring_t *)((unsigned char *)c + c->cmd_ring_off);
-}
-static inline acxi_ring_t *acxi_ctrl_cpl_ring(acxi_ctrl_t *c) {
-  return (acxi_ring_t *)((unsigned char *)c + c->cpl_ring_off);
-}
-/* Records a sticky error once (first writer wins) and marks the incarnation failed. */
-void acxi_ctrl_set_sticky(acxi_ctrl_t *c, acx_status_t status, int lib_code, const char *fmt, ...)
+/* Fills *v for a control block mapped at addr laid out for `slots` (acxi_ctrl_create's layout),
+ * reading nothing from the block. ACX_ERR_INVALID_ARG for a bad slot count. */
+acx_status_t acxi_ctrl_view_init(acxi_ctrl_view_t *v, void *addr, uint32_t slots);
+/* Records a sticky error once (first writer wins), marks the incarnation failed and wakes the
+ * rank's poller. Executor side. */
+void acxi_ctrl_set_sticky(const acxi_ctrl_view_t *v, acx_status_t status, int lib_code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Sends fd plus `len` bytes of data over a unix socket (SCM_RIGHTS). */
-acx_status_t acxi_fd_send(int sock, int fd, const void *data, size_t len);
+/* Sends fd plus `len` bytes of data over a unix socket (SCM_RIGHTS), waiting for buffer space
+ * until deadline_ns (ACX_ERR_TIMEOUT). */
+acx_status_t acxi_fd_send(int sock, int fd, const void *data, size_t len, int64_t deadline_ns);
 /* Receives one message sent by acxi_fd_send, waiting until deadline_ns. *fd is -1 when the
  * message carried none. ACX_ERR_TIMEOUT, or ACX_ERR_SYSTEM when the peer closed. */
 acx_status_t acxi_fd_recv(int sock, int *fd, void *data, size_t len, int64_t deadline_ns);

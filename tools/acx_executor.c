@@ -1,6 +1,7 @@
 /* acx-executor: one device executor incarnation. The rank's DeviceActor spawns it (posix_spawn)
  * with the control block and a unix socket as inherited fds; it maps the block, creates the
  * engine of the asked device kind and runs the shared executor loop until SHUTDOWN or death.
+ * A heartbeat thread of its own stamps the control block all along (exec_loop.h).
  * Exit status: 0 shutdown, 2 bad arguments, 3 start failed, 4 sticky error, 5 orphaned. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -97,6 +98,12 @@ int main(int argc, char **argv) {
   }
   close((int)shm_fd); /* acxi_ctrl_attach keeps its own descriptor */
   acxi_ctrl_t *ctrl = acxi_ctrl(&shm);
+  acxi_ctrl_view_t view;
+  if (acxi_ctrl_view_init(&view, shm.addr, ctrl->slots) != ACX_OK) { /* checked by attach: cannot fail */
+    acxi_shm_destroy(&shm);
+    acxi_cpuset_fini(&cores);
+    return 2;
+  }
   atomic_store_explicit(&ctrl->executor_pid, (int32_t)getpid(), memory_order_relaxed);
   /* Bound while this is the process's only thread: everything made later (the loop's helpers,
    * CUDA's and NCCL's threads) inherits the mask. */
@@ -104,21 +111,21 @@ int main(int argc, char **argv) {
   int bind_errno = errno;
   if (cores.set && !bind_rc) ACX_INFO(EXEC, "executor pid %d bound to cpuset %s", (int)getpid(), cores.list);
   if (bind_rc)
-    acxi_ctrl_set_sticky(ctrl, ACX_ERR_INVALID_ARG, 0, "executor cpuset %s refused: %s", cores.list,
+    acxi_ctrl_set_sticky(&view, ACX_ERR_INVALID_ARG, 0, "executor cpuset %s refused: %s", cores.list,
                          strerror(bind_errno));
   acxi_cpuset_fini(&cores);
   if (bind_rc) return 2;
   if (!standby && ctrl->generation != (uint64_t)generation) {
-    acxi_ctrl_set_sticky(ctrl, ACX_ERR_INVALID_ARG, 0, "executor started for generation %" PRId64
+    acxi_ctrl_set_sticky(&view, ACX_ERR_INVALID_ARG, 0, "executor started for generation %" PRId64
                          ", control block is for %" PRIu64, generation, ctrl->generation);
     return 2;
   }
   if (!ops) {
-    acxi_ctrl_set_sticky(ctrl, ACX_ERR_NO_DEVICE, 0, "this acx-executor has no '%s' device kind", kind);
+    acxi_ctrl_set_sticky(&view, ACX_ERR_NO_DEVICE, 0, "this acx-executor has no '%s' device kind", kind);
     return 3;
   }
   acxi_exec_loop_params_t p = {
-      .ctrl = ctrl,
+      .view = view,
       .ops = ops,
       .engine = {.cuda_ordinal = (int)ordinal, .streams = (int)streams,
                  .generation = standby ? 0 : (uint64_t)generation, .inline_mode = 0, .completion = completion,
@@ -131,7 +138,16 @@ int main(int argc, char **argv) {
   };
   snprintf(p.engine.pci_bus_id, sizeof p.engine.pci_bus_id, "%s", pci);
   if (p.heartbeat_period_ns < 1000000) p.heartbeat_period_ns = 1000000;
+  /* Beats from here on, also while the engine is made, while a standby waits and while the loop is
+   * blocked in a long call: the rank then tells a busy executor from a dead or stopped one. */
+  acxi_heartbeat_t hb;
+  int64_t limit_ns = (hb_ms ? hb_ms : acxi_param_int("ACX_HEARTBEAT_MS")) * 1000000;
+  if (acxi_heartbeat_start(&hb, ctrl, p.heartbeat_period_ns, (int)parent, limit_ns) != ACX_OK) {
+    acxi_ctrl_set_sticky(&view, ACX_ERR_SYSTEM, 0, "the executor's heartbeat thread could not start");
+    return 3;
+  }
   acxi_loop_exit_t why = acxi_exec_loop_run(&p);
+  acxi_heartbeat_stop(&hb);
   close((int)sock_fd);
   acxi_shm_destroy(&shm);
   switch (why) {

@@ -7,7 +7,13 @@
  * Threads: every function may be called from any thread, concurrently, unless it says otherwise.
  * Timeouts: timeout_ns bounds the wait for the executor's reply; ACX_TIMEOUT_DEFAULT (any
  * negative value) means ACX_EXEC_TIMEOUT_MS. On ACX_ERR_TIMEOUT the command stays queued and may
- * still take effect.
+ * still take effect. Calls without a timeout_ns argument wait only as long as an environment
+ * variable allows: acx_device_open (the executor's start and first registration:
+ * ACX_EXEC_TIMEOUT_MS, plus 10 s for the DeviceActor to answer), the _async variants and
+ * acx_buffer_release (a full command ring or request table: ACX_EXEC_TIMEOUT_MS), acx_host_alloc,
+ * acx_host_free and acx_event_destroy (their executor round trip: ACX_EXEC_TIMEOUT_MS). The
+ * device's own supervision waits are bounded too (the reply poller parking: 10 s, threads leaving
+ * a submission: 5 s; both also by acx_device_close's deadline) and say so in the log when hit.
  * Statuses every device call may return besides its own: ACX_ERR_NULL_ARG, ACX_ERR_INVALID_ARG
  * (the log line names the argument), ACX_ERR_DEVICE_LOST (the executor died or stopped answering
  * while the call was outstanding, or is being restarted: retry), ACX_ERR_DEVICE_UNAVAILABLE (the
@@ -82,7 +88,10 @@ typedef struct acx_device_config {
   int streams;                 /* executor streams; <= 0: ACX_DEVICE_STREAMS */
   int max_restarts;            /* < 0: ACX_MAX_RESTARTS; 0: the first loss makes it unavailable */
   int64_t restart_window_ns;   /* <= 0: ACX_RESTART_WINDOW_MS */
-  int64_t heartbeat_ns;        /* <= 0: ACX_HEARTBEAT_MS: a silent executor is lost after this */
+  int64_t heartbeat_ns;        /* <= 0: ACX_HEARTBEAT_MS: the liveness limit. An executor process
+                                  silent this long is lost; a loop making no progress this long is
+                                  lost only once every outstanding request is past its deadline
+                                  (busy is not dead: docs/fault-model.md) */
   const char *name;            /* DeviceActor name under its parent; NULL: "device<N>" */
   acx_ref_t supervisor;        /* parent of the DeviceActor; NULL: the system's user root */
   /* Cores for the device's executor (a cpuset list, "0-15,32-47"), e.g. the cpuset of
@@ -111,8 +120,10 @@ typedef struct acx_event acx_event_t;
 typedef struct acx_device_event {
   uint64_t old_generation;
   uint64_t new_generation; /* equals old_generation for UNAVAILABLE and FATAL */
-  acx_status_t cause;      /* what ended the old executor: ACX_ERR_DEVICE_LOST (exit, crash,
-                              heartbeat) or ACX_ERR_DEVICE_FATAL (sticky error it reported) */
+  acx_status_t cause;      /* what ended the old executor: ACX_ERR_DEVICE_LOST for every loss in
+                              the process transport (exit, crash, heartbeat, a hung loop, a
+                              corrupted ring, a sticky error it reported: reason says which);
+                              ACX_ERR_DEVICE_FATAL only with ACX_MSG_DEVICE_FATAL (inline) */
   int exit_status;         /* wait status of the old executor process; -1 when unknown */
   char reason[128];        /* "killed by signal 9", "no heartbeat for 1002 ms", the sticky message */
 } acx_device_event_t;
@@ -126,13 +137,20 @@ typedef struct acx_device_event {
  * malformed or empty cfg->cpuset, or one with no CPU this process may run on). Any thread except a
  * worker of sys (it waits for the DeviceActor). */
 acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, acx_device_t **dev);
-/* Shuts the executor down (SHUTDOWN, then kill -9 after timeout_ns), fails what is still
- * outstanding with ACX_ERR_CANCELLED, stops the DeviceActor. Buffers and host memory of the
- * device stay valid handles until released, but every use returns ACX_ERR_INVALID_STATE (host
- * memory pointers stay readable until acx_host_free). Not a worker thread of the system. */
+/* Shuts the executor down and returns by timeout_ns (ACX_TIMEOUT_DEFAULT: ACX_EXEC_TIMEOUT_MS):
+ * SHUTDOWN, which lets queued work finish until min(timeout/4, 250 ms) before the deadline, then
+ * kill -9 and reap; a restart under way is abandoned. Fails what is still outstanding with
+ * ACX_ERR_CANCELLED, stops the DeviceActor. Buffers and host memory of the device stay valid
+ * handles until released, but every use returns ACX_ERR_INVALID_STATE (host memory pointers stay
+ * readable until acx_host_free). Returns ACX_OK, or ACX_ERR_TIMEOUT when the DeviceActor had not
+ * finished by the deadline (it finishes in the background); dev is released either way. Not a
+ * worker thread of the system. */
 acx_status_t acx_device_close(acx_device_t *dev, int64_t timeout_ns);
 
-/* The current generation (1 for the first executor, +1 per restart). */
+/* The current generation: 1 for the first executor, exactly +1 per restart (an attempt that fails
+ * before the device serves again, such as a promoted standby that never reports ready, reuses the
+ * number; it counts against ACX_MAX_RESTARTS). While a restart is under way it may already show the
+ * new number; ACX_MSG_DEVICE_RESTARTED and acx_device_stats (restarts) follow once it serves. */
 acx_status_t acx_device_generation(acx_device_t *dev, uint64_t *generation);
 /* watcher receives ACX_MSG_DEVICE_* (payload acx_device_event_t) from now on. The device holds
  * a reference to watcher until close. */
@@ -189,8 +207,9 @@ acx_status_t acx_device_launch_empty_async(acx_device_t *dev, uint32_t stream, a
 /* Fault injection, for tests and demos. sticky = 0: the executor crashes (cuda: an illegal
  * address; host: abort()); sticky = 1: its context is poisoned and it reports so (cuda: the same
  * illegal address). Returns the fault command's status: ACX_ERR_DEVICE_LOST in process mode (the
- * device restarts), ACX_ERR_DEVICE_FATAL inline. ACX_FAULT_INJECT schedules the same from the
- * environment. */
+ * device restarts; every call the lost incarnation had queued, or takes before the restart, also
+ * gets ACX_ERR_DEVICE_LOST, never ACX_ERR_DEVICE_FATAL), ACX_ERR_DEVICE_FATAL inline.
+ * ACX_FAULT_INJECT schedules the same from the environment. */
 acx_status_t acx_device_inject_fault(acx_device_t *dev, int sticky, int64_t timeout_ns);
 
 /* ---- buffers ---- */

@@ -1,6 +1,7 @@
 /* The executor loop (runtime/exec_loop.c) with the host engine, driven through a control block:
  * commands and replies, generation check, host regions, fault schedules, shutdown, stop, a failed
- * start, heartbeats, standby executors (promotion, leave), direct (inline) completion. */
+ * start, progress stamps and the heartbeat thread (it beats while the loop is blocked), standby
+ * executors (promotion, leave), direct (inline) completion. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 typedef struct rig {
   acxi_shm_t shm;
   acxi_ctrl_t *ctrl;
+  acxi_ctrl_view_t v; /* the test plays the rank: its own view of the rings */
   acxi_exec_loop_params_t p;
   pthread_t th;
   acxi_loop_exit_t why;
@@ -31,8 +33,9 @@ static void rig_start(rig_t *r, int streams, const char *fault) {
   memset(r, 0, sizeof *r);
   ACX_ASSERT_STATUS(acxi_ctrl_create(64, 1, &r->shm), ACX_OK);
   r->ctrl = acxi_ctrl(&r->shm);
+  ACX_ASSERT_STATUS(acxi_ctrl_view_init(&r->v, r->shm.addr, 64), ACX_OK);
   r->p = (acxi_exec_loop_params_t){
-      .ctrl = r->ctrl,
+      .view = r->v,
       .ops = acxi_engine_find("host"),
       .engine = {.streams = streams, .generation = 1, .inline_mode = 1, .completion = "auto", .fault_inject = fault},
       .sock_fd = -1,
@@ -49,10 +52,10 @@ static acxi_cpl_t call(rig_t *r, acxi_cmd_t cmd) {
   cmd.req_id = ++r->next_req;
   if (!cmd.generation) cmd.generation = 1;
   acxi_cpl_t c = {.status = -1};
-  CU_ASSERT_EQUAL(acxi_ring_push(acxi_ctrl_cmd_ring(r->ctrl), &cmd, acxi_deadline(5000000000LL)), ACX_OK);
+  CU_ASSERT_EQUAL(acxi_ring_push(&r->v.cmds, &cmd, acxi_deadline(5000000000LL)), ACX_OK);
   int64_t dl = acxi_deadline(10000000000LL);
-  while (!acxi_ring_try_pop(acxi_ctrl_cpl_ring(r->ctrl), &c) && acxi_now_ns() < dl)
-    acxi_ring_consumer_wait(acxi_ctrl_cpl_ring(r->ctrl), acxi_now_ns() + 100000000);
+  while (acxi_ring_try_pop(&r->v.cpls, &c) != ACXI_RING_DONE && acxi_now_ns() < dl)
+    acxi_ring_consumer_wait(&r->v.cpls, acxi_now_ns() + 100000000);
   CU_ASSERT_EQUAL(c.req_id, cmd.req_id);
   return c;
 }
@@ -87,13 +90,13 @@ static void test_commands_and_shutdown(void) {
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_HOST_UNREGISTER, .arg = {9}}).status, ACX_ERR_INVALID_ARG);
   /* A fire-and-forget command that succeeds posts nothing; one that fails does. */
   acxi_cmd_t quiet = {.op = ACXI_OP_NOP, .flags = ACXI_CMD_FLAG_NO_REPLY, .generation = 1, .req_id = 1000};
-  CU_ASSERT(acxi_ring_try_push(acxi_ctrl_cmd_ring(r.ctrl), &quiet));
+  CU_ASSERT_EQUAL(acxi_ring_try_push(&r.v.cmds, &quiet), ACXI_RING_DONE);
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_FREE, .buf = {5}}).status, ACX_OK); /* next reply is ours */
-  /* The heartbeat moves while idle. */
-  int64_t b0 = atomic_load(&r.ctrl->heartbeat_ns);
+  /* The progress stamp moves while idle. */
+  int64_t b0 = atomic_load(&r.ctrl->progress_ns);
   struct timespec ts = {0, 30000000};
   nanosleep(&ts, NULL);
-  CU_ASSERT(atomic_load(&r.ctrl->heartbeat_ns) > b0);
+  CU_ASSERT(atomic_load(&r.ctrl->progress_ns) > b0);
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_SHUTDOWN}).status, ACX_OK);
   rig_join(&r);
   CU_ASSERT_EQUAL(r.why, ACXI_LOOP_SHUTDOWN);
@@ -106,7 +109,7 @@ static void test_stop_flag(void) {
   rig_start(&r, 1, "");
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
   atomic_store(&r.stop, 1);
-  acxi_ring_wake(acxi_ctrl_cmd_ring(r.ctrl));
+  acxi_ring_wake(&r.v.cmds);
   rig_join(&r);
   CU_ASSERT_EQUAL(r.why, ACXI_LOOP_STOPPED);
   rig_free(&r);
@@ -140,8 +143,9 @@ static void rig_start_standby(rig_t *r, const char *fault) {
   memset(r, 0, sizeof *r);
   ACX_ASSERT_STATUS(acxi_ctrl_create(64, 0, &r->shm), ACX_OK);
   r->ctrl = acxi_ctrl(&r->shm);
+  ACX_ASSERT_STATUS(acxi_ctrl_view_init(&r->v, r->shm.addr, 64), ACX_OK);
   r->p = (acxi_exec_loop_params_t){
-      .ctrl = r->ctrl,
+      .view = r->v,
       .ops = acxi_engine_find("host"),
       .engine = {.streams = 1, .generation = 0, .inline_mode = 1, .completion = "auto", .fault_inject = fault},
       .sock_fd = -1,
@@ -161,26 +165,26 @@ static void nap_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
-/* A standby serves nothing until promoted, keeps its heartbeat, and counts a fault schedule from
+/* A standby serves nothing until promoted, keeps stamping its progress, and counts a fault schedule from
  * its promotion. */
 static void test_standby_promote(void) {
   rig_t r;
   rig_start_standby(&r, "cmd:2");
-  int64_t b0 = atomic_load(&r.ctrl->heartbeat_ns);
+  int64_t b0 = atomic_load(&r.ctrl->progress_ns);
   acxi_cmd_t early = {.op = ACXI_OP_NOP, .generation = 3, .req_id = 77};
-  CU_ASSERT(acxi_ring_try_push(acxi_ctrl_cmd_ring(r.ctrl), &early));
+  CU_ASSERT_EQUAL(acxi_ring_try_push(&r.v.cmds, &early), ACXI_RING_DONE);
   nap_ms(30);
-  CU_ASSERT(atomic_load(&r.ctrl->heartbeat_ns) > b0);
+  CU_ASSERT(atomic_load(&r.ctrl->progress_ns) > b0);
   acxi_cpl_t c;
-  CU_ASSERT_FALSE(acxi_ring_try_pop(acxi_ctrl_cpl_ring(r.ctrl), &c)); /* not served while standing by */
+  CU_ASSERT_EQUAL(acxi_ring_try_pop(&r.v.cpls, &c), ACXI_RING_WAIT); /* not served while standing by */
   CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_STANDBY);
   r.ctrl->generation = 3;
   atomic_store_explicit(&r.ctrl->promote, ACXI_STANDBY_PROMOTE, memory_order_release);
   acxi_futex_wake(&r.ctrl->promote, 1);
   int64_t dl = acxi_deadline(10000000000LL);
   int got = 0;
-  while (!(got = acxi_ring_try_pop(acxi_ctrl_cpl_ring(r.ctrl), &c)) && acxi_now_ns() < dl) usleep(100);
-  CU_ASSERT_FATAL(got);
+  while ((got = acxi_ring_try_pop(&r.v.cpls, &c)) != ACXI_RING_DONE && acxi_now_ns() < dl) usleep(100);
+  CU_ASSERT_FATAL(got == ACXI_RING_DONE);
   CU_ASSERT_EQUAL(c.req_id, 77);
   CU_ASSERT_EQUAL(c.status, ACX_OK);
   CU_ASSERT_EQUAL(atomic_load(&r.ctrl->state), ACXI_EXEC_READY);
@@ -230,8 +234,9 @@ static void test_direct_completion(void) {
   n_direct = 0;
   ACX_ASSERT_STATUS(acxi_ctrl_create(64, 1, &r.shm), ACX_OK);
   r.ctrl = acxi_ctrl(&r.shm);
+  ACX_ASSERT_STATUS(acxi_ctrl_view_init(&r.v, r.shm.addr, 64), ACX_OK);
   r.p = (acxi_exec_loop_params_t){
-      .ctrl = r.ctrl,
+      .view = r.v,
       .ops = acxi_engine_find("host"),
       .engine = {.streams = 1, .generation = 1, .inline_mode = 1, .completion = "auto", .fault_inject = ""},
       .sock_fd = -1,
@@ -247,7 +252,7 @@ static void test_direct_completion(void) {
                        {.op = ACXI_OP_NOP, .generation = 1, .req_id = 7, .flags = ACXI_CMD_FLAG_NO_REPLY},
                        {.op = ACXI_OP_SHUTDOWN, .generation = 1, .req_id = 8}};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-    CU_ASSERT_EQUAL(acxi_ring_push(acxi_ctrl_cmd_ring(r.ctrl), &cmds[i], acxi_deadline(5000000000LL)), ACX_OK);
+    CU_ASSERT_EQUAL(acxi_ring_push(&r.v.cmds, &cmds[i], acxi_deadline(5000000000LL)), ACX_OK);
   rig_join(&r);
   CU_ASSERT_EQUAL(r.why, ACXI_LOOP_SHUTDOWN);
   CU_ASSERT_EQUAL_FATAL(direct_count(), 3);
@@ -257,7 +262,60 @@ static void test_direct_completion(void) {
   CU_ASSERT_EQUAL(direct_got[1].status, ACX_ERR_INVALID_ARG);
   CU_ASSERT_EQUAL(direct_got[2].req_id, 8);
   acxi_cpl_t c;
-  CU_ASSERT_FALSE(acxi_ring_try_pop(acxi_ctrl_cpl_ring(r.ctrl), &c));
+  CU_ASSERT_EQUAL(acxi_ring_try_pop(&r.v.cpls, &c), ACXI_RING_WAIT);
+  rig_free(&r);
+}
+
+/* Issue 13 item 4: a loop blocked inside one command (ACXI_FAULT_BUSY) stops its progress stamp,
+ * but the heartbeat thread keeps beating, so the rank sees a live, busy process. Its reply comes
+ * once the call returns, and the progress stamp moves again. */
+static void test_heartbeat_thread_beats_while_loop_blocked(void) {
+  rig_t r;
+  rig_start(&r, 1, "");
+  acxi_heartbeat_t hb;
+  ACX_ASSERT_STATUS(acxi_heartbeat_start(&hb, r.ctrl, 2000000, 0, 0), ACX_OK);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  acxi_cmd_t busy = {.op = ACXI_OP_FAULT, .generation = 1, .req_id = 500, .arg = {ACXI_FAULT_BUSY, 2000000000}};
+  CU_ASSERT_EQUAL(acxi_ring_push(&r.v.cmds, &busy, acxi_deadline(5000000000LL)), ACX_OK);
+  /* Once the loop has been inside the call for a while (its progress stamp is 100 ms old), the
+   * heartbeat is still fresh. */
+  int64_t dl = acxi_deadline(10000000000LL), stale_seen = 0;
+  while (acxi_now_ns() < dl) {
+    int64_t now = acxi_now_ns();
+    if (now - atomic_load(&r.ctrl->progress_ns) > 100000000) {
+      stale_seen = now;
+      break;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CU_ASSERT_FATAL(stale_seen != 0);
+  /* Then the heartbeat moves on while the progress stamp stays where the loop left it. */
+  int64_t stuck_at = atomic_load(&r.ctrl->progress_ns), beat_after = 0;
+  while (acxi_now_ns() < dl && atomic_load(&r.ctrl->progress_ns) == stuck_at) {
+    if (atomic_load(&r.ctrl->heartbeat_ns) > stale_seen) {
+      beat_after = atomic_load(&r.ctrl->heartbeat_ns);
+      break;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CU_ASSERT(beat_after > stale_seen);
+  acxi_cpl_t c = {.status = -1};
+  while (acxi_ring_try_pop(&r.v.cpls, &c) != ACXI_RING_DONE && acxi_now_ns() < dl)
+    acxi_ring_consumer_wait(&r.v.cpls, acxi_now_ns() + 100000000);
+  CU_ASSERT_EQUAL(c.req_id, 500);
+  CU_ASSERT_EQUAL(c.status, ACX_OK);
+  while (atomic_load(&r.ctrl->progress_ns) == stuck_at && acxi_now_ns() < dl) { /* the loop runs again */
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CU_ASSERT(atomic_load(&r.ctrl->progress_ns) > stuck_at);
+  acxi_heartbeat_stop(&hb);
+  int64_t b = atomic_load(&r.ctrl->heartbeat_ns);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_SHUTDOWN}).status, ACX_OK);
+  rig_join(&r);
+  CU_ASSERT_EQUAL(atomic_load(&r.ctrl->heartbeat_ns), b); /* stopped: no thread left behind */
   rig_free(&r);
 }
 
@@ -296,6 +354,7 @@ int main(void) {
                                           ACX_TEST(test_engine_cannot_start), ACX_TEST(test_fault_schedule_poisons),
                                           ACX_TEST(test_fault_schedule_parse), ACX_TEST(test_registry),
                                           ACX_TEST(test_standby_promote), ACX_TEST(test_standby_leave),
-                                          ACX_TEST(test_direct_completion), ACX_TEST_END};
+                                          ACX_TEST(test_direct_completion),
+                                          ACX_TEST(test_heartbeat_thread_beats_while_loop_blocked), ACX_TEST_END};
   return acx_test_run("exec_loop", cases, NULL, NULL);
 }
