@@ -4,7 +4,8 @@
 #   install_test.sh <build dir> <consumer source dir> <C compiler> <cmake generator> <version>
 # ACX_CONSUMER_CFLAGS: extra flags for the consumers (the sanitizer flags of a sanitizer build).
 # ACX_DOC_PROGRAM=<page.md> ACX_MPIEXEC=<mpiexec>: also extract the C program that follows the
-# "getting-started:program" marker of the page, build it with pkg-config and run it on 2 ranks.
+# "getting-started:program" marker of the page, build it with pkg-config and run it on 2 ranks
+# (ACX_MPIEXEC_OVERSUBSCRIBE: the launcher's flag for more ranks than cores, default --oversubscribe).
 set -euo pipefail
 build=$1 consumer=$2 cc=$3 generator=$4 version=$5
 flags=${ACX_CONSUMER_CFLAGS:-}
@@ -101,9 +102,8 @@ if [ -n "${ACX_DOC_PROGRAM:-}" ]; then
   # shellcheck disable=SC2046,SC2086
   run_logged "$tmp/doc-build.log" "$cc" -std=c17 -Wall -Wextra -Werror $flags -o "$tmp/doc_program" \
     "$tmp/doc_program.c" $(pkg-config --cflags --libs acx) -Wl,-rpath,"$libdir"
-  root_flags=()
-  [ "$(id -u)" = 0 ] && root_flags=(--allow-run-as-root)
-  out=$(timeout 60 "$ACX_MPIEXEC" -n 2 --oversubscribe "${root_flags[@]}" "$tmp/doc_program" 2>&1) ||
+  # shellcheck disable=SC2086 # the flag is one word or none
+  out=$(timeout 60 "$ACX_MPIEXEC" -n 2 ${ACX_MPIEXEC_OVERSUBSCRIBE---oversubscribe} "$tmp/doc_program" 2>&1) ||
     { echo "$out" >&2; fail "the getting-started program failed under $ACX_MPIEXEC -n 2"; }
   echo "$out"
   [ "$(grep -c "^rank [01] of 2 on node 0 of 1 .*: the actor says [23]^2 = [49]\$" <<<"$out")" = 2 ] ||
