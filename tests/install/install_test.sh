@@ -43,6 +43,7 @@ if [ -d "$build/bench" ]; then
 fi
 "$prefix/bin/acx-info" >"$tmp/info.log" 2>&1 || { cat "$tmp/info.log" >&2; fail "installed acx-info does not run"; }
 grep -q "^# acx $version\$" "$tmp/info.log" || fail "installed acx-info does not report version $version"
+grep -q "^# cuda architectures: ." "$tmp/info.log" || fail "installed acx-info does not report the CUDA architectures"
 echo "install_test: installed into $prefix ($(find "$prefix" -type f | wc -l) files)"
 
 # The actor runtime arrives in stages; exercise it as soon as the installed library has it.
