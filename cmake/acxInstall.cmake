@@ -140,3 +140,11 @@ if(ACX_HAVE_MPI)
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/acx.lua.in ${PROJECT_BINARY_DIR}/modulefiles/${PROJECT_VERSION}.lua @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/modulefiles/${PROJECT_VERSION}.lua DESTINATION ${ACX_INSTALL_MODULEFILEDIR})
+
+# The examples' sources (docs/getting-started.md, docs/resilience.md, docs/fortran.md point to
+# them): built against the installed acx like any user program, e.g.
+#   mpicc resilient_allreduce.c $(pkg-config --cflags --libs acx)
+install(FILES ${PROJECT_SOURCE_DIR}/examples/resilient_allreduce.c
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/acx/examples)
+install(FILES ${PROJECT_SOURCE_DIR}/examples/fortran/heat1d.f90
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/acx/examples/fortran)

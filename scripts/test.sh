@@ -32,8 +32,10 @@ sanitizer_run() { # name, cmake flag
 # tests. MPICH is what Cray MPICH, MVAPICH and Intel MPI derive from.
 mpich_run() {
   local dir="$root/build-mpich" cc mpiexec
-  cc=$(command -v mpicc.mpich) && mpiexec=$(command -v mpiexec.mpich) ||
-    { echo "== mpich: mpicc.mpich/mpiexec.mpich not found: skipped"; return 0; }
+  if ! cc=$(command -v mpicc.mpich) || ! mpiexec=$(command -v mpiexec.mpich); then
+    echo "== mpich: mpicc.mpich/mpiexec.mpich not found: skipped"
+    return 0
+  fi
   echo "== mpich: configure, build, ctest -L mpi"
   local args=(-DCMAKE_BUILD_TYPE=Debug -DACX_WITH_CUDA=OFF -DACX_BUILD_FUZZERS=OFF
               -DMPI_C_COMPILER="$cc" -DMPIEXEC_EXECUTABLE="$mpiexec")

@@ -37,7 +37,7 @@ cat >"$tmp/pkg-config" <<SH
 exit 1
 SH
 chmod +x "$bin/apt-get" "$bin/dpkg-query" "$tmp/pkg-config"
-module_tools="cmake ninja cc c++ mpicc mpirun"
+module_tools=(cmake ninja cc c++ mpicc mpirun)
 provide() { # the tools a "module load" put on PATH
   local t
   for t in "$@"; do
@@ -59,7 +59,7 @@ rc() { cat "$tmp/$1.rc"; }
 has() { grep -q -- "$2" "$tmp/$1.out" || fail "$1: no line matching '$2'"; }
 hasnt() { ! grep -q -- "$2" "$tmp/$1.out" || fail "$1: a line matches '$2'"; }
 
-provide $module_tools pkg-config
+provide "${module_tools[@]}" pkg-config
 id_root() { printf '#!%s\necho 0\n' "$(command -v bash)" >"$bin/id"; chmod +x "$bin/id"; }
 rm -f "$bin/id"
 id_root

@@ -94,6 +94,17 @@ run_logged "$tmp/pc-build.log" "$cc" $flags $defs -o "$tmp/pc_consumer" "$consum
 out=$(timeout 60 "$tmp/pc_consumer" "$version" 2>&1) || fail "pkg-config consumer failed: $out"
 echo "$out"
 grep -q "^acx consumer: ok $version\$" <<<"$out" || fail "pkg-config consumer printed no success line"
+# The installed examples build against the installed tree as the docs say (compile and link only:
+# the mpi tests run them).
+example=$prefix/share/acx/examples/resilient_allreduce.c
+[ -f "$example" ] || fail "examples/resilient_allreduce.c not installed in share/acx/examples"
+[ -f "$prefix/share/acx/examples/fortran/heat1d.f90" ] || fail "examples/fortran/heat1d.f90 not installed"
+if [ -x "$build/examples/resilient_allreduce" ]; then # built where acx has MPI
+  # shellcheck disable=SC2046,SC2086 # pkg-config output and flags are word lists
+  run_logged "$tmp/example-build.log" "$cc" -std=c17 -Wall -Wextra -Werror $flags -o "$tmp/resilient_allreduce" \
+    "$example" $(pkg-config --cflags --libs acx) -Wl,-rpath,"$libdir"
+  echo "install_test: share/acx/examples/resilient_allreduce.c builds against the install"
+fi
 if [ -n "${ACX_DOC_PROGRAM:-}" ]; then
   echo "install_test: the program of $(basename "$ACX_DOC_PROGRAM")"
   # The first ```c block after the marker, fences excluded.

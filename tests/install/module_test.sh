@@ -30,7 +30,7 @@ moddir=$(dirname "$(dirname "$modfile")")
 
 # A user's shell: Lmod's `module`, nothing of acx on any path.
 unset ACX_EXECUTOR_PATH CMAKE_PREFIX_PATH PKG_CONFIG_PATH
-export LD_LIBRARY_PATH= MODULEPATH=
+export LD_LIBRARY_PATH='' MODULEPATH=''
 set +u # Lmod's shell functions read unset variables
 # shellcheck disable=SC1090
 . "$init"
@@ -44,7 +44,8 @@ grep -q "^acx/$version" <<<"$module_list" || fail "acx/$version not loaded: $mod
 echo "module_test: module load acx ($modfile)"
 
 [ "$(command -v acx-info)" = "$prefix/bin/acx-info" ] || fail "acx-info on PATH is '$(command -v acx-info)', not $prefix/bin/acx-info"
-acx-info | grep -q "^# acx $version\$" || fail "acx-info from the module does not report $version"
+info=$(acx-info 2>&1) || fail "acx-info from the module failed: $info"
+grep -q "^# acx $version\$" <<<"$info" || fail "acx-info from the module does not report $version"
 [ "$(pkg-config --modversion acx)" = "$version" ] || fail "pkg-config --modversion acx: '$(pkg-config --modversion acx 2>&1)'"
 
 echo "module_test: find_package(acx) through CMAKE_PREFIX_PATH"
