@@ -119,3 +119,32 @@ if(PKG_CONFIG_FOUND AND HWLOC_MODULE_NAME)
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/acx.pc.in ${PROJECT_BINARY_DIR}/acx.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/acx.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# Lmod modulefile: <prefix>/share/modulefiles/acx/<version>.lua, relocatable (it finds the prefix
+# from its own path: ACX_MODULEFILE_DEPTH components up), or in a site's module tree given as an
+# absolute ACX_INSTALL_MODULEFILEDIR (then it names the install prefix).
+set(ACX_INSTALL_MODULEFILEDIR ${CMAKE_INSTALL_DATADIR}/modulefiles/acx CACHE STRING
+    "Where the Lmod modulefile acx/<version>.lua is installed (relative: to the prefix)")
+set(ACX_MODULE_FIXED_PREFIX "")
+set(ACX_MODULEFILE_DEPTH 0)
+if(IS_ABSOLUTE "${ACX_INSTALL_MODULEFILEDIR}")
+  set(ACX_MODULE_FIXED_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  string(REPLACE "/" ";" _acx_moddir_parts "${ACX_INSTALL_MODULEFILEDIR}")
+  list(LENGTH _acx_moddir_parts ACX_MODULEFILE_DEPTH)
+  math(EXPR ACX_MODULEFILE_DEPTH "${ACX_MODULEFILE_DEPTH} + 1") # and the file itself
+endif()
+set(ACX_MODULE_MPI "none")
+if(ACX_HAVE_MPI)
+  set(ACX_MODULE_MPI "${MPI_C_COMPILER} (${ACX_MPI_FLAVOR}, MPI ${MPI_C_VERSION})")
+endif()
+configure_file(${PROJECT_SOURCE_DIR}/cmake/acx.lua.in ${PROJECT_BINARY_DIR}/modulefiles/${PROJECT_VERSION}.lua @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/modulefiles/${PROJECT_VERSION}.lua DESTINATION ${ACX_INSTALL_MODULEFILEDIR})
+
+# The examples' sources (docs/getting-started.md, docs/resilience.md, docs/fortran.md point to
+# them): built against the installed acx like any user program, e.g.
+#   mpicc resilient_allreduce.c $(pkg-config --cflags --libs acx)
+install(FILES ${PROJECT_SOURCE_DIR}/examples/resilient_allreduce.c
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/acx/examples)
+install(FILES ${PROJECT_SOURCE_DIR}/examples/fortran/heat1d.f90
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/acx/examples/fortran)

@@ -25,6 +25,11 @@ cudaError_t acxk_cuda_launch_fill(void *dst, uint64_t bytes, uint64_t pattern, i
  * cudaErrorIllegalAddress once it runs. Fault injection only. */
 cudaError_t acxk_cuda_launch_fault(cudaStream_t stream);
 
+/* cudaSuccess when this build holds code (a cubin or PTX) for the current device's GPU, else
+ * cudaErrorNoKernelImageForDevice or cudaErrorInvalidDeviceFunction (no architecture of
+ * CMAKE_CUDA_ARCHITECTURES runs on it). Launches nothing. */
+cudaError_t acxk_cuda_kernel_image(void);
+
 /* *fn := the driver API function `name` at `version` (e.g. 12000 for the CUDA 12 ABI), reached
  * through cudaGetDriverEntryPointByVersion: libacx does not link libcuda, so that it loads where
  * no driver is installed (host kind, CI). 0 on success; -1 (and *fn NULL) when the driver lacks it. */

@@ -84,3 +84,12 @@ extern "C" cudaError_t acxk_cuda_launch_fault(cudaStream_t stream) {
   fault_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<volatile int *>(uintptr_t{0x10}));
   return cudaGetLastError();
 }
+
+extern "C" cudaError_t acxk_cuda_kernel_image(void) {
+  // Loading a kernel's attributes loads its module for the current device (also under lazy
+  // loading): without a cubin or PTX for this GPU it fails, where a launch would fail later.
+  cudaFuncAttributes attr;
+  cudaError_t err = cudaFuncGetAttributes(&attr, empty_kernel);
+  (void)cudaGetLastError();  // not sticky: keep it off the thread's later calls
+  return err;
+}

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acx_build_config.h"
 #include "kernels/cuda_internal.h"
 #include "kernels/nvtx.h"
 #include "runtime/clock.h"
@@ -1308,6 +1309,30 @@ static acx_status_t select_device(const acxi_engine_params_t *p, int *device) {
   return ACX_OK;
 }
 
+/* A build without code for this GPU fails its first kernel launch with "no kernel image"; say
+ * it at open instead, with what the user needs to rebuild: the GPU, its compute capability and
+ * the architectures this libacx was compiled for. */
+static acx_status_t check_kernel_image(acxi_engine_t *e) {
+  cudaError_t err = acxk_cuda_kernel_image();
+  if (err == cudaSuccess) return ACX_OK;
+  if (err != cudaErrorNoKernelImageForDevice && err != cudaErrorInvalidDeviceFunction) {
+    ACX_WARN(EXEC, "cudaFuncGetAttributes(empty_kernel) failed: %s (%d)", cudaGetErrorString(err), (int)err);
+    return cuda_status(e, err);
+  }
+  struct cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, e->device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    snprintf(prop.name, sizeof prop.name, "unknown GPU");
+    prop.major = prop.minor = 0;
+  }
+  ACX_WARN(EXEC,
+           "acx_device_open: CUDA device %d (%s, compute capability %d.%d) has no kernel image in this "
+           "libacx, built for CUDA architectures '%s': rebuild acx with -DCMAKE_CUDA_ARCHITECTURES=%d%d "
+           "(or leave it unset on the GPU node: the default is the GPUs present)",
+           e->device, prop.name, prop.major, prop.minor, ACX_CUDA_ARCHITECTURES, prop.major, prop.minor);
+  return ACX_ERR_NOT_SUPPORTED;
+}
+
 static acx_status_t cuda_create(const acxi_engine_params_t *params, acxi_complete_fn complete, void *sink,
                                 acxi_engine_t **out) {
   ACX_CHECK_NULL(params);
@@ -1354,6 +1379,7 @@ static acx_status_t cuda_create(const acxi_engine_params_t *params, acxi_complet
   ACXCHECKGOTO(select_device(params, &e->device), st, err_free_tables);
   tls_device = -1;
   ACXCHECKGOTO(bind_device(e), st, err_free_tables);
+  ACXCHECKGOTO(check_kernel_image(e), st, err_free_tables);
   int pools = 0;
   CUDACHECKGOTO(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, e->device), st, err_free_tables);
   if (!pools) {

@@ -8,7 +8,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=common.sh
 . "$root/scripts/common.sh"
-acx_install_deps
+# Only what the build and the benchmark need: the test-only packages (CUnit, Fortran, clang, Slurm)
+# are not asked for, so that a compute node with cmake/ninja/MPI/hwloc on PATH needs no registry.
+acx_install_deps build
+acx_deps_only_exit
 acx_env
 build=${ACX_BUILD_DIR:-$root/build}
 
@@ -33,9 +36,12 @@ else
   echo "== host-staged copies): this exercises the stack, it is not a GPU measurement"
 fi
 "$build/tools/acx-info" --topo || true
-# --bind-to none: acx binds by GPU locality itself; -x hands the ACX_*/NCCL_* settings in effect
-# (and the library path) to every rank.
+# --bind-to none: acx binds by GPU locality itself. The ACX_*/NCCL_* settings in effect (and the
+# library path) must reach every rank: Open MPI's mpirun forwards what -x names, MPICH's Hydra
+# forwards the whole environment by default (and knows no -x).
 fwd=()
-for v in $(compgen -e | grep -E '^(ACX_|NCCL_|CUDA_VISIBLE_DEVICES$|LD_LIBRARY_PATH$)' || true); do fwd+=(-x "$v"); done
+if [ "$(acx_mpi_flavor mpirun)" = openmpi ]; then
+  for v in $(compgen -e | grep -E '^(ACX_|NCCL_|CUDA_VISIBLE_DEVICES$|LD_LIBRARY_PATH$)' || true); do fwd+=(-x "$v"); done
+fi
 set -x
 mpirun -np "$np" --bind-to none "${fwd[@]}" "$bench" "${mode[@]}" "$@"

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "acx_build_config.h"
 #include "acx/config.h"
 #include "acx/topo.h"
 #include "collectives/collectives.h"
@@ -17,6 +18,12 @@ static int print_topo(void) {
   acx_topo_destroy(t);
   if (s != ACX_OK) fprintf(stderr, "acx-info: topology: %s\n", acx_status_str(s));
   return s == ACX_OK ? 0 : 1;
+}
+
+/* The GPU architectures the CUDA kernels were compiled for (CMAKE_CUDA_ARCHITECTURES): a GPU that
+ * none of them runs on cannot be opened. */
+static void print_cuda_architectures(void) {
+  printf("# cuda architectures: %s\n", ACX_HAVE_CUDA ? ACX_CUDA_ARCHITECTURES : "none (built without CUDA)");
 }
 
 /* The registry as a markdown table of defaults (never the values in effect, so the output does
@@ -70,6 +77,7 @@ int main(int argc, char **argv) {
     printf("# acx %s\n", acx_version(NULL));
     printf("# build: cuda=%s mpi=%s nccl=%s\n", acxk_have_cuda() ? "yes" : "no",
            acxc_have_mpi() ? "yes" : "no", acxc_have_nccl() ? "yes" : "no");
+    print_cuda_architectures();
     printf("# parameters (value, [env] when set in the environment):\n");
   }
   for (size_t i = 0; i < acx_param_count(); i++) {

@@ -4,6 +4,7 @@
 # wrapper, and CMake with find_package(acx) and acx::acx_fortran -- and runs both on 2 ranks with
 # --check.
 #   mpif90_test.sh <build dir> <program.f90> <mpif90> <mpiexec> <Fortran compiler> <generator>
+# ACX_MPIEXEC_OVERSUBSCRIBE: as in tests/rebuild/resilient_test.sh (default --oversubscribe).
 set -euo pipefail
 build=$1 program=$2 mpif90=$3 mpiexec=$4 fc=$5 generator=$6
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/acx-fortran.XXXXXX")
@@ -26,7 +27,8 @@ echo "mpif90_test: $mpif90 -I$prefix/include/acx/fortran $(basename "$program") 
   -Wl,-rpath,"$libdir" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log" >&2; fail "$mpif90 could not build the program"; }
 run() { # program: 2 ranks, checked against the serial run
   local out
-  out=$(timeout 120 "$mpiexec" -n 2 --oversubscribe "$1" --check --steps 300 2>&1) || { echo "$out" >&2; fail "$1 failed"; }
+  # shellcheck disable=SC2086 # the flag is one word or none
+  out=$(timeout 120 "$mpiexec" -n 2 ${ACX_MPIEXEC_OVERSUBSCRIBE---oversubscribe} "$1" --check --steps 300 2>&1) || { echo "$out" >&2; fail "$1 failed"; }
   echo "$out"
   grep -q "check: OK" <<<"$out" || fail "$1 printed no 'check: OK' line"
 }
@@ -46,7 +48,9 @@ endif()
 add_executable(prog prog.f90)
 target_link_libraries(prog PRIVATE acx::acx_fortran MPI::MPI_Fortran)
 CMAKE
+# The MPI Fortran of this build, not whichever mpif90 comes first (Open MPI and MPICH may both be there).
 cmake -S "$tmp/src" -B "$tmp/cbuild" -G "$generator" -DCMAKE_Fortran_COMPILER="$fc" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DMPI_Fortran_COMPILER="$mpif90" \
   >"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log" >&2; fail "configure of the CMake consumer"; }
 cmake --build "$tmp/cbuild" >"$tmp/cbuild.log" 2>&1 || { cat "$tmp/cbuild.log" >&2; fail "build of the CMake consumer"; }
 run "$tmp/cbuild/prog"

@@ -4,7 +4,8 @@
 #   install_test.sh <build dir> <consumer source dir> <C compiler> <cmake generator> <version>
 # ACX_CONSUMER_CFLAGS: extra flags for the consumers (the sanitizer flags of a sanitizer build).
 # ACX_DOC_PROGRAM=<page.md> ACX_MPIEXEC=<mpiexec>: also extract the C program that follows the
-# "getting-started:program" marker of the page, build it with pkg-config and run it on 2 ranks.
+# "getting-started:program" marker of the page, build it with pkg-config and run it on 2 ranks
+# (ACX_MPIEXEC_OVERSUBSCRIBE: the launcher's flag for more ranks than cores, default --oversubscribe).
 set -euo pipefail
 build=$1 consumer=$2 cc=$3 generator=$4 version=$5
 flags=${ACX_CONSUMER_CFLAGS:-}
@@ -42,6 +43,7 @@ if [ -d "$build/bench" ]; then
 fi
 "$prefix/bin/acx-info" >"$tmp/info.log" 2>&1 || { cat "$tmp/info.log" >&2; fail "installed acx-info does not run"; }
 grep -q "^# acx $version\$" "$tmp/info.log" || fail "installed acx-info does not report version $version"
+grep -q "^# cuda architectures: ." "$tmp/info.log" || fail "installed acx-info does not report the CUDA architectures"
 echo "install_test: installed into $prefix ($(find "$prefix" -type f | wc -l) files)"
 
 # The actor runtime arrives in stages; exercise it as soon as the installed library has it.
@@ -92,6 +94,17 @@ run_logged "$tmp/pc-build.log" "$cc" $flags $defs -o "$tmp/pc_consumer" "$consum
 out=$(timeout 60 "$tmp/pc_consumer" "$version" 2>&1) || fail "pkg-config consumer failed: $out"
 echo "$out"
 grep -q "^acx consumer: ok $version\$" <<<"$out" || fail "pkg-config consumer printed no success line"
+# The installed examples build against the installed tree as the docs say (compile and link only:
+# the mpi tests run them).
+example=$prefix/share/acx/examples/resilient_allreduce.c
+[ -f "$example" ] || fail "examples/resilient_allreduce.c not installed in share/acx/examples"
+[ -f "$prefix/share/acx/examples/fortran/heat1d.f90" ] || fail "examples/fortran/heat1d.f90 not installed"
+if [ -x "$build/examples/resilient_allreduce" ]; then # built where acx has MPI
+  # shellcheck disable=SC2046,SC2086 # pkg-config output and flags are word lists
+  run_logged "$tmp/example-build.log" "$cc" -std=c17 -Wall -Wextra -Werror $flags -o "$tmp/resilient_allreduce" \
+    "$example" $(pkg-config --cflags --libs acx) -Wl,-rpath,"$libdir"
+  echo "install_test: share/acx/examples/resilient_allreduce.c builds against the install"
+fi
 if [ -n "${ACX_DOC_PROGRAM:-}" ]; then
   echo "install_test: the program of $(basename "$ACX_DOC_PROGRAM")"
   # The first ```c block after the marker, fences excluded.
@@ -101,9 +114,8 @@ if [ -n "${ACX_DOC_PROGRAM:-}" ]; then
   # shellcheck disable=SC2046,SC2086
   run_logged "$tmp/doc-build.log" "$cc" -std=c17 -Wall -Wextra -Werror $flags -o "$tmp/doc_program" \
     "$tmp/doc_program.c" $(pkg-config --cflags --libs acx) -Wl,-rpath,"$libdir"
-  root_flags=()
-  [ "$(id -u)" = 0 ] && root_flags=(--allow-run-as-root)
-  out=$(timeout 60 "$ACX_MPIEXEC" -n 2 --oversubscribe "${root_flags[@]}" "$tmp/doc_program" 2>&1) ||
+  # shellcheck disable=SC2086 # the flag is one word or none
+  out=$(timeout 60 "$ACX_MPIEXEC" -n 2 ${ACX_MPIEXEC_OVERSUBSCRIBE---oversubscribe} "$tmp/doc_program" 2>&1) ||
     { echo "$out" >&2; fail "the getting-started program failed under $ACX_MPIEXEC -n 2"; }
   echo "$out"
   [ "$(grep -c "^rank [01] of 2 on node 0 of 1 .*: the actor says [23]^2 = [49]\$" <<<"$out")" = 2 ] ||

@@ -4,11 +4,14 @@
 # residual, bit for bit), and the faulty run must have recovered. Exit 77 when the example skips
 # (no GPU for --cuda).
 #   resilient_test.sh <example> <mpiexec> <np> <fault-at> [example args...]
+# ACX_MPIEXEC_OVERSUBSCRIBE: the launcher's flag for more ranks than cores (default Open MPI's
+# --oversubscribe; empty for MPICH's Hydra, which needs none).
 set -u
 example=$1 mpiexec=$2 np=$3 fault_at=$4
 shift 4
 run() {
-  timeout 150 "$mpiexec" -np "$np" --oversubscribe "$example" "$@" 2>&1
+  # shellcheck disable=SC2086 # the flag is one word or none
+  timeout 150 "$mpiexec" -np "$np" ${ACX_MPIEXEC_OVERSUBSCRIBE---oversubscribe} "$example" "$@" 2>&1
 }
 clean=$(run "$@")
 rc=$?
