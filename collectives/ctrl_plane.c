@@ -47,6 +47,15 @@ typedef struct tick {
   void *arg;
 } tick_t;
 
+/* What this rank has received from one sender (progress thread only): the highest sequence
+ * number, and the last RECENT numbers accepted, against which a RESEND is deduplicated. */
+#define RECENT 16
+typedef struct peer {
+  uint64_t last;
+  uint64_t recent[RECENT];
+  unsigned pos, filled;
+} peer_t;
+
 struct acxc_ctrl {
   struct acxc_ctrl *next; /* registry */
   acx_world_t *world;
@@ -64,13 +73,16 @@ struct acxc_ctrl {
   handler_t handlers[ACXI_CTRL_TYPE_END];
   tick_t ticks[MAX_TICKS];
 
+  uint64_t seq; /* the last sequence number given out (under lock: numbered in queue order) */
+
   /* Progress thread only. */
   xfer_t *active;
   xfer_t *orphans; /* past their deadline: MPI may still use their buffers */
+  peer_t *peers;   /* one per rank of the world */
 
-  _Atomic uint64_t seq;
   _Atomic uint64_t turns; /* completed turns of the progress thread */
-  _Atomic uint64_t n_sent, n_received, n_rejected, n_unhandled, n_data_sent, n_data_received, n_timeouts;
+  _Atomic uint64_t n_sent, n_received, n_rejected, n_unhandled, n_data_sent, n_data_received, n_timeouts,
+      n_duplicates;
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -222,6 +234,66 @@ static void dispatch(acxc_ctrl_t *cp, const acxi_ctrl_msg_t *m, acx_status_t dec
   h.fn(cp, h.arg, m, decoded);
 }
 
+/* Sequence numbers of one sender only grow on the wire (one communicator, one tag: MPI's
+ * non-overtaking rule, and senders number in queue order). A number at or below the last one seen
+ * is a RESEND of a message that was delivered (dropped: receivers deduplicate), a RESEND of one
+ * that never arrived (delivered now), or a replay without the flag (a protocol error, dropped).
+ * 1: deliver m. */
+static int admit_seq(acxc_ctrl_t *cp, const acxi_ctrl_msg_t *m) {
+  peer_t *p = &cp->peers[m->sender]; /* sender == the MPI source, a rank of the plane */
+  int fresh = m->seq > p->last;
+  if (!fresh) {
+    if (!(m->flags & ACXI_CTRL_FLAG_RESEND)) {
+      count(&cp->n_rejected);
+      ACX_WARN(COLL, "control plane: a %s from rank %d repeats sequence number %" PRIu64 " (the last was %" PRIu64
+               ") without the RESEND flag: dropped", acxi_ctrl_type_str(m->type), m->sender, m->seq, p->last);
+      return 0;
+    }
+    uint64_t oldest = UINT64_MAX;
+    for (unsigned i = 0; i < p->filled; i++) {
+      if (p->recent[i] == m->seq) {
+        count(&cp->n_duplicates);
+        ACX_INFO(COLL, "control plane: a RESEND of %s %" PRIu64 " from rank %d, delivered already: dropped",
+                 acxi_ctrl_type_str(m->type), m->seq, m->sender);
+        return 0;
+      }
+      if (p->recent[i] < oldest) oldest = p->recent[i];
+    }
+    if (p->filled == RECENT && m->seq < oldest) {
+      count(&cp->n_rejected);
+      ACX_WARN(COLL, "control plane: a RESEND of %s %" PRIu64 " from rank %d is older than the last %d messages "
+               "received from it: whether it was delivered is unknown, dropped", acxi_ctrl_type_str(m->type), m->seq,
+               m->sender, RECENT);
+      return 0;
+    }
+  }
+  p->recent[p->pos] = m->seq;
+  p->pos = (p->pos + 1) % RECENT;
+  if (p->filled < RECENT) p->filled++;
+  if (fresh) p->last = m->seq;
+  return 1;
+}
+
+/* A message announcing more than any control message: its size is checked before anything is
+ * allocated for it. A receive into a smaller buffer would take it out of MPI (MPI_ERR_TRUNCATE),
+ * but Open MPI 4.1.4's shared-memory single-copy path (vader, CMA) writes the whole message past
+ * a truncated buffer (a 256 MiB message smashed the stack here). So junk up to DISCARD_MAX is
+ * received whole into a buffer of its size and dropped; anything larger is left matched and
+ * unreceived (the probe took it out of matching: it never comes back), which costs MPI's small
+ * record of it and leaves its sender's send pending until the sender gives up on it. */
+#define DISCARD_MAX 65536
+static void drop_oversized(acxc_ctrl_t *cp, MPI_Message *handle, int n, int source) {
+  count(&cp->n_rejected);
+  unsigned char *junk = n >= 0 && n <= DISCARD_MAX ? malloc((size_t)n + 1) : NULL;
+  if (junk) {
+    (void)MPI_Mrecv(junk, n, MPI_BYTE, handle, MPI_STATUS_IGNORE);
+    free(junk);
+  }
+  ACX_WARN(COLL, "control plane: a message from rank %d announces %s%d bytes, more than the largest control "
+           "message (%u): dropped %s", source, n < 0 ? "over " : "", n < 0 ? INT32_MAX : n,
+           (unsigned)ACXI_CTRL_MAX_BYTES, junk ? "" : "unreceived");
+}
+
 static int poll_incoming(acxc_ctrl_t *cp) {
   int got = 0;
   for (int i = 0; i < 64; i++) {
@@ -238,23 +310,22 @@ static int poll_incoming(acxc_ctrl_t *cp) {
     got = 1;
     int n = 0;
     MPI_Get_count(&status, MPI_BYTE, &n);
-    unsigned char small[ACXI_CTRL_MAX_BYTES];
-    /* An oversized message is still received, to take it out of MPI, and then rejected. */
-    unsigned char *buf = n <= (int)sizeof small ? small : malloc((size_t)n);
-    unsigned char sink;
-    rc = MPI_Mrecv(buf ? buf : &sink, buf ? n : 0, MPI_BYTE, &handle, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS || !buf) {
+    unsigned char buf[ACXI_CTRL_MAX_BYTES];
+    if (n < 0 || n > (int)sizeof buf) {
+      drop_oversized(cp, &handle, n, status.MPI_SOURCE);
+      continue;
+    }
+    rc = MPI_Mrecv(buf, n, MPI_BYTE, &handle, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
       char m[MPI_MAX_ERROR_STRING];
       ACX_WARN(COLL, "control plane: receiving %d bytes from rank %d failed: %s", n, status.MPI_SOURCE,
-               buf ? mpi_msg(rc, m) : "out of host memory");
+               mpi_msg(rc, m));
       count(&cp->n_rejected);
-      if (buf != small) free(buf);
       continue;
     }
     acxi_ctrl_msg_t msg;
     acxi_ctrl_defect_t why = ACXI_CTRL_OK;
     acx_status_t st = acxi_ctrl_decode(buf, (size_t)n, &msg, &why);
-    if (buf != small) free(buf);
     int request = st == ACX_ERR_BAD_TOKEN && (msg.type == ACXI_CTRL_GET_REQ || msg.type == ACXI_CTRL_PUT_REQ);
     if (st != ACX_OK && !request) {
       count(&cp->n_rejected);
@@ -268,6 +339,7 @@ static int poll_incoming(acxc_ctrl_t *cp) {
                acxi_ctrl_type_str(msg.type), msg.sender, status.MPI_SOURCE);
       continue;
     }
+    if (!admit_seq(cp, &msg)) continue;
     count(&cp->n_received);
     dispatch(cp, &msg, st);
   }
@@ -344,6 +416,14 @@ static void *progress(void *arg) {
   return NULL;
 }
 
+static void enqueue_locked(acxc_ctrl_t *cp, xfer_t *x) {
+  x->next = NULL;
+  if (cp->qtail) cp->qtail->next = x;
+  else cp->qhead = x;
+  cp->qtail = x;
+  pthread_cond_signal(&cp->cond);
+}
+
 static acx_status_t enqueue(acxc_ctrl_t *cp, xfer_t *x) {
   pthread_mutex_lock(&cp->lock);
   if (cp->stop) {
@@ -351,11 +431,7 @@ static acx_status_t enqueue(acxc_ctrl_t *cp, xfer_t *x) {
     ACX_WARN(COLL, "control plane: stopping; nothing more is sent");
     return ACX_ERR_INVALID_STATE;
   }
-  x->next = NULL;
-  if (cp->qtail) cp->qtail->next = x;
-  else cp->qhead = x;
-  cp->qtail = x;
-  pthread_cond_signal(&cp->cond);
+  enqueue_locked(cp, x);
   pthread_mutex_unlock(&cp->lock);
   return ACX_OK;
 }
@@ -369,28 +445,70 @@ acx_status_t acxc_ctrl_send(acxc_ctrl_t *cp, int dest, acxi_ctrl_msg_t *m, acxc_
   ACX_CHECK_ARG(dest >= 0 && dest < cp->size, "acxc_ctrl_send: argument 'dest'=%d is not a rank of [0, %d)", dest,
                 cp->size);
   m->sender = cp->rank;
-  m->seq = atomic_fetch_add_explicit(&cp->seq, 1, memory_order_relaxed) + 1;
   uint64_t epoch = 0;
   acx_world_epoch(cp->world, &epoch);
   m->epoch = epoch;
   xfer_t *x = calloc(1, sizeof *x);
   if (!x) return ACX_ERR_NO_MEMORY;
-  size_t len = 0;
-  acx_status_t st = acxi_ctrl_encode(m, x->msg, sizeof x->msg, &len);
-  if (st != ACX_OK) {
-    free(x);
-    return st;
-  }
   x->kind = X_CTRL;
   x->peer = dest;
   x->tag = CTRL_TAG;
   x->buf = x->msg;
-  x->bytes = len;
   x->deadline_ns = acxi_deadline(cp->ctrl_timeout_ns);
   x->done = done;
   x->arg = arg;
-  st = enqueue(cp, x);
-  if (st != ACX_OK) free(x);
+  /* Numbered, encoded and queued under one lock: numbers leave in the order they were given, so a
+   * receiver can tell a repeated number from a new one. Encoding 176 bytes is cheap. */
+  pthread_mutex_lock(&cp->lock);
+  if (cp->stop) {
+    pthread_mutex_unlock(&cp->lock);
+    free(x);
+    ACX_WARN(COLL, "control plane: stopping; nothing more is sent");
+    return ACX_ERR_INVALID_STATE;
+  }
+  m->seq = cp->seq + 1;
+  acx_status_t st = acxi_ctrl_encode(m, x->msg, sizeof x->msg, &x->bytes);
+  if (st != ACX_OK) {
+    pthread_mutex_unlock(&cp->lock);
+    free(x);
+    return st;
+  }
+  cp->seq++;
+  enqueue_locked(cp, x);
+  pthread_mutex_unlock(&cp->lock);
+  return ACX_OK;
+}
+
+static void free_raw_on_ok(acxc_ctrl_t *cp, void *arg, acx_status_t st) {
+  (void)cp;
+  if (st == ACX_OK) free(arg); /* on success the buffer is the caller's again: here, ours to free */
+}
+
+uint64_t acxc_ctrl_reserve_seq(acxc_ctrl_t *cp) {
+  pthread_mutex_lock(&cp->lock);
+  uint64_t seq = ++cp->seq;
+  pthread_mutex_unlock(&cp->lock);
+  return seq;
+}
+
+acx_status_t acxc_ctrl_send_raw(acxc_ctrl_t *cp, int dest, const void *bytes, size_t len) {
+  ACX_CHECK_NULL(cp);
+  ACX_CHECK_ARG(dest >= 0 && dest < cp->size, "acxc_ctrl_send_raw: argument 'dest'=%d is not a rank of [0, %d)", dest,
+                cp->size);
+  ACX_CHECK_ARG(bytes || len == 0, "acxc_ctrl_send_raw: argument 'bytes' is NULL for %zu bytes", len);
+  xfer_t *x = calloc(1, sizeof *x);
+  unsigned char *copy = malloc(len ? len : 1);
+  if (!x || !copy) {
+    free(x);
+    free(copy);
+    return ACX_ERR_NO_MEMORY;
+  }
+  if (len) memcpy(copy, bytes, len);
+  /* A data send on the control tag: the plane frees the copy (xfer_free) once MPI lets go. */
+  *x = (xfer_t){.kind = X_SEND, .peer = dest, .tag = CTRL_TAG, .buf = copy, .bytes = len,
+                .deadline_ns = acxi_deadline(cp->ctrl_timeout_ns), .done = free_raw_on_ok, .arg = copy};
+  acx_status_t st = enqueue(cp, x);
+  if (st != ACX_OK) xfer_free(x);
   return st;
 }
 
@@ -441,6 +559,16 @@ void acxc_ctrl_set_handler(acxc_ctrl_t *cp, acxi_ctrl_type_t type, acxc_ctrl_han
   pthread_mutex_unlock(&cp->lock);
 }
 
+void acxc_ctrl_get_handler(acxc_ctrl_t *cp, acxi_ctrl_type_t type, acxc_ctrl_handler_fn *fn, void **arg) {
+  *fn = NULL;
+  *arg = NULL;
+  if (!cp || type <= 0 || type >= ACXI_CTRL_TYPE_END) return;
+  pthread_mutex_lock(&cp->lock);
+  *fn = cp->handlers[type].fn;
+  *arg = cp->handlers[type].arg;
+  pthread_mutex_unlock(&cp->lock);
+}
+
 void acxc_ctrl_set_tick(acxc_ctrl_t *cp, int slot, acxc_ctrl_tick_fn fn, void *arg) {
   if (!cp || slot < 0 || slot >= MAX_TICKS) return;
   pthread_mutex_lock(&cp->lock);
@@ -477,6 +605,7 @@ void acxc_ctrl_stats(acxc_ctrl_t *cp, acxc_ctrl_stats_t *s) {
   s->data_sent = atomic_load(&cp->n_data_sent);
   s->data_received = atomic_load(&cp->n_data_received);
   s->timeouts = atomic_load(&cp->n_timeouts);
+  s->duplicates = atomic_load(&cp->n_duplicates);
 }
 
 acxc_ctrl_t *acxc_ctrl_of(const acx_world_t *world) {
@@ -516,6 +645,11 @@ static acx_status_t ctrl_create(acx_world_t *w, acxc_ctrl_t **out) {
   cp->comm = MPI_COMM_NULL;
   cp->rank = w->rank;
   cp->size = w->size;
+  cp->peers = calloc((size_t)w->size, sizeof *cp->peers);
+  if (!cp->peers) {
+    free(cp);
+    return ACX_ERR_NO_MEMORY;
+  }
   int64_t ms = acxi_param_int("ACX_CTRL_TIMEOUT");
   cp->ctrl_timeout_ns = (ms > 0 ? ms : 1) * 1000000LL;
   int64_t us = acxi_param_int("ACX_CTRL_POLL_US");
@@ -523,11 +657,13 @@ static acx_status_t ctrl_create(acx_world_t *w, acxc_ctrl_t **out) {
   MPI_Request req;
   if (MPI_Comm_idup(w->comm, &cp->comm, &req) != MPI_SUCCESS) {
     ACX_WARN(COLL, "control plane: MPI_Comm_idup of the world's communicator failed");
+    free(cp->peers);
     free(cp);
     return ACX_ERR_MPI;
   }
   st = wait_req(w, &req, w->timeout_ns, "duplicating the world's communicator");
   if (st != ACX_OK) {
+    free(cp->peers);
     free(cp); /* the pending duplicate goes with the world, which is unusable now */
     return st;
   }
@@ -558,6 +694,7 @@ err_free_comm:
   pthread_cond_destroy(&cp->cond);
   pthread_mutex_destroy(&cp->lock);
   MPI_Comm_free(&cp->comm);
+  free(cp->peers);
   free(cp);
   return st;
 }
@@ -614,6 +751,7 @@ acx_status_t acxc_ctrl_release(acxc_ctrl_t *cp, int64_t timeout_ns) {
   if (!cp->orphans) {
     pthread_cond_destroy(&cp->cond);
     pthread_mutex_destroy(&cp->lock);
+    free(cp->peers);
     free(cp);
   }
   return st;

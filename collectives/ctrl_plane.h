@@ -45,15 +45,31 @@ int acxc_ctrl_size(const acxc_ctrl_t *cp);
 
 /* One handler per message type (a later call replaces it; fn NULL removes it). A message of a
  * type without handler is logged and dropped. One tick function per user slot (0: remote,
- * 1: rebuild). Any thread. */
+ * 1: rebuild). get_handler reads the one set (tests put their own in and the old one back).
+ * Any thread. */
 void acxc_ctrl_set_handler(acxc_ctrl_t *cp, acxi_ctrl_type_t type, acxc_ctrl_handler_fn fn, void *arg);
+void acxc_ctrl_get_handler(acxc_ctrl_t *cp, acxi_ctrl_type_t type, acxc_ctrl_handler_fn *fn, void **arg);
 void acxc_ctrl_set_tick(acxc_ctrl_t *cp, int slot, acxc_ctrl_tick_fn fn, void *arg);
 
 /* Sends m to rank dest: sender, seq and epoch are filled in here and m is encoded at once (its
  * errors return here); the Isend is posted by the progress thread. done (may be NULL) reports
  * the send. ACX_ERR_INVALID_ARG (dest), encode statuses, ACX_ERR_INVALID_STATE (stopping),
- * ACX_ERR_NO_MEMORY. Any thread. */
+ * ACX_ERR_NO_MEMORY. Any thread.
+ *
+ * What a receiver delivers to its handlers: messages whose header names their MPI source as
+ * sender, each (sender, seq) at most once. Sequence numbers are given in queue order, so one
+ * sender's numbers only grow on the wire; a number at or below the last one received is dropped
+ * (logged) unless it carries ACXI_CTRL_FLAG_RESEND and was not delivered yet (checked against the
+ * last 16 received from that sender; an older RESEND is dropped too). A message announcing more
+ * than ACXI_CTRL_MAX_BYTES is dropped unread, nothing allocated for it. */
 acx_status_t acxc_ctrl_send(acxc_ctrl_t *cp, int dest, acxi_ctrl_msg_t *m, acxc_ctrl_done_fn done, void *arg);
+
+/* Tests acting as a misbehaving peer: reserve_seq takes the next sequence number for a message
+ * encoded by hand; send_raw sends len bytes as they are (copied) as a control message, in queue
+ * order with acxc_ctrl_send's. ACX_ERR_INVALID_ARG, ACX_ERR_NO_MEMORY, ACX_ERR_INVALID_STATE.
+ * Any thread. */
+uint64_t acxc_ctrl_reserve_seq(acxc_ctrl_t *cp);
+acx_status_t acxc_ctrl_send_raw(acxc_ctrl_t *cp, int dest, const void *bytes, size_t len);
 
 /* Bulk data between two ranks on the plane's communicator, matched by (peer, data tag): the MPI
  * tag made from the requester's 64-bit request tag and the direction by acxc_ctrl_data_tag. buf must come from
@@ -73,6 +89,7 @@ int acxc_ctrl_data_tag(const acxc_ctrl_t *cp, uint64_t request_tag, int to_owner
 /* Counters (tests, stats). */
 typedef struct acxc_ctrl_stats {
   uint64_t sent, received, rejected, unhandled, data_sent, data_received, timeouts;
+  uint64_t duplicates; /* RESENDs of messages delivered already, dropped */
 } acxc_ctrl_stats_t;
 void acxc_ctrl_stats(acxc_ctrl_t *cp, acxc_ctrl_stats_t *st);
 

@@ -2,7 +2,8 @@
  * the control plane carries REBUILD_NOTICE and REBUILD_READY between ranks; a rebuild thread (the
  * steps block on MPI and on the executor, which an actor worker must not) retires the
  * collectives, waits for the device, rebuilds the communicator with every rank, moves the epoch
- * and exchanges READY. One rebuild per epoch: notices of an epoch already left are stale. */
+ * and exchanges READY. One rebuild per epoch: notices of an epoch already left are stale. The
+ * READY barrier counts senders, not messages: each rank once, and only for the epoch under way. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include "runtime/device_internal.h"
 #include "runtime/log.h"
 #include "runtime/param.h"
+#include "runtime/token_internal.h"
 
 #define MSG_TICK 0xfffd0101u
 #define MSG_STOP 0xfffd0102u
@@ -53,8 +55,9 @@ typedef struct sup {
   int64_t fault_ns;     /* when this rank learned of the fault */
   int initiator;
   acx_status_t cause;
-  uint64_t ready_epoch; /* READY messages counted for this epoch */
-  int ready_count;
+  uint64_t ready_epoch;    /* the epoch READY senders are recorded for */
+  unsigned char *ready_from; /* [rank]: 1 once that rank said READY for ready_epoch */
+  int ready_count;           /* distinct senders in ready_from */
   int stop;
 
   /* stats (under lock) */
@@ -159,16 +162,42 @@ static void on_notice(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_
   pthread_mutex_unlock(&s->lock);
 }
 
+/* Starts recording READY senders for `epoch` (under lock). */
+static void ready_reset_locked(sup_t *s, uint64_t epoch) {
+  s->ready_epoch = epoch;
+  s->ready_count = 0;
+  memset(s->ready_from, 0, (size_t)acxc_ctrl_size(s->cp));
+}
+
+/* A peer is ready at an epoch. Only the epoch this rank is rebuilding to counts, each sender once
+ * (the control plane has checked that the sender is the MPI source). An epoch beyond it cannot be
+ * honest: no rank gets there without this one (the rebuild's agreement needs every rank). */
 static void on_ready(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
   sup_t *s = arg;
+  uint64_t e = m->u.ready.epoch;
   pthread_mutex_lock(&s->lock);
-  if (m->u.ready.epoch > s->ready_epoch) {
-    s->ready_epoch = m->u.ready.epoch;
-    s->ready_count = 0;
+  int live = (s->state == S_REBUILDING || s->pending) && !s->stop;
+  uint64_t target = live ? s->from_epoch + 1 : epoch_of(s);
+  if (live && e == target && m->sender != acxc_ctrl_rank(cp)) {
+    if (s->ready_epoch != target) ready_reset_locked(s, target);
+    int dup = s->ready_from[m->sender];
+    if (!dup) {
+      s->ready_from[m->sender] = 1;
+      s->ready_count++;
+      pthread_cond_broadcast(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (dup) ACX_WARN(COLL, "rebuild: rank %d said READY for epoch %" PRIu64 " again: counted once", m->sender, e);
+    return;
   }
-  if (m->u.ready.epoch == s->ready_epoch) s->ready_count++;
-  pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->lock);
+  if (e > target || m->sender == acxc_ctrl_rank(cp))
+    ACX_WARN(COLL, "rebuild: protocol error: READY for epoch %" PRIu64 " from rank %d, %s (at epoch %" PRIu64 "): "
+             "ignored", e, m->sender, m->sender == acxc_ctrl_rank(cp) ? "this rank itself" :
+             live ? "beyond the rebuild under way" : "while no rebuild is under way", target);
+  else
+    ACX_INFO(COLL, "rebuild: READY for epoch %" PRIu64 " from rank %d belongs to a rebuild already over: dropped", e,
+             m->sender);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -272,8 +301,12 @@ static acx_status_t attempt(sup_t *s, uint64_t target, int64_t deadline) {
   pthread_mutex_lock(&s->lock);
   s->rebuilt_gen = gen;
   pthread_mutex_unlock(&s->lock);
-  /* Exports from here on carry the new epoch; older tokens are stale. */
+  /* Exports from here on carry the new epoch; older tokens are stale. Remote accesses admitted at
+   * an older epoch that are under way (a put's write, a channel transfer the retire aborted) end
+   * before this rank says READY; those not begun fail at their begin (docs/resilience.md). A
+   * rebuild is not held beyond its deadline for them: past it, it goes on (logged). */
   acxc_world_set_epoch(s->w, target);
+  (void)acxi_token_drain_epoch(target, deadline);
   int rank = acxc_ctrl_rank(s->cp), size = acxc_ctrl_size(s->cp);
   for (int r = 0; r < size; r++) {
     if (r == rank) continue;
@@ -281,7 +314,7 @@ static acx_status_t attempt(sup_t *s, uint64_t target, int64_t deadline) {
     ACXCHECK(acxc_ctrl_send(s->cp, r, &m, NULL, NULL));
   }
   pthread_mutex_lock(&s->lock);
-  while (!(s->ready_epoch == target && s->ready_count >= size - 1) && !(s->ready_epoch > target)) {
+  while (!(s->ready_epoch == target && s->ready_count >= size - 1)) {
     if (acxi_now_ns() >= deadline) {
       int got = s->ready_epoch == target ? s->ready_count : 0;
       pthread_mutex_unlock(&s->lock);
@@ -326,6 +359,7 @@ static void *rebuild_thread(void *arg) {
     s->pending = 0;
     s->state = S_REBUILDING;
     uint64_t target = s->from_epoch + 1;
+    if (s->ready_epoch != target) ready_reset_locked(s, target); /* READYs that came early stay */
     int64_t fault_ns = s->fault_ns;
     int initiator = s->initiator;
     acx_status_t cause = s->cause;
@@ -373,6 +407,7 @@ static void *rebuild_thread(void *arg) {
 /* API                                                                                        */
 
 static void sup_free(sup_t *s) {
+  free(s->ready_from);
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->lock);
   free(s);
@@ -432,6 +467,11 @@ acx_status_t acx_world_supervise(acx_world_t *world, acx_system_t *sys, acx_devi
   if (st != ACX_OK) {
     sup_free(s);
     return st;
+  }
+  s->ready_from = calloc((size_t)acxc_ctrl_size(s->cp), 1);
+  if (!s->ready_from) {
+    st = ACX_ERR_NO_MEMORY;
+    goto err_release_ctrl;
   }
   if (pthread_create(&s->thread, NULL, rebuild_thread, s) != 0) {
     ACX_WARN(COLL, "acx_world_supervise: cannot start the rebuild thread");

@@ -18,7 +18,22 @@
  *
  * MPI (host device kind, a buffer not on a GPU, ACX_REMOTE_TRANSPORT=mpi): staged through host
  * memory and sent as MPI messages on the control plane's communicator under a tag derived from
- * the request's. */
+ * the request's.
+ *
+ * Threads. The control plane's progress thread runs the handlers: it checks requests (the owner's
+ * check needs no device), answers refusals, matches replies and posts MPI transfers. It never
+ * waits for a device: everything that does (reads and writes of buffers, a channel's start, its
+ * operations, its end) is a job for this module's server thread, which runs them one at a time in
+ * the order they were queued. One thread keeps the channel order above: the owner's CHAN_OPEN and
+ * its accepted channel requests are served in arrival order, and the requester issues its side
+ * of accepted requests in the order of their replies. A refusal moves nothing on a channel, so it
+ * is answered at once, ahead of slower requests. Requests being served are bounded
+ * (MAX_SERVING); beyond that a request is refused with ACX_ERR_QUEUE_FULL.
+ *
+ * Revocation. A request that passed the owner's check is an admission (acxi_token_admit); each
+ * access of the buffer (the read of a get, the write of a put's bytes, a channel transfer) is
+ * bracketed by acxi_token_access_begin/end, which checks again that the export is live and the
+ * epoch current. acx_buffer_unexport and the rebuild's epoch move wait for accesses under way. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>
@@ -39,6 +54,8 @@
 #include "runtime/token_internal.h"
 
 #define MAX_IN_FLIGHT 4096
+#define MAX_SERVING 4096 /* requests of other ranks admitted here and not finished */
+#define SERVER_NAP_NS 100000 /* the server's poll of channel transfers in flight */
 /* Statuses of a request the owner refused on its checks: nothing moved, the channel is intact. */
 #define VERDICT(st)                                                                                \
   ((st) == ACX_ERR_BAD_TOKEN || (st) == ACX_ERR_STALE_TOKEN || (st) == ACX_ERR_DENIED ||           \
@@ -73,7 +90,8 @@ typedef struct xfer {
   int aborted;
   struct rop *r; /* requester side */
   /* owner side */
-  acx_buffer_t *buf; /* held */
+  acx_buffer_t *buf;      /* held */
+  acxi_token_adm_t *adm;  /* its access is under way until the transfer ends */
   int is_put, dtag_out;
   uint64_t bytes;
 } xfer_t;
@@ -98,11 +116,33 @@ typedef struct rop {
 /* A put this rank serves: the bytes are on their way in. */
 typedef struct oput {
   acx_buffer_t *buf; /* held */
+  acxi_token_adm_t *adm;
   uint64_t off, bytes;
   int requester, dtag_in, dtag_out; /* bytes in from the requester, status back */
   unsigned char *staging;
   struct remote *rm;
 } oput_t;
+
+/* Work for the server thread (see the top of the file). */
+typedef enum jkind {
+  J_SERVE,      /* owner: an admitted GET through MPI (read, reply, bytes) or CHANNEL request */
+  J_PUT_LAND,   /* owner: a put's bytes arrived through MPI: write them */
+  J_CHAN_OPEN,  /* owner: a requester's new channel */
+  J_GET_LAND,   /* requester: a get's bytes arrived through MPI: write them into local */
+  J_REPLY_CHAN, /* requester: the owner accepted a channel request: this side's operation */
+  J_CHAN_FREE   /* a channel closed on the progress thread: its end in the executor */
+} jkind_t;
+
+typedef struct job {
+  struct job *next;
+  jkind_t kind;
+  acxi_ctrl_msg_t m;     /* J_SERVE, J_CHAN_OPEN */
+  acx_buffer_t *buf;     /* J_SERVE: held */
+  acxi_token_adm_t *adm; /* J_SERVE */
+  oput_t *o;             /* J_PUT_LAND */
+  struct rop *r;         /* J_GET_LAND, J_REPLY_CHAN */
+  struct chan *ch;       /* J_CHAN_FREE */
+} job_t;
 
 typedef struct remote {
   struct remote *next;
@@ -118,7 +158,15 @@ typedef struct remote {
   int use_channels;          /* ACX_REMOTE_TRANSPORT allows them and NCCL is built in */
   pthread_mutex_t chan_lock; /* requester side: channel choice through the request's send */
   chan_t *chans;             /* under lock */
-  xfer_t *xfers;             /* the progress thread's (and acx_remote_stop's once it is quiet) */
+  xfer_t *xfers;             /* the server thread's (and acx_remote_stop's once it has stopped) */
+  _Atomic int serving;       /* admitted requests of other ranks not finished (MAX_SERVING) */
+
+  /* The server thread and its queue. */
+  pthread_t server;
+  pthread_mutex_t jlock;
+  pthread_cond_t jcond; /* a job, or stop */
+  job_t *jhead, *jtail;
+  int jstop;            /* under jlock: no more jobs; the server cancels what is queued */
 } remote_t;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -189,6 +237,18 @@ static void chan_close(remote_t *rm, int peer, int owner_side, uint64_t comm_id,
   ACX_INFO(COLL, "remote: channel %" PRIu64 " (%s rank %d) closed: %s", ch->number, owner_side ? "serving" : "to",
            peer, why);
   chan_free(ch);
+}
+
+/* chan_close for the progress thread, which must not wait for an executor: the channel is taken
+ * out now and ended by the server thread. */
+static void job_submit(remote_t *rm, const job_t *tmpl);
+
+static void chan_close_later(remote_t *rm, int peer, int owner_side, uint64_t comm_id, const char *why) {
+  chan_t *ch = chan_unlink(rm, peer, owner_side, comm_id);
+  if (!ch) return;
+  ACX_INFO(COLL, "remote: channel %" PRIu64 " (%s rank %d) closed: %s", ch->number, owner_side ? "serving" : "to",
+           peer, why);
+  job_submit(rm, &(job_t){.kind = J_CHAN_FREE, .ch = ch});
 }
 
 /* Starts this side's communicator of ch in dev's executor: a host region with the id, then INIT
@@ -341,11 +401,12 @@ static void rop_finish(rop_t *r, acx_status_t st) {
   free(r);
 }
 
-/* Takes the request with `tag` out of the table (NULL: none, e.g. it passed its deadline). */
-static rop_t *rop_take(remote_t *rm, uint64_t tag) {
+/* Takes the request to `owner` with `tag` out of the table (NULL: none, e.g. it passed its
+ * deadline). owner -1: any. */
+static rop_t *rop_take(remote_t *rm, int owner, uint64_t tag) {
   pthread_mutex_lock(&rm->lock);
   rop_t **pp = &rm->ops, *r = NULL;
-  while (*pp && (*pp)->tag != tag) pp = &(*pp)->next;
+  while (*pp && !((*pp)->tag == tag && (owner < 0 || (*pp)->owner == owner))) pp = &(*pp)->next;
   if (*pp) {
     r = *pp;
     *pp = r->next;
@@ -355,15 +416,23 @@ static rop_t *rop_take(remote_t *rm, uint64_t tag) {
   return r;
 }
 
-static void get_data_in(acxc_ctrl_t *cp, void *arg, acx_status_t st) {
-  rop_t *r = arg;
-  if (st != ACX_OK) r->staging = NULL; /* the control plane keeps it */
-  if (st == ACX_OK) {
-    add(&r->rm->bytes_in, r->bytes);
-    st = acx_buffer_write(r->local, r->local_off, r->staging, r->bytes, 0, left_ns(r->deadline_ns));
-  }
+/* A get's bytes are here (server thread): into local, and the request is done. st != ACX_OK:
+ * they did not come, or the server is stopping. */
+static void get_land(rop_t *r, acx_status_t st) {
+  if (st == ACX_OK) st = acx_buffer_write(r->local, r->local_off, r->staging, r->bytes, 0, left_ns(r->deadline_ns));
   atomic_fetch_sub_explicit(&r->rm->inflight, 1, memory_order_release);
   rop_finish(r, st);
+}
+
+static void get_data_in(acxc_ctrl_t *cp, void *arg, acx_status_t st) {
+  rop_t *r = arg;
+  if (st != ACX_OK) {
+    r->staging = NULL; /* the control plane keeps it */
+    get_land(r, st);
+    return;
+  }
+  add(&r->rm->bytes_in, r->bytes);
+  job_submit(r->rm, &(job_t){.kind = J_GET_LAND, .r = r});
 }
 
 /* A put has two transfers (the bytes out, the owner's status in); the last one finishes it. */
@@ -436,35 +505,61 @@ static acx_status_t reply_on_channel(remote_t *rm, rop_t *r) {
   return st;
 }
 
+/* The owner accepted a channel request (server thread, in reply order): this side's operation. */
+static void reply_chan(remote_t *rm, rop_t *r, acx_status_t st) {
+  if (st == ACX_OK) st = reply_on_channel(rm, r);
+  if (st != ACX_OK) {
+    chan_close(rm, r->owner, 0, r->chan, "this side's operation could not be issued");
+    rop_finish(r, st);
+  }
+}
+
+/* The owner rank of a waiting request with `tag`, or -1. */
+static int rop_owner_of(remote_t *rm, uint64_t tag) {
+  pthread_mutex_lock(&rm->lock);
+  const rop_t *r = rm->ops;
+  while (r && r->tag != tag) r = r->next;
+  int owner = r ? r->owner : -1;
+  pthread_mutex_unlock(&rm->lock);
+  return owner;
+}
+
 static void on_reply(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
   remote_t *rm = arg;
-  rop_t *r = rop_take(rm, m->u.reply.tag);
+  /* A reply answers a request of its sender only: matched on (sender, tag), so no other rank can
+   * end a request with a reply of its own making. */
+  rop_t *r = rop_take(rm, m->sender, m->u.reply.tag);
   if (!r) {
+    int owner = rop_owner_of(rm, m->u.reply.tag);
+    if (owner >= 0) {
+      ACX_WARN(COLL, "remote: a %s (%s) from rank %d names request %" PRIu64 ", which was sent to rank %d: not from "
+               "its owner, dropped (the request still waits for rank %d)", acxi_ctrl_type_str(m->type),
+               acx_status_name(m->u.reply.status), m->sender, m->u.reply.tag, owner, owner);
+      return;
+    }
     ACX_INFO(COLL, "remote: a %s from rank %d for tag %" PRIu64 ", which is not waiting (past its deadline?): dropped",
              acxi_ctrl_type_str(m->type), m->sender, m->u.reply.tag);
     /* If it went on the channel to that rank, the owner has an operation there that nothing here
      * matches: the channel's order is gone. */
-    if (m->u.reply.status == ACX_OK) chan_close(rm, m->sender, 0, 0, "a late reply to a request that had expired");
+    if (m->u.reply.status == ACX_OK) chan_close_later(rm, m->sender, 0, 0, "a late reply to a request that had expired");
     return;
   }
   int want_put = m->type == ACXI_CTRL_PUT_REPLY;
-  if (r->owner != m->sender || r->is_put != want_put) {
-    ACX_WARN(COLL, "remote: a %s from rank %d answers a %s to rank %d (tag %" PRIu64 "): the request fails",
-             acxi_ctrl_type_str(m->type), m->sender, r->is_put ? "put" : "get", r->owner, r->tag);
+  if (r->is_put != want_put) {
+    ACX_WARN(COLL, "remote: a %s from rank %d answers a %s (tag %" PRIu64 "): the request fails",
+             acxi_ctrl_type_str(m->type), m->sender, r->is_put ? "put" : "get", r->tag);
+    if (r->chan) chan_close_later(rm, r->owner, 0, r->chan, "a reply of the wrong type");
     rop_finish(r, ACX_ERR_MPI);
     return;
   }
   if (m->u.reply.status != ACX_OK) {
-    if (r->chan && !VERDICT(m->u.reply.status)) chan_close(rm, r->owner, 0, r->chan, acx_status_name(m->u.reply.status));
+    if (r->chan && !VERDICT(m->u.reply.status))
+      chan_close_later(rm, r->owner, 0, r->chan, acx_status_name(m->u.reply.status));
     rop_finish(r, m->u.reply.status);
     return;
   }
   if (r->chan) {
-    acx_status_t cs = reply_on_channel(rm, r);
-    if (cs != ACX_OK) {
-      chan_close(rm, r->owner, 0, r->chan, "this side's operation could not be issued");
-      rop_finish(r, cs);
-    }
+    job_submit(rm, &(job_t){.kind = J_REPLY_CHAN, .r = r});
     return;
   }
   atomic_fetch_add_explicit(&rm->inflight, 1, memory_order_relaxed);
@@ -492,7 +587,7 @@ static void on_reply(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_s
 static void oxfer_done(remote_t *rm, xfer_t *x, acx_status_t st);
 
 /* Channel operations that finished; one past its deadline aborts its channel (the executor then
- * fails it, and everything behind it, at once). The progress thread. */
+ * fails it, and everything behind it, at once). The server thread. */
 static void xfers_poll(remote_t *rm, int64_t now) {
   xfer_t **pp = &rm->xfers;
   while (*pp) {
@@ -550,10 +645,9 @@ static void on_tick(acxc_ctrl_t *cp, void *arg, int64_t now) {
     expired = r->next;
     ACX_WARN(COLL, "remote %s (tag %" PRIu64 ") to rank %d: no answer within ACX_REMOTE_TIMEOUT",
              r->is_put ? "put" : "get", r->tag, r->owner);
-    if (r->chan) chan_close(rm, r->owner, 0, r->chan, "a request expired waiting for its reply");
+    if (r->chan) chan_close_later(rm, r->owner, 0, r->chan, "a request expired waiting for its reply");
     rop_finish(r, ACX_ERR_TIMEOUT);
   }
-  xfers_poll(rm, now);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -572,16 +666,28 @@ static void free_on_ok(acxc_ctrl_t *cp, void *arg, acx_status_t st) {
   if (st == ACX_OK) free(arg); /* on failure the control plane frees it */
 }
 
-/* The owner's check; ACX_OK with *buf held, else the verdict for the requester. */
+/* The owner's check (no device I/O: the progress thread runs it); ACX_OK with *buf held and the
+ * admission in *adm, else the verdict for the requester. */
 static acx_status_t check_request(remote_t *rm, const acxi_ctrl_msg_t *m, acx_status_t decoded, unsigned access,
-                                  acx_buffer_t **buf) {
+                                  acx_buffer_t **buf, acxi_token_adm_t **adm) {
   add(&rm->served, 1);
   acx_status_t st = decoded;
   if (st == ACX_OK && m->u.access.bytes == 0) {
     ACX_WARN(COLL, "remote: rank %d asked for 0 bytes", m->sender);
     st = ACX_ERR_INVALID_ARG;
   }
-  if (st == ACX_OK) st = acxi_token_resolve(&m->u.access.token, access, m->u.access.offset, m->u.access.bytes, buf);
+  if (st == ACX_OK)
+    st = acxi_token_admit(&m->u.access.token, access, m->u.access.offset, m->u.access.bytes, buf, adm);
+  if (st == ACX_OK && atomic_load_explicit(&rm->serving, memory_order_relaxed) >= MAX_SERVING) {
+    ACX_WARN(COLL, "remote: %d requests of other ranks are being served already: rank %d's request %" PRIu64
+             " is refused", MAX_SERVING, m->sender, m->u.access.tag);
+    acxi_token_adm_free(*adm);
+    acx_buffer_release(*buf);
+    *adm = NULL;
+    *buf = NULL;
+    st = ACX_ERR_QUEUE_FULL;
+  }
+  if (st == ACX_OK) atomic_fetch_add_explicit(&rm->serving, 1, memory_order_relaxed);
   if (st != ACX_OK) {
     add(&rm->refused, 1);
     ACX_INFO(COLL, "remote: %s %" PRIu64 " from rank %d refused: %s", acxi_ctrl_type_str(m->type), m->u.access.tag,
@@ -594,6 +700,7 @@ static acx_status_t check_request(remote_t *rm, const acxi_ctrl_msg_t *m, acx_st
  * outcome (its own send finishing says nothing about this side's receive). */
 static void oxfer_done(remote_t *rm, xfer_t *x, acx_status_t st) {
   if (st == ACX_OK) add(x->is_put ? &rm->bytes_in : &rm->bytes_out, x->bytes);
+  acxi_token_adm_free(x->adm); /* the transfer is over: its access ends */
   acx_buffer_release(x->buf);
   if (x->is_put) {
     unsigned char *ack = malloc(4);
@@ -611,8 +718,9 @@ static void oxfer_done(remote_t *rm, xfer_t *x, acx_status_t st) {
   free(x);
 }
 
-static void on_chan_open(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
-  remote_t *rm = arg;
+/* A requester's new channel (server thread: after the requests it sent before, ahead of those it
+ * sends after). */
+static void chan_open(remote_t *rm, const acxi_ctrl_msg_t *m) {
   chan_close(rm, m->sender, 1, 0, "the requester opened a new one");
   chan_t *ch = calloc(1, sizeof *ch);
   if (!ch) {
@@ -633,8 +741,9 @@ static void on_chan_open(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, a
 
 /* The owner's half of a CHANNEL request that passed the checks: its send (get) or receive (put)
  * on the requester's channel, issued now, before the reply. ACX_OK: in flight, buf's reference
- * is the transfer's. */
-static acx_status_t serve_on_channel(remote_t *rm, const acxi_ctrl_msg_t *m, acx_buffer_t *buf, int is_put) {
+ * and the admission (its access begun) are the transfer's. Server thread. */
+static acx_status_t serve_on_channel(remote_t *rm, const acxi_ctrl_msg_t *m, acx_buffer_t *buf,
+                                     acxi_token_adm_t *adm, int is_put, int64_t deadline) {
   pthread_mutex_lock(&rm->lock);
   chan_t *ch = rm->chans;
   while (ch && !(ch->peer == m->sender && ch->owner_side)) ch = ch->next;
@@ -650,7 +759,7 @@ static acx_status_t serve_on_channel(remote_t *rm, const acxi_ctrl_msg_t *m, acx
     ACX_WARN(COLL, "remote: rank %d asked for a channel transfer of a buffer on a %s device", m->sender, buf->dev->kind);
     return ACX_ERR_NOT_SUPPORTED;
   }
-  /* Only the progress thread starts or replaces owner-side channels: ch stays ours meanwhile. */
+  /* Only the server thread starts or replaces owner-side channels: ch stays ours meanwhile. */
   if (fresh) {
     acx_status_t st = chan_start(rm, ch, buf->dev, 0);
     if (st != ACX_OK) {
@@ -667,7 +776,6 @@ static acx_status_t serve_on_channel(remote_t *rm, const acxi_ctrl_msg_t *m, acx
     chan_close(rm, m->sender, 1, 0, "device or generation mismatch");
     return ACX_ERR_DEVICE_LOST;
   }
-  int64_t deadline = acxi_deadline(rm->timeout_ns);
   acx_future_t *f = NULL;
   acx_status_t st = chan_op(ch, !is_put, buf, m->u.access.offset, m->u.access.bytes, deadline, &f);
   xfer_t *x = NULL;
@@ -678,22 +786,29 @@ static acx_status_t serve_on_channel(remote_t *rm, const acxi_ctrl_msg_t *m, acx
     return st;
   }
   x->buf = buf;
+  x->adm = adm;
   x->is_put = is_put;
   x->bytes = m->u.access.bytes;
   x->dtag_out = acxc_ctrl_data_tag(rm->cp, m->u.access.tag, 0);
   return ACX_OK;
 }
 
-static void on_get_req(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
-  remote_t *rm = arg;
-  acx_buffer_t *buf = NULL;
-  acx_status_t st = check_request(rm, m, decoded, ACX_TOKEN_READ, &buf);
+static void serving_done(remote_t *rm) { atomic_fetch_sub_explicit(&rm->serving, 1, memory_order_relaxed); }
+
+/* An admitted request (server thread): a GET through MPI reads the buffer, replies, then sends
+ * the bytes; a CHANNEL request issues this side's operation, then replies. st != ACX_OK: the
+ * server is stopping; the requester is told. buf and adm are ended here or handed on. */
+static void serve(remote_t *rm, const acxi_ctrl_msg_t *m, acx_buffer_t *buf, acxi_token_adm_t *adm, acx_status_t st) {
+  int64_t deadline = acxi_deadline(rm->timeout_ns);
+  if (st == ACX_OK) st = acxi_token_access_begin(adm, deadline);
   if (m->flags & ACXI_CTRL_FLAG_CHANNEL) {
-    if (st == ACX_OK) {
-      st = serve_on_channel(rm, m, buf, 0);
-      if (st != ACX_OK) acx_buffer_release(buf);
+    if (st == ACX_OK) st = serve_on_channel(rm, m, buf, adm, m->type == ACXI_CTRL_PUT_REQ, deadline);
+    if (st != ACX_OK) {
+      acxi_token_adm_free(adm);
+      acx_buffer_release(buf);
     }
-    reply(cp, m, st);
+    reply(rm->cp, m, st);
+    serving_done(rm);
     return;
   }
   unsigned char *staging = NULL;
@@ -702,72 +817,204 @@ static void on_get_req(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx
     staging = malloc(m->u.access.bytes);
     st = staging ? acx_buffer_read(buf, m->u.access.offset, staging, m->u.access.bytes, 0, rm->timeout_ns)
                  : ACX_ERR_NO_MEMORY;
-    acx_buffer_release(buf);
   }
-  reply(cp, m, st);
+  acxi_token_adm_free(adm); /* the read is over */
+  acx_buffer_release(buf);
+  reply(rm->cp, m, st);
+  serving_done(rm);
   if (st != ACX_OK) {
     free(staging);
     return;
   }
-  st = acxc_ctrl_data_send(cp, m->sender, acxc_ctrl_data_tag(cp, m->u.access.tag, 0), staging, m->u.access.bytes,
-                           acxi_deadline(rm->timeout_ns), free_on_ok, staging);
+  st = acxc_ctrl_data_send(rm->cp, m->sender, acxc_ctrl_data_tag(rm->cp, m->u.access.tag, 0), staging,
+                           m->u.access.bytes, acxi_deadline(rm->timeout_ns), free_on_ok, staging);
   if (st != ACX_OK) free(staging);
   else add(&rm->bytes_out, m->u.access.bytes);
 }
 
-static void oput_data_in(acxc_ctrl_t *cp, void *arg, acx_status_t st) {
-  oput_t *o = arg;
+/* A put's bytes are here (server thread), or did not come (st): written if the export is still
+ * live at the token's epoch, and the requester gets the outcome. */
+static void put_land(remote_t *rm, oput_t *o, acx_status_t st) {
+  if (st == ACX_OK) st = acxi_token_access_begin(o->adm, acxi_deadline(rm->timeout_ns));
   if (st == ACX_OK) {
-    add(&o->rm->bytes_in, o->bytes);
-    st = acx_buffer_write(o->buf, o->off, o->staging, o->bytes, 0, o->rm->timeout_ns);
-    free(o->staging);
+    add(&rm->bytes_in, o->bytes);
+    st = acx_buffer_write(o->buf, o->off, o->staging, o->bytes, 0, rm->timeout_ns);
   }
+  acxi_token_adm_free(o->adm);
   acx_buffer_release(o->buf);
+  free(o->staging); /* NULL when the control plane kept it */
   unsigned char *ack = malloc(4);
   if (ack) {
     put_status(ack, st);
-    if (acxc_ctrl_data_send(cp, o->requester, o->dtag_out, ack, 4, acxi_deadline(o->rm->timeout_ns), free_on_ok, ack) !=
-        ACX_OK)
+    if (acxc_ctrl_data_send(rm->cp, o->requester, o->dtag_out, ack, 4, acxi_deadline(rm->timeout_ns), free_on_ok,
+                            ack) != ACX_OK)
       free(ack);
   }
-  atomic_fetch_sub_explicit(&o->rm->inflight, 1, memory_order_release);
+  atomic_fetch_sub_explicit(&rm->inflight, 1, memory_order_release);
+  serving_done(rm);
   free(o);
 }
 
-static void on_put_req(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
+static void oput_data_in(acxc_ctrl_t *cp, void *arg, acx_status_t st) {
+  oput_t *o = arg;
+  if (st != ACX_OK) {
+    o->staging = NULL; /* the control plane keeps it */
+    put_land(o->rm, o, st);
+    return;
+  }
+  job_submit(o->rm, &(job_t){.kind = J_PUT_LAND, .o = o});
+}
+
+/* An admitted put through MPI (progress thread: no device I/O): the receive of its bytes is
+ * posted before the go-ahead, so they find it waiting. */
+static acx_status_t put_post(remote_t *rm, const acxi_ctrl_msg_t *m, acx_buffer_t *buf, acxi_token_adm_t *adm) {
+  oput_t *o = calloc(1, sizeof *o);
+  unsigned char *staging = o ? malloc(m->u.access.bytes) : NULL;
+  if (!staging) {
+    free(o);
+    return ACX_ERR_NO_MEMORY;
+  }
+  *o = (oput_t){.buf = buf, .adm = adm, .off = m->u.access.offset, .bytes = m->u.access.bytes,
+                .requester = m->sender, .dtag_in = acxc_ctrl_data_tag(rm->cp, m->u.access.tag, 1),
+                .dtag_out = acxc_ctrl_data_tag(rm->cp, m->u.access.tag, 0), .staging = staging, .rm = rm};
+  atomic_fetch_add_explicit(&rm->inflight, 1, memory_order_relaxed);
+  acx_status_t st = acxc_ctrl_data_recv(rm->cp, m->sender, o->dtag_in, staging, o->bytes, acxi_deadline(rm->timeout_ns),
+                                        oput_data_in, o);
+  if (st != ACX_OK) {
+    atomic_fetch_sub_explicit(&rm->inflight, 1, memory_order_release);
+    free(staging);
+    free(o);
+  }
+  return st;
+}
+
+/* GET_REQ and PUT_REQ (progress thread): checked here, refusals answered at once; what passes
+ * goes to the server thread, but for a put through MPI, whose bytes are not here yet. */
+static void on_request(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
   remote_t *rm = arg;
+  int is_put = m->type == ACXI_CTRL_PUT_REQ;
   acx_buffer_t *buf = NULL;
-  acx_status_t st = check_request(rm, m, decoded, ACX_TOKEN_WRITE, &buf);
-  if (m->flags & ACXI_CTRL_FLAG_CHANNEL) {
-    if (st == ACX_OK) {
-      st = serve_on_channel(rm, m, buf, 1);
-      if (st != ACX_OK) acx_buffer_release(buf);
+  acxi_token_adm_t *adm = NULL;
+  acx_status_t st = check_request(rm, m, decoded, is_put ? ACX_TOKEN_WRITE : ACX_TOKEN_READ, &buf, &adm);
+  if (st != ACX_OK) {
+    reply(cp, m, st);
+    return;
+  }
+  if (is_put && !(m->flags & ACXI_CTRL_FLAG_CHANNEL)) {
+    st = put_post(rm, m, buf, adm);
+    if (st != ACX_OK) {
+      acxi_token_adm_free(adm);
+      acx_buffer_release(buf);
+      serving_done(rm);
     }
     reply(cp, m, st);
     return;
   }
-  oput_t *o = NULL;
-  if (st == ACX_OK) {
-    o = calloc(1, sizeof *o);
-    if (o) o->staging = malloc(m->u.access.bytes);
-    if (!o || !o->staging) st = ACX_ERR_NO_MEMORY;
+  job_submit(rm, &(job_t){.kind = J_SERVE, .m = *m, .buf = buf, .adm = adm});
+}
+
+static void on_chan_open(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
+  job_submit((remote_t *)arg, &(job_t){.kind = J_CHAN_OPEN, .m = *m});
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the server thread                                                                          */
+
+/* Runs j (server thread). st != ACX_OK: the server is stopping, or j could not be queued; j ends
+ * with that status and without device I/O, but for a channel's end, which still goes to its
+ * executor. */
+static void job_run(remote_t *rm, job_t *j, acx_status_t st) {
+  switch (j->kind) {
+  case J_SERVE: serve(rm, &j->m, j->buf, j->adm, st); break;
+  case J_PUT_LAND: put_land(rm, j->o, st); break;
+  case J_CHAN_OPEN:
+    if (st == ACX_OK) chan_open(rm, &j->m);
+    else ACX_INFO(COLL, "remote: rank %d's channel %" PRIu64 " not opened: %s", j->m.sender, j->m.u.chan.channel,
+                  acx_status_name(st));
+    break;
+  case J_GET_LAND: get_land(j->r, st); break;
+  case J_REPLY_CHAN: reply_chan(rm, j->r, st); break;
+  case J_CHAN_FREE: chan_free(j->ch); break;
   }
-  if (st == ACX_OK) {
-    *o = (oput_t){.buf = buf, .off = m->u.access.offset, .bytes = m->u.access.bytes, .requester = m->sender,
-                  .dtag_in = acxc_ctrl_data_tag(cp, m->u.access.tag, 1),
-                  .dtag_out = acxc_ctrl_data_tag(cp, m->u.access.tag, 0), .staging = o->staging, .rm = rm};
-    atomic_fetch_add_explicit(&rm->inflight, 1, memory_order_relaxed);
-    st = acxc_ctrl_data_recv(cp, m->sender, o->dtag_in, o->staging, o->bytes, acxi_deadline(rm->timeout_ns),
-                             oput_data_in, o);
-    if (st != ACX_OK) atomic_fetch_sub_explicit(&rm->inflight, 1, memory_order_release);
+}
+
+/* Queues a copy of *tmpl for the server; when that cannot be (stopping, out of memory) it runs at
+ * once with that status. Any thread. */
+static void job_submit(remote_t *rm, const job_t *tmpl) {
+  job_t *j = malloc(sizeof *j);
+  if (!j) {
+    job_t t = *tmpl;
+    job_run(rm, &t, ACX_ERR_NO_MEMORY);
+    return;
   }
-  if (st != ACX_OK) {
-    if (o) free(o->staging);
-    free(o);
-    acx_buffer_release(buf);
+  *j = *tmpl;
+  j->next = NULL;
+  pthread_mutex_lock(&rm->jlock);
+  int stopped = rm->jstop;
+  if (!stopped) {
+    if (rm->jtail) rm->jtail->next = j;
+    else rm->jhead = j;
+    rm->jtail = j;
+    pthread_cond_signal(&rm->jcond);
   }
-  /* The receive is posted before the go-ahead, so the bytes find it waiting. */
-  reply(cp, m, st);
+  pthread_mutex_unlock(&rm->jlock);
+  if (stopped) {
+    job_run(rm, j, ACX_ERR_CANCELLED);
+    free(j);
+  }
+}
+
+/* One job at a time, in queue order; channel transfers in flight are polled between jobs. At stop
+ * the jobs still queued are cancelled. */
+static void *server_main(void *arg) {
+  remote_t *rm = arg;
+  pthread_mutex_lock(&rm->jlock);
+  for (;;) {
+    job_t *j = rm->jhead;
+    if (j) {
+      rm->jhead = j->next;
+      if (!rm->jhead) rm->jtail = NULL;
+    }
+    int stop = rm->jstop;
+    pthread_mutex_unlock(&rm->jlock);
+    if (j) {
+      job_run(rm, j, stop ? ACX_ERR_CANCELLED : ACX_OK);
+      free(j);
+    }
+    if (rm->xfers) xfers_poll(rm, acxi_now_ns());
+    pthread_mutex_lock(&rm->jlock);
+    if (!rm->jhead) {
+      if (rm->jstop) break;
+      /* Transfers in flight are polled every SERVER_NAP_NS; otherwise a job or stop wakes it. */
+      struct timespec ts = acxi_ts_from_ns(acxi_now_ns() + (rm->xfers ? SERVER_NAP_NS : 1000000000LL));
+      pthread_cond_timedwait(&rm->jcond, &rm->jlock, &ts);
+    }
+  }
+  pthread_mutex_unlock(&rm->jlock);
+  return NULL;
+}
+
+/* Stops the server: what is queued is cancelled. ACX_ERR_TIMEOUT when a job (a device call past
+ * its own deadline) holds it beyond timeout_ns; the thread then still runs. */
+static acx_status_t server_stop(remote_t *rm, int64_t timeout_ns) {
+  pthread_mutex_lock(&rm->jlock);
+  rm->jstop = 1;
+  pthread_cond_signal(&rm->jcond);
+  pthread_mutex_unlock(&rm->jlock);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts); /* pthread_timedjoin_np counts on this clock */
+  ts.tv_sec += timeout_ns / 1000000000LL;
+  ts.tv_nsec += timeout_ns % 1000000000LL;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  if (pthread_timedjoin_np(rm->server, NULL, &ts) != 0) {
+    ACX_WARN(COLL, "acx_remote_stop: the remote-access server thread is still in a device call after %lld ms",
+             (long long)(timeout_ns / 1000000));
+    return ACX_ERR_TIMEOUT;
+  }
+  return ACX_OK;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -799,12 +1046,23 @@ acx_status_t acx_remote_start(acx_world_t *world) {
   rm->use_channels = ACX_HAVE_NCCL && !(tr && strcmp(tr, "mpi") == 0);
   pthread_mutex_init(&rm->lock, NULL);
   pthread_mutex_init(&rm->chan_lock, NULL);
+  pthread_mutex_init(&rm->jlock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&rm->jcond, &ca);
+  pthread_condattr_destroy(&ca);
+  if (pthread_create(&rm->server, NULL, server_main, rm) != 0) {
+    ACX_WARN(COLL, "acx_remote_start: cannot start the remote-access server thread");
+    st = ACX_ERR_SYSTEM;
+    goto err_destroy_locks;
+  }
   pthread_mutex_lock(&registry_lock);
   rm->next = registry;
   registry = rm;
   pthread_mutex_unlock(&registry_lock);
-  acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_GET_REQ, on_get_req, rm);
-  acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_PUT_REQ, on_put_req, rm);
+  acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_GET_REQ, on_request, rm);
+  acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_PUT_REQ, on_request, rm);
   acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_GET_REPLY, on_reply, rm);
   acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_PUT_REPLY, on_reply, rm);
   acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_CHAN_OPEN, on_chan_open, rm);
@@ -812,6 +1070,15 @@ acx_status_t acx_remote_start(acx_world_t *world) {
   ACX_INFO(COLL, "remote access started: bytes between GPU buffers move %s", rm->use_channels ? "on NCCL channels"
            : "through host memory over MPI (ACX_REMOTE_TRANSPORT=mpi or no NCCL)");
   return ACX_OK;
+
+err_destroy_locks:
+  pthread_cond_destroy(&rm->jcond);
+  pthread_mutex_destroy(&rm->jlock);
+  pthread_mutex_destroy(&rm->chan_lock);
+  pthread_mutex_destroy(&rm->lock);
+  (void)acxc_ctrl_release(rm->cp, -1);
+  free(rm);
+  return st;
 }
 
 acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns) {
@@ -831,6 +1098,14 @@ acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns) {
   acxc_ctrl_set_tick(rm->cp, 0, NULL, NULL);
   /* The progress thread may be inside a handler or the tick right now. */
   (void)acxc_ctrl_quiesce(rm->cp, rm->timeout_ns);
+  /* The server cancels what is queued (requesters are told) and ends. Should a device call hold
+   * it past its deadline, rm stays allocated for it (leaked); the collective release still runs,
+   * or the peers would wait for this rank in it. */
+  acx_status_t server_st = server_stop(rm, rm->timeout_ns + 1000000000LL);
+  if (server_st != ACX_OK) {
+    acx_status_t st = acxc_ctrl_release(rm->cp, timeout_ns);
+    return st != ACX_OK ? st : server_st;
+  }
   /* Channels go (their operations in flight fail at once), then those operations are reaped. */
   pthread_mutex_lock(&rm->lock);
   chan_t *chans = rm->chans;
@@ -866,6 +1141,8 @@ acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns) {
     ACX_WARN(COLL, "acx_remote_stop: transfers still in flight after their deadline; their state is leaked");
     return st != ACX_OK ? st : ACX_ERR_TIMEOUT;
   }
+  pthread_cond_destroy(&rm->jcond);
+  pthread_mutex_destroy(&rm->jlock);
   pthread_mutex_destroy(&rm->lock);
   pthread_mutex_destroy(&rm->chan_lock);
   free(rm);
@@ -903,9 +1180,12 @@ static acx_status_t check_call(const char *fn, acx_world_t *world, const acx_tok
 static acx_status_t local_access(remote_t *rm, const acx_token_t *token, uint64_t offset, uint64_t bytes,
                                  acx_buffer_t *local, uint64_t local_off, int is_put, acx_future_t **done) {
   acx_buffer_t *buf = NULL;
-  acx_status_t st = acxi_token_resolve(token, is_put ? ACX_TOKEN_WRITE : ACX_TOKEN_READ, offset, bytes, &buf);
+  acxi_token_adm_t *adm = NULL;
+  acx_status_t st = acxi_token_admit(token, is_put ? ACX_TOKEN_WRITE : ACX_TOKEN_READ, offset, bytes, &buf, &adm);
   void *tmp = st == ACX_OK ? malloc(bytes) : NULL;
   if (st == ACX_OK && !tmp) st = ACX_ERR_NO_MEMORY;
+  /* Both copies count as the access: an unexport meanwhile waits for them. */
+  if (st == ACX_OK) st = acxi_token_access_begin(adm, acxi_deadline(2 * rm->timeout_ns));
   if (st == ACX_OK)
     st = is_put ? acx_buffer_read(local, local_off, tmp, bytes, 0, rm->timeout_ns)
                 : acx_buffer_read(buf, offset, tmp, bytes, 0, rm->timeout_ns);
@@ -913,6 +1193,7 @@ static acx_status_t local_access(remote_t *rm, const acx_token_t *token, uint64_
     st = is_put ? acx_buffer_write(buf, offset, tmp, bytes, 0, rm->timeout_ns)
                 : acx_buffer_write(local, local_off, tmp, bytes, 0, rm->timeout_ns);
   free(tmp);
+  acxi_token_adm_free(adm);
   acx_buffer_release(buf);
   if (st != ACX_OK) add(&rm->failed, 1);
   acx_future_t *f = NULL;
@@ -994,7 +1275,7 @@ static acx_status_t access_remote(const char *fn, acx_world_t *world, const acx_
   pthread_mutex_unlock(&rm->chan_lock);
   if (st != ACX_OK) {
     if (chan) chan_close(rm, token->owner_rank, 0, chan, "the request could not be sent");
-    rop_t *again = rop_take(rm, tag);
+    rop_t *again = rop_take(rm, -1, tag);
     if (again) {
       acx_future_release(again->future); /* the caller's reference: the call fails */
       rop_finish(again, st);

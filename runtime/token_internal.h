@@ -90,6 +90,28 @@ void acxi_token_identity(int32_t *rank, int32_t *node, uint64_t *epoch);
 acx_status_t acxi_token_resolve(const acx_token_t *t, unsigned access, uint64_t offset, uint64_t bytes,
                                 acx_buffer_t **buf);
 
+/* Admissions: revocation that holds while the bytes move. A request that passed the owner's
+ * check (acxi_token_admit: acxi_token_resolve, plus a record of the export and epoch it passed
+ * under) may touch the buffer much later: a put's bytes arrive up to ACX_REMOTE_TIMEOUT after its
+ * request. Each access to the buffer (a device read or write, a transfer on a channel) is
+ * bracketed by access_begin/access_end. access_begin checks again: the export the key named is
+ * still live for the same buffer, and the world is still at the token's epoch; else
+ * ACX_ERR_STALE_TOKEN (logged) and nothing may move. acx_buffer_unexport waits for the accesses
+ * of that buffer under way (no new one begins once it took the exports out); a rebuild, once the
+ * identity carries the new epoch, waits with acxi_token_drain_epoch. Every wait ends by the
+ * latest deadline_ns the accesses gave plus 1 s. Any thread; an admission is used by one thread
+ * at a time and freed with acxi_token_adm_free (which ends an access under way). */
+typedef struct acxi_token_adm acxi_token_adm_t;
+acx_status_t acxi_token_admit(const acx_token_t *t, unsigned access, uint64_t offset, uint64_t bytes,
+                              acx_buffer_t **buf, acxi_token_adm_t **adm);
+acx_status_t acxi_token_access_begin(acxi_token_adm_t *adm, int64_t deadline_ns);
+void acxi_token_access_end(acxi_token_adm_t *adm);
+void acxi_token_adm_free(acxi_token_adm_t *adm);
+/* Waits until no access admitted at an epoch older than `epoch` is under way, or deadline_ns
+ * (absolute, CLOCK_MONOTONIC; also bounded by the accesses' own deadlines). ACX_OK,
+ * ACX_ERR_TIMEOUT (logged). Not a thread that has an access under way. */
+acx_status_t acxi_token_drain_epoch(uint64_t epoch, int64_t deadline_ns);
+
 /* Live exports (tests, acx-info). */
 size_t acxi_token_export_count(void);
 

@@ -1,7 +1,9 @@
 /* The owner side of tokens: the export table (random key -> held buffer and what was exported),
- * the rank/node/epoch identity the world stamps into exports, and acxi_token_resolve, the check
- * every remote request passes before a byte moves. One mutex guards table and identity: resolve
- * is a hash lookup and a few compares, far below the cost of the transfer it guards. */
+ * the rank/node/epoch identity the world stamps into exports, acxi_token_resolve, the check
+ * every remote request passes before a byte moves, and admissions: a request that passed it
+ * checks again when its bytes touch the buffer, and revocation (unexport, a new epoch) waits for
+ * the accesses under way. One mutex guards table, identity and admissions: resolve is a hash
+ * lookup and a few compares, far below the cost of the transfer it guards. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "runtime/clock.h"
 #include "runtime/device_internal.h"
 #include "runtime/log.h"
 #include "runtime/token_internal.h"
@@ -24,11 +27,36 @@ typedef struct export_entry {
 
 #define MIN_BUCKETS 64u
 
+/* A request that passed the owner's check; its accesses to the buffer are bracketed by
+ * acxi_token_access_begin/end. */
+struct acxi_token_adm {
+  struct acxi_token_adm *prev, *next; /* in `busy` while an access is under way */
+  uint64_t key, epoch, buffer_id;
+  const acx_buffer_t *buf; /* compared only: the admitted request holds its own reference */
+  int busy;
+  int64_t deadline_ns; /* of the access under way */
+};
+
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reg_cond;  /* an access ended (CLOCK_MONOTONIC) */
+static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
 static export_entry_t **buckets; /* power-of-two count; keys are random, so the low bits hash */
 static size_t n_buckets, n_exports;
 static int32_t id_rank, id_node;
 static uint64_t id_epoch;
+static acxi_token_adm_t *busy;   /* accesses under way */
+
+/* A revocation waits this much past the latest deadline of the accesses it waits for: each
+ * access ends by its own deadline plus the time to notice it passed. */
+#define ACCESS_GRACE_NS 1000000000LL
+
+static void cond_init(void) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&reg_cond, &ca);
+  pthread_condattr_destroy(&ca);
+}
 
 void acxi_token_set_identity(int32_t rank, int32_t node, uint64_t epoch) {
   pthread_mutex_lock(&reg_lock);
@@ -173,6 +201,29 @@ err_unlock:
   return st;
 }
 
+/* Waits (reg_lock held) until no access under way matches (buf, or an epoch older than
+ * `epoch` when buf is NULL), or until ACCESS_GRACE_NS past the latest of their deadlines.
+ * ACX_OK, or ACX_ERR_TIMEOUT with *left the accesses still under way. */
+static acx_status_t wait_accesses_locked(const acx_buffer_t *buf, uint64_t epoch, int64_t cap_ns, int *left) {
+  pthread_once(&cond_once, cond_init);
+  for (;;) {
+    int n = 0;
+    int64_t until = 0;
+    for (acxi_token_adm_t *a = busy; a; a = a->next) {
+      if (buf ? a->buf != buf : a->epoch >= epoch) continue;
+      n++;
+      if (a->deadline_ns + ACCESS_GRACE_NS > until) until = a->deadline_ns + ACCESS_GRACE_NS;
+    }
+    *left = n;
+    if (n == 0) return ACX_OK;
+    if (cap_ns > 0 && until > cap_ns) until = cap_ns;
+    int64_t now = acxi_now_ns();
+    if (now >= until) return ACX_ERR_TIMEOUT;
+    struct timespec ts = acxi_ts_from_ns(until);
+    pthread_cond_timedwait(&reg_cond, &reg_lock, &ts);
+  }
+}
+
 acx_status_t acx_buffer_unexport(acx_buffer_t *buf) {
   ACX_CHECK_NULL(buf);
   export_entry_t *revoked = NULL;
@@ -192,11 +243,18 @@ acx_status_t acx_buffer_unexport(acx_buffer_t *buf) {
     }
   }
   n_exports -= n;
+  /* From here no admitted request starts an access (its key is gone); the ones under way end
+   * before this returns: by their own deadlines, which ACX_REMOTE_TIMEOUT bounds. */
+  int left = 0;
+  acx_status_t st = n ? wait_accesses_locked(buf, 0, 0, &left) : ACX_OK;
   pthread_mutex_unlock(&reg_lock);
   if (n == 0) {
     ACX_WARN(TOKEN, "acx_buffer_unexport: argument 'buf' has no export");
     return ACX_ERR_NOT_FOUND;
   }
+  if (st != ACX_OK)
+    ACX_WARN(TOKEN, "acx_buffer_unexport: revoked, but %d remote access(es) admitted before the call were still "
+             "under way past their deadline", left);
   /* Released outside the lock: the last reference sends a FREE to the executor. */
   for (export_entry_t *e = revoked, *next; e; e = next) {
     next = e->next;
@@ -204,7 +262,7 @@ acx_status_t acx_buffer_unexport(acx_buffer_t *buf) {
     acx_buffer_release(e->buf);
     free(e);
   }
-  return ACX_OK;
+  return st;
 }
 
 /* ---- the owner's check ---- */
@@ -316,5 +374,83 @@ acx_status_t acxi_token_resolve(const acx_token_t *t, unsigned access, uint64_t 
 
 err_release_buf:
   acx_buffer_release(b);
+  return st;
+}
+
+/* ---- admissions: the check again when the bytes move ---- */
+
+acx_status_t acxi_token_admit(const acx_token_t *t, unsigned access, uint64_t offset, uint64_t bytes,
+                              acx_buffer_t **buf, acxi_token_adm_t **adm) {
+  ACX_CHECK_NULL(adm);
+  *adm = NULL;
+  acxi_token_adm_t *a = calloc(1, sizeof *a);
+  if (!a) return ACX_ERR_NO_MEMORY;
+  acx_status_t st = acxi_token_resolve(t, access, offset, bytes, buf);
+  if (st != ACX_OK) {
+    free(a);
+    return st;
+  }
+  a->key = t->key;
+  a->epoch = t->epoch;
+  a->buffer_id = t->buffer_id;
+  a->buf = *buf;
+  *adm = a;
+  return ACX_OK;
+}
+
+acx_status_t acxi_token_access_begin(acxi_token_adm_t *a, int64_t deadline_ns) {
+  ACX_CHECK_NULL(a);
+  pthread_mutex_lock(&reg_lock);
+  export_entry_t *e = find_locked(a->key);
+  const char *why = NULL;
+  uint64_t now_epoch = id_epoch;
+  if (!e || e->buf != a->buf) why = "its export was revoked";
+  else if (a->epoch != id_epoch) why = "the world epoch moved";
+  if (!why) {
+    a->busy = 1;
+    a->deadline_ns = deadline_ns;
+    a->prev = NULL;
+    a->next = busy;
+    if (busy) busy->prev = a;
+    busy = a;
+  }
+  pthread_mutex_unlock(&reg_lock);
+  if (why) {
+    ACX_WARN(TOKEN, "token of buffer %" PRIu64 " (epoch %" PRIu64 ", now %" PRIu64 "): %s after the request was "
+             "admitted: stale, nothing moved", a->buffer_id, a->epoch, now_epoch, why);
+    return ACX_ERR_STALE_TOKEN;
+  }
+  return ACX_OK;
+}
+
+void acxi_token_access_end(acxi_token_adm_t *a) {
+  if (!a) return;
+  pthread_once(&cond_once, cond_init);
+  pthread_mutex_lock(&reg_lock);
+  if (a->busy) {
+    if (a->prev) a->prev->next = a->next;
+    else busy = a->next;
+    if (a->next) a->next->prev = a->prev;
+    a->prev = a->next = NULL;
+    a->busy = 0;
+    pthread_cond_broadcast(&reg_cond);
+  }
+  pthread_mutex_unlock(&reg_lock);
+}
+
+void acxi_token_adm_free(acxi_token_adm_t *a) {
+  if (!a) return;
+  acxi_token_access_end(a);
+  free(a);
+}
+
+acx_status_t acxi_token_drain_epoch(uint64_t epoch, int64_t deadline_ns) {
+  pthread_mutex_lock(&reg_lock);
+  int left = 0;
+  acx_status_t st = wait_accesses_locked(NULL, epoch, deadline_ns, &left);
+  pthread_mutex_unlock(&reg_lock);
+  if (st != ACX_OK)
+    ACX_WARN(TOKEN, "world epoch %" PRIu64 ": %d remote access(es) admitted at an older epoch still under way at the "
+             "deadline", epoch, left);
   return st;
 }

@@ -5,8 +5,11 @@
  * ACX_ERR_WORLD_REBUILDING), waits for its device, creates a new communicator under the same
  * acx_coll_t (cuda: a fresh ncclUniqueId from rank 0 broadcast over MPI, a new NCCL
  * communicator in each executor; host: a fresh MPI duplicate), moves the world's epoch on (older
- * tokens answer ACX_ERR_STALE_TOKEN from then on) and says REBUILD_READY to every rank. The MPI
- * job never dies; the application resumes after acx_world_wait_ready / acx_world_wait_epoch.
+ * tokens answer ACX_ERR_STALE_TOKEN from then on, remote requests accepted before but whose bytes
+ * had not moved included), waits for the remote accesses of the old epoch under way (within the
+ * rebuild's deadline) and says REBUILD_READY to every rank. The world is ready once every other
+ * rank has said it for this epoch (each rank counted once). The MPI job never dies; the
+ * application resumes after acx_world_wait_ready / acx_world_wait_epoch.
  * Buffers of a restarted device are gone with its executor: the application restores them
  * (docs/resilience.md shows how, with replicas on another rank and acx_token_get). */
 #ifndef ACX_REBUILD_H

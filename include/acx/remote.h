@@ -13,7 +13,14 @@
  * collectives in a different order on different ranks. The owner's bytes are read when the
  * transfer runs, after every write to that buffer the owner submitted before it served the
  * request; an owner that writes the buffer while peers read it orders the two itself (as with
- * MPI one-sided access). */
+ * MPI one-sided access).
+ *
+ * The owner checks a request on the control plane's progress thread and answers a refusal at
+ * once; the device I/O of requests it accepts runs on a thread of remote access's own, one
+ * request at a time in arrival order, so a slow device delays other requests' bytes but never the
+ * control messages. The owner checks again when the bytes touch its buffer: an export revoked or
+ * a world epoch left in between refuses them (ACX_ERR_STALE_TOKEN; acx_buffer_unexport). A reply
+ * is accepted only from the rank the request went to. */
 #ifndef ACX_REMOTE_H
 #define ACX_REMOTE_H
 
@@ -35,10 +42,12 @@ extern "C" {
  * acx_coll_create on every rank (both use the world's communicator). ACX_ERR_MPI,
  * ACX_ERR_TIMEOUT, ACX_ERR_SYSTEM, ACX_ERR_NO_MEMORY. Not a worker thread of an actor system. */
 acx_status_t acx_remote_start(acx_world_t *world);
-/* Ends what acx_remote_start began: requests still waiting fail with ACX_ERR_CANCELLED; the last
- * user of the control plane waits (up to timeout_ns; < 0: ACX_WORLD_TIMEOUT) for every rank to
- * arrive, so no peer's request goes unanswered. Collective. ACX_ERR_INVALID_STATE (not started),
- * ACX_ERR_TIMEOUT. */
+/* Ends what acx_remote_start began: requests still waiting fail with ACX_ERR_CANCELLED, and so
+ * do peers' requests accepted but not served yet; the last user of the control plane waits (up
+ * to timeout_ns; < 0: ACX_WORLD_TIMEOUT) for every rank to arrive, so no peer's request goes
+ * unanswered. The device call a request is in finishes first (bounded by ACX_REMOTE_TIMEOUT + 1 s).
+ * Collective. ACX_ERR_INVALID_STATE (not started), ACX_ERR_TIMEOUT (also: a device call held
+ * remote access's thread past that bound; its state is left allocated). */
 acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns);
 
 /* Reads [offset, offset + bytes) of the buffer `token` names into local[local_offset, +bytes).
@@ -49,18 +58,22 @@ acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns);
  * ACX_ERR_INVALID_STATE (local is stale or freed); ACX_ERR_BAD_TOKEN (the owner rank is not in
  * the world); ACX_ERR_INVALID_STATE (acx_remote_start not called); ACX_ERR_QUEUE_FULL (too many
  * requests in flight); ACX_ERR_NO_MEMORY. Statuses *done may complete with: the owner's verdict
- * (ACX_ERR_STALE_TOKEN: an older epoch, a revoked export, a restarted device, a freed buffer;
+ * (ACX_ERR_STALE_TOKEN: an older epoch, a revoked export, a restarted device, a freed buffer,
+ * or an export revoked / an epoch left after the request was accepted, before its bytes moved;
  * ACX_ERR_DENIED: wrong key, forged fields, no read right; ACX_ERR_OUT_OF_RANGE: beyond the
  * remote buffer; ACX_ERR_BAD_TOKEN: the token is not the owner's), the owner's device statuses,
- * this rank's device statuses writing local, ACX_ERR_TIMEOUT, ACX_ERR_MPI, ACX_ERR_CANCELLED
- * (remote access stopped). A token of this rank is served locally, with the same checks.
+ * this rank's device statuses writing local, ACX_ERR_QUEUE_FULL (the owner serves 4096 requests
+ * already), ACX_ERR_TIMEOUT, ACX_ERR_MPI, ACX_ERR_CANCELLED (remote access stopped, here or at the
+ * owner). A token of this rank is served locally, with the same checks.
  * Any thread. */
 acx_status_t acx_token_get(acx_world_t *world, const acx_token_t *token, uint64_t offset, uint64_t bytes,
                            acx_buffer_t *local, uint64_t local_offset, acx_future_t **done);
 /* Writes local[local_offset, +bytes) into [offset, offset + bytes) of the buffer `token` names.
  * local is read before the call returns (it may be reused at once); *done completes once the
- * owner has written the bytes. Statuses as acx_token_get, with ACX_ERR_DENIED for a token without
- * the write right. Any thread. */
+ * owner has written the bytes, or refused them: a put accepted before the owner's
+ * acx_buffer_unexport (or a world rebuild) whose bytes arrive after it writes nothing and
+ * completes with ACX_ERR_STALE_TOKEN. Statuses as acx_token_get, with ACX_ERR_DENIED for a token
+ * without the write right. Any thread. */
 acx_status_t acx_token_put(acx_world_t *world, const acx_token_t *token, uint64_t offset, uint64_t bytes,
                            acx_buffer_t *local, uint64_t local_offset, acx_future_t **done);
 /* The same, waiting up to timeout_ns (< 0: ACX_REMOTE_TIMEOUT plus a margin) for the result. */

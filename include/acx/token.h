@@ -80,8 +80,15 @@ acx_status_t acx_token_decode(const void *buf, size_t len, acx_token_t *token);
 acx_status_t acx_buffer_export(acx_buffer_t *buf, unsigned rights, acx_token_t *token);
 
 /* Revokes every export of buf: their tokens answer ACX_ERR_STALE_TOKEN from now on, and the
- * references the exports held are released. ACX_ERR_NULL_ARG; ACX_ERR_NOT_FOUND when buf has no
- * export. Any thread. Requests already validated before the call complete. */
+ * references the exports held are released. Revocation holds for requests admitted before the
+ * call too: one whose bytes have not started to move is refused with ACX_ERR_STALE_TOKEN when
+ * they would (e.g. a put whose data arrives later), and the call waits for remote accesses of buf
+ * under way (a device read or write of a request, a transfer on an NCCL channel), so that once it
+ * returns no remote request touches buf through these exports. That wait is bounded by the
+ * accesses' own deadlines (ACX_REMOTE_TIMEOUT) plus 1 s. ACX_ERR_NULL_ARG; ACX_ERR_NOT_FOUND when
+ * buf has no export; ACX_ERR_TIMEOUT when an access was still under way past that bound (the
+ * exports are revoked all the same; its bytes may still land). Any thread; not one serving a
+ * remote request (the remote-access threads). */
 acx_status_t acx_buffer_unexport(acx_buffer_t *buf);
 
 #ifdef __cplusplus

@@ -4,7 +4,10 @@
  * collective deadline), every rank sees the world ready at epoch 1, old tokens answer
  * ACX_ERR_STALE_TOKEN, fresh exports work byte for byte, collectives resume under the same handle,
  * the fault-to-ready time is reported; then an application-requested rebuild moves to epoch 2.
- * --cuda: the same through NCCL (exit 77 without GPUs). */
+ * Then peers that misbehave, through the control plane's own calls: a put admitted before a
+ * rebuild whose bytes arrive after it, and REBUILD_READY repeated or for an epoch beyond the
+ * rebuild, while one rank's READY is held back. --cuda: the same through NCCL (exit 77 without
+ * GPUs). */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <pthread.h>
@@ -21,9 +24,14 @@
 #include "acx/token.h"
 #include "acx/world.h"
 #include "acx_test.h"
+#include "collectives/ctrl_plane.h"
+#include "runtime/clock.h"
 #include "runtime/device_internal.h"
+#include "runtime/token_internal.h"
 
 #define T_LONG 60000000000LL
+#define TAG_GO 901
+#define RAW_TAG (1ull << 40) /* request tags made by hand: far above a rank's own counter */
 
 static int rank, nranks, use_cuda;
 static acx_world_t *world;
@@ -233,6 +241,222 @@ static void test_synchronize_during_rebuild(void) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* ---- peers that misbehave ---- */
+
+static int wait_until(int (*cond)(void *), void *arg, int64_t timeout_ns) {
+  int64_t deadline = acxi_deadline(timeout_ns);
+  while (!cond(arg)) {
+    if (acxi_now_ns() >= deadline) return 0;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  return 1;
+}
+
+static int await_rank(int from, int tag, int64_t timeout_ns) {
+  int v = 0, flag = 0;
+  MPI_Request req;
+  MPI_Irecv(&v, 1, MPI_INT, from, tag, MPI_COMM_WORLD, &req);
+  int64_t deadline = acxi_deadline(timeout_ns);
+  while (!flag) {
+    MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    if (!flag && acxi_now_ns() >= deadline) {
+      MPI_Cancel(&req);
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+      fprintf(stderr, "rank %d: no message with tag %d from rank %d in time\n", rank, tag, from);
+      return 0;
+    }
+    if (!flag) nanosleep(&(struct timespec){0, 200000}, NULL);
+  }
+  return 1;
+}
+
+static void signal_rank(int to, int tag) {
+  int v = 1;
+  MPI_Send(&v, 1, MPI_INT, to, tag, MPI_COMM_WORLD);
+}
+
+static acx_remote_stats_t remote_stats(void) {
+  acx_remote_stats_t rs = {.size = sizeof rs};
+  ACX_ASSERT_STATUS(acx_remote_stats(world, &rs), ACX_OK);
+  return rs;
+}
+
+static acxc_ctrl_stats_t ctrl_stats(void) {
+  acxc_ctrl_stats_t cs;
+  acxc_ctrl_stats(acxc_ctrl_of(world), &cs);
+  return cs;
+}
+
+static int served_reaches(void *arg) { return remote_stats().served >= *(uint64_t *)arg; }
+
+typedef struct raw_ack {
+  unsigned char *buf;
+  _Atomic int done;
+  acx_status_t st;
+} raw_ack_t;
+
+static void raw_ack_in(acxc_ctrl_t *cp, void *arg, acx_status_t st) {
+  (void)cp;
+  raw_ack_t *a = arg;
+  if (st == ACX_OK) {
+    a->st = (acx_status_t)acxi_get_le32(a->buf);
+    free(a->buf);
+  } else {
+    a->st = st; /* the plane keeps the buffer */
+  }
+  atomic_store(&a->done, 1);
+}
+
+static void free_on_ok(acxc_ctrl_t *cp, void *arg, acx_status_t st) {
+  (void)cp;
+  if (st == ACX_OK) free(arg);
+}
+
+static int ack_done(void *arg) { return atomic_load(&((raw_ack_t *)arg)->done); }
+
+/* A put admitted by rank 1 before a rebuild, whose bytes (sent by hand by rank 0) arrive once the
+ * world is at the next epoch: rank 1 writes nothing and answers ACX_ERR_STALE_TOKEN (issue 12,
+ * item 3). */
+static void test_revocation_put_after_epoch(void) {
+  const size_t n = 4096;
+  unsigned char *host = malloc(n), *back = malloc(n);
+  for (size_t i = 0; i < n; i++) host[i] = (unsigned char)(rank * 31 + i);
+  acx_buffer_t *mine = alloc(n, ACX_DTYPE_BYTE);
+  ACX_ASSERT_STATUS(acx_buffer_write(mine, 0, host, n, 0, T_LONG), ACX_OK);
+  acx_token_t tok, *all = malloc((size_t)nranks * sizeof tok);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_RIGHTS_ALL, &tok), ACX_OK);
+  exchange(&tok, all);
+  uint64_t e = 0;
+  acx_world_epoch(world, &e);
+  acx_remote_stats_t before = remote_stats();
+  acxc_ctrl_t *cp = acxc_ctrl_of(world);
+  raw_ack_t ack = {0};
+  uint64_t tag = RAW_TAG + 7;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    ack.buf = malloc(4);
+    ACX_ASSERT_STATUS(acxc_ctrl_data_recv(cp, 1, acxc_ctrl_data_tag(cp, tag, 0), ack.buf, 4, acxi_deadline(T_LONG),
+                                          raw_ack_in, &ack), ACX_OK);
+    acxi_ctrl_msg_t m = {.type = ACXI_CTRL_PUT_REQ, .u.access = {.token = all[1], .offset = 0, .bytes = n, .tag = tag}};
+    ACX_ASSERT_STATUS(acxc_ctrl_send(cp, 1, &m, NULL, NULL), ACX_OK);
+    CU_ASSERT(await_rank(1, TAG_GO, T_LONG)); /* admitted */
+    ACX_ASSERT_STATUS(acx_world_request_rebuild(world, ACX_ERR_PEER_LOST), ACX_OK);
+  } else if (rank == 1) {
+    uint64_t want = before.served + 1;
+    CU_ASSERT(wait_until(served_reaches, &want, T_LONG));
+    CU_ASSERT_EQUAL(remote_stats().refused, before.refused);
+    signal_rank(0, TAG_GO);
+  }
+  ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
+  MPI_Barrier(MPI_COMM_WORLD); /* every rank is at the next epoch */
+  if (rank == 0) {
+    unsigned char *data = malloc(n);
+    memset(data, 0x5a, n);
+    acx_status_t st = acxc_ctrl_data_send(cp, 1, acxc_ctrl_data_tag(cp, tag, 1), data, n, acxi_deadline(T_LONG),
+                                          free_on_ok, data);
+    if (st != ACX_OK) free(data);
+    CU_ASSERT_EQUAL(st, ACX_OK);
+    st = wait_until(ack_done, &ack, T_LONG) ? ack.st : ACX_ERR_TIMEOUT;
+    if (st != ACX_ERR_STALE_TOKEN) fprintf(stderr, "rank 0: the put of the old epoch answered %s\n", acx_status_name(st));
+    CU_ASSERT_EQUAL(st, ACX_ERR_STALE_TOKEN);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ACX_ASSERT_STATUS(acx_buffer_read(mine, 0, back, n, 0, T_LONG), ACX_OK);
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += back[i] != host[i];
+  CU_ASSERT_EQUAL(wrong, 0);
+  acx_buffer_unexport(mine);
+  acx_buffer_release(mine);
+  free(all);
+  free(host);
+  free(back);
+}
+
+/* Rank 2's control plane is held (its progress thread sits in a handler) so that its READY cannot
+ * leave; rank 1 sends rank 0 READY twice more (dup) or READY for an epoch beyond the rebuild
+ * (beyond). Rank 0 must stay rebuilding until rank 2's READY arrives (issue 12, item 5). */
+static _Atomic int hold_entered, hold_release;
+
+static void hold_handler(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
+  atomic_store(&hold_entered, 1);
+  int64_t deadline = acxi_deadline(T_LONG);
+  while (!atomic_load(&hold_release) && acxi_now_ns() < deadline) nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
+static int flag_set(void *arg) { return atomic_load((_Atomic int *)arg); }
+static int rebuilding(void *arg) { return acx_world_state(world) == ACX_ERR_WORLD_REBUILDING; }
+
+typedef struct ready_wait {
+  uint64_t received, epoch;
+} ready_wait_t;
+
+static int readies_in(void *arg) {
+  const ready_wait_t *w = arg;
+  uint64_t e = 0;
+  acx_world_epoch(world, &e);
+  return e >= w->epoch && ctrl_stats().received >= w->received;
+}
+
+static void ready_round(int beyond) {
+  uint64_t e = 0;
+  acx_world_epoch(world, &e);
+  acxc_ctrl_t *cp = acxc_ctrl_of(world);
+  acxc_ctrl_handler_fn saved = NULL;
+  void *saved_arg = NULL;
+  acxc_ctrl_stats_t c0 = ctrl_stats();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 2) {
+    acxc_ctrl_get_handler(cp, ACXI_CTRL_CHAN_OPEN, &saved, &saved_arg);
+    atomic_store(&hold_entered, 0);
+    atomic_store(&hold_release, 0);
+    acxc_ctrl_set_handler(cp, ACXI_CTRL_CHAN_OPEN, hold_handler, NULL);
+    acxi_ctrl_msg_t m = {.type = ACXI_CTRL_CHAN_OPEN, .u.chan = {.channel = 1}};
+    ACX_ASSERT_STATUS(acxc_ctrl_send(cp, rank, &m, NULL, NULL), ACX_OK);
+    CU_ASSERT(wait_until(flag_set, (void *)&hold_entered, T_LONG));
+  }
+  MPI_Barrier(MPI_COMM_WORLD); /* rank 2's control plane is held */
+  /* Rank 2 cannot hear rank 0's notice now: it starts the same rebuild on its own. */
+  if (rank == 0 || rank == 2) ACX_ASSERT_STATUS(acx_world_request_rebuild(world, ACX_ERR_PEER_LOST), ACX_OK);
+  if (rank == 1) {
+    CU_ASSERT(wait_until(rebuilding, NULL, T_LONG));
+    int k = beyond ? 1 : 2;
+    for (int i = 0; i < k; i++) {
+      acxi_ctrl_msg_t m = {.type = ACXI_CTRL_REBUILD_READY, .u.ready = {.epoch = beyond ? e + 6 : e + 1}};
+      ACX_ASSERT_STATUS(acxc_ctrl_send(cp, 0, &m, NULL, NULL), ACX_OK);
+    }
+  }
+  if (rank == 0) {
+    /* From rank 1: the forged ones and its real READY; one READY from every other rank but 2. */
+    ready_wait_t w = {.received = c0.received + (uint64_t)(beyond ? 1 : 2) + 1 + (uint64_t)(nranks - 3),
+                      .epoch = e + 1};
+    CU_ASSERT(wait_until(readies_in, &w, T_LONG));
+    acx_status_t st = acx_world_wait_ready(world, 2000000000LL);
+    if (st != ACX_ERR_TIMEOUT)
+      fprintf(stderr, "rank 0: with rank 2's READY held back and %s, the rebuild ended: %s\n",
+              beyond ? "a READY beyond it" : "rank 1's READY repeated", acx_status_name(st));
+    CU_ASSERT_EQUAL(st, ACX_ERR_TIMEOUT);
+    signal_rank(2, TAG_GO);
+  }
+  if (rank == 2) {
+    CU_ASSERT(await_rank(0, TAG_GO, T_LONG));
+    atomic_store(&hold_release, 1);
+    acxc_ctrl_set_handler(cp, ACXI_CTRL_CHAN_OPEN, saved, saved_arg);
+  }
+  ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_world_wait_ready(world, T_LONG), ACX_OK);
+  uint64_t e2 = 0;
+  acx_world_epoch(world, &e2);
+  CU_ASSERT_EQUAL(e2, e + 1);
+  check_allreduce();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void test_rebuild_ready_per_sender(void) {
+  if (nranks < 3) return;
+  ready_round(0);
+  ready_round(1);
+}
+
 static void test_bad_args(void) {
   ACX_ASSERT_STATUS(acx_world_supervise(world, sys, dev, coll, NULL), ACX_ERR_INVALID_STATE);
   ACX_ASSERT_STATUS(acx_world_supervise(NULL, sys, dev, coll, NULL), ACX_ERR_NULL_ARG);
@@ -284,7 +508,9 @@ int main(int argc, char **argv) {
   if (acx_world_supervise(world, sys, dev, coll, NULL) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   static const acx_test_case_t cases[] = {ACX_TEST(test_rebuild_after_kill), ACX_TEST(test_requested_rebuild),
                                           ACX_TEST(test_restart_during_rebuild),
-                                          ACX_TEST(test_synchronize_during_rebuild), ACX_TEST(test_bad_args),
+                                          ACX_TEST(test_synchronize_during_rebuild),
+                                          ACX_TEST(test_revocation_put_after_epoch),
+                                          ACX_TEST(test_rebuild_ready_per_sender), ACX_TEST(test_bad_args),
                                           ACX_TEST_END};
   int rc = acx_test_run("rebuild", cases, NULL, NULL);
   fflush(stdout);

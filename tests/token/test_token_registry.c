@@ -2,9 +2,12 @@
  * executor: export, encode/decode, resolve; and each way a token goes bad, with its own status:
  * another rank's token, stale generation (the executor crashes and restarts), stale epoch, wrong
  * key, forged fields, revoked export, freed buffer, read-only token used for a put, out-of-range
- * and misaligned ranges. Plus concurrent export/resolve/unexport from several threads. */
+ * and misaligned ranges. Plus concurrent export/resolve/unexport from several threads, and
+ * admissions: a request checked again when its bytes move (revoked or a new epoch since: stale),
+ * and unexport / the epoch drain waiting for accesses under way, within their deadlines. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,6 +350,108 @@ static void test_concurrent(void) {
   CU_ASSERT_EQUAL(acxi_token_export_count(), before);
 }
 
+/* ---- admissions ---- */
+
+static acxi_token_adm_t *admit(const acx_token_t *t, unsigned access, acx_buffer_t **b) {
+  acxi_token_adm_t *a = NULL;
+  ACX_ASSERT_STATUS(acxi_token_admit(t, access, 0, 16, b, &a), ACX_OK);
+  return a;
+}
+
+/* An admitted request whose export is revoked, or whose epoch the world left, before its bytes
+ * move: the access is refused as stale. Re-exporting does not revive it (a new key). */
+static void test_admission_checked_again(void) {
+  acxi_token_set_identity(0, 0, 3);
+  acx_buffer_t *buf = alloc_f32(), *b = NULL;
+  acx_token_t tok;
+  ACX_ASSERT_STATUS(acx_buffer_export(buf, ACX_TOKEN_RIGHTS_ALL, &tok), ACX_OK);
+  acxi_token_adm_t *a = admit(&tok, ACX_TOKEN_WRITE, &b);
+  ACX_ASSERT_STATUS(acxi_token_access_begin(a, acxi_deadline(T_LONG)), ACX_OK);
+  acxi_token_access_end(a);
+  ACX_ASSERT_STATUS(acx_buffer_unexport(buf), ACX_OK);
+  acx_token_t again;
+  ACX_ASSERT_STATUS(acx_buffer_export(buf, ACX_TOKEN_RIGHTS_ALL, &again), ACX_OK);
+  ACX_ASSERT_STATUS(acxi_token_access_begin(a, acxi_deadline(T_LONG)), ACX_ERR_STALE_TOKEN);
+  acxi_token_adm_free(a);
+  acx_buffer_release(b);
+
+  a = admit(&again, ACX_TOKEN_READ, &b);
+  acxi_token_set_identity(0, 0, 4); /* the world was rebuilt */
+  ACX_ASSERT_STATUS(acxi_token_access_begin(a, acxi_deadline(T_LONG)), ACX_ERR_STALE_TOKEN);
+  acxi_token_adm_free(a);
+  acx_buffer_release(b);
+  ACX_ASSERT_STATUS(acx_buffer_unexport(buf), ACX_OK);
+  acx_buffer_release(buf);
+  acxi_token_set_identity(0, 0, 0);
+}
+
+static acx_buffer_t *revoking;
+static _Atomic int access_ended, ended_at_return;
+static _Atomic acx_status_t unexport_status;
+
+static void *unexport_thread(void *arg) {
+  (void)arg;
+  acx_status_t st = acx_buffer_unexport(revoking);
+  atomic_store(&ended_at_return, atomic_load(&access_ended));
+  atomic_store(&unexport_status, st);
+  return NULL;
+}
+
+/* acx_buffer_unexport returns only once the access under way has ended. */
+static void test_unexport_waits_for_access(void) {
+  acxi_token_set_identity(0, 0, 0);
+  acx_buffer_t *b = NULL;
+  revoking = alloc_f32();
+  acx_token_t tok;
+  size_t before = acxi_token_export_count();
+  ACX_ASSERT_STATUS(acx_buffer_export(revoking, ACX_TOKEN_RIGHTS_ALL, &tok), ACX_OK);
+  acxi_token_adm_t *a = admit(&tok, ACX_TOKEN_WRITE, &b);
+  ACX_ASSERT_STATUS(acxi_token_access_begin(a, acxi_deadline(T_LONG)), ACX_OK);
+  atomic_store(&access_ended, 0);
+  atomic_store(&ended_at_return, -1);
+  pthread_t t;
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, unexport_thread, NULL), 0);
+  /* The export is gone once unexport took it out; then it waits for this access. */
+  int64_t dl = acxi_deadline(T_LONG);
+  while (acxi_token_export_count() != before && acxi_now_ns() < dl) usleep(1000);
+  CU_ASSERT_EQUAL(acxi_token_export_count(), before);
+  atomic_store(&access_ended, 1);
+  acxi_token_access_end(a);
+  pthread_join(t, NULL);
+  CU_ASSERT_EQUAL(atomic_load(&ended_at_return), 1);
+  CU_ASSERT_EQUAL(atomic_load(&unexport_status), ACX_OK);
+  acxi_token_adm_free(a);
+  acx_buffer_release(b);
+  acx_buffer_release(revoking);
+}
+
+/* An access that outlives its deadline does not hold unexport or the epoch drain forever: they
+ * give up about a second after it (ACX_ERR_TIMEOUT), the export revoked all the same. */
+static void test_revocation_waits_are_bounded(void) {
+  acxi_token_set_identity(0, 0, 7);
+  acx_buffer_t *buf = alloc_f32(), *b = NULL;
+  acx_token_t tok;
+  ACX_ASSERT_STATUS(acx_buffer_export(buf, ACX_TOKEN_RIGHTS_ALL, &tok), ACX_OK);
+  acxi_token_adm_t *a = admit(&tok, ACX_TOKEN_WRITE, &b);
+  ACX_ASSERT_STATUS(acxi_token_access_begin(a, acxi_deadline(50000000)), ACX_OK);
+  acxi_token_set_identity(0, 0, 8);
+  int64_t t0 = acxi_now_ns();
+  ACX_ASSERT_STATUS(acxi_token_drain_epoch(8, acxi_deadline(100000000)), ACX_ERR_TIMEOUT);
+  CU_ASSERT(acxi_now_ns() - t0 >= 100000000);
+  ACX_ASSERT_STATUS(acxi_token_drain_epoch(7, acxi_deadline(100000000)), ACX_OK); /* not older than 7 */
+  t0 = acxi_now_ns();
+  ACX_ASSERT_STATUS(acx_buffer_unexport(buf), ACX_ERR_TIMEOUT);
+  int64_t took = acxi_now_ns() - t0;
+  CU_ASSERT(took >= 500000000 && took < 5000000000LL);
+  CU_ASSERT_EQUAL(resolve(&tok, ACX_TOKEN_WRITE, 0, 16), ACX_ERR_STALE_TOKEN);
+  acxi_token_access_end(a);
+  ACX_ASSERT_STATUS(acxi_token_drain_epoch(8, acxi_deadline(T_LONG)), ACX_OK);
+  acxi_token_adm_free(a);
+  acx_buffer_release(b);
+  acx_buffer_release(buf);
+  acxi_token_set_identity(0, 0, 0);
+}
+
 static int setup(void) {
   if (acx_system_create(NULL, &sys) != ACX_OK) return 1;
   acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
@@ -376,6 +481,9 @@ int main(void) {
                                           ACX_TEST(test_ranges),
                                           ACX_TEST(test_bad_arguments),
                                           ACX_TEST(test_concurrent),
+                                          ACX_TEST(test_admission_checked_again),
+                                          ACX_TEST(test_unexport_waits_for_access),
+                                          ACX_TEST(test_revocation_waits_are_bounded),
                                           ACX_TEST(test_stale_generation),
                                           ACX_TEST_END};
   return acx_test_run("token-registry", cases, setup, teardown);
