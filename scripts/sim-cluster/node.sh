@@ -59,10 +59,19 @@ fi
 case $name in
   '' | -* | *[!A-Za-z0-9.-]*) echo "node.sh: '$name' is not a host name (letters, digits, '-' and '.')" >&2; exit 2 ;;
 esac
-ns=(--uts)
-[ $shared_shm = 0 ] && ns+=(--ipc --mount --propagation private)
-[ "$(id -u)" = 0 ] || ns+=(--user --map-root-user)
 command -v unshare >/dev/null || { echo "node.sh: unshare (util-linux) is missing" >&2; exit 77; }
+user=()
+[ "$(id -u)" = 0 ] || user=(--user --map-root-user)
+ns=(--uts "${user[@]}")
+if [ $shared_shm = 0 ]; then
+  if unshare --uts --ipc --mount --propagation private "${user[@]}" true 2>/dev/null; then
+    ns+=(--ipc --mount --propagation private)
+  elif [ ${#private[@]} -eq 0 ]; then
+    # A host name of its own is what makes a node; a shared /dev/shm only hides less.
+    echo "node.sh: this host forbids mount or IPC namespaces: node '$name' shares /dev/shm and IPC" >&2
+    shared_shm=1
+  fi
+fi
 if ! unshare "${ns[@]}" true 2>/dev/null; then
   echo "node.sh: this host forbids new namespaces (unshare ${ns[*]}): needs root or user namespaces" >&2
   exit 77
