@@ -4,7 +4,8 @@
  * --watchdog (rank 1 withholds a collective: rank 0 gets ACX_ERR_COLL_TIMEOUT in time), --stale
  * (a killed executor: old buffers answer ACX_ERR_STALE_BUFFER), --cuda (the same suite through
  * NCCL; exit 77 without a GPU), --kill-after K (cuda: rank 1 SIGKILLs itself after K all-reduces;
- * the survivor must report the failure within the timeout and exit). */
+ * the survivor must report the failure within the timeout and exit). Under scripts/sim-cluster
+ * (tests/multinode) the same suite runs across simulated nodes and checks the node layout. */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include "acx/device.h"
 #include "acx/world.h"
 #include "acx_test.h"
+#include "acx_test_nodes.h"
 #include "bench_util.h"
 #include "runtime/clock.h"
 
@@ -410,8 +412,16 @@ static int run_kill(int k) {
   }
 }
 
+/* The layout the collectives run over: on a (simulated) cluster they cross nodes. */
+static void test_node_layout(void) {
+  int nodes = acx_test_check_nodes(world), size = 0;
+  ACX_ASSERT_STATUS(acx_coll_size(coll, &size), ACX_OK);
+  CU_ASSERT_EQUAL(size, nranks);
+  if (rank == 0) printf("\n    %d ranks on %d node(s)", nranks, nodes);
+}
+
 static int run_suite(void) {
-  static const acx_test_case_t cases[] = {ACX_TEST(test_bad_input), ACX_TEST(test_allreduce_all),
+  static const acx_test_case_t cases[] = {ACX_TEST(test_node_layout), ACX_TEST(test_bad_input), ACX_TEST(test_allreduce_all),
                                           ACX_TEST(test_broadcast_reduce), ACX_TEST(test_allgather_reduce_scatter),
                                           ACX_TEST(test_ring_alltoall), ACX_TEST(test_group_and_pipeline),
                                           ACX_TEST(test_repeated),

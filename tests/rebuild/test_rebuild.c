@@ -7,7 +7,8 @@
  * Then peers that misbehave, through the control plane's own calls: a put admitted before a
  * rebuild whose bytes arrive after it, and REBUILD_READY repeated or for an epoch beyond the
  * rebuild, while one rank's READY is held back. --cuda: the same through NCCL (exit 77 without
- * GPUs). */
+ * GPUs). Under scripts/sim-cluster (tests/multinode) the killed executor's node is one of several:
+ * the node layout and the tokens' node fields survive the rebuild. */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include "acx/token.h"
 #include "acx/world.h"
 #include "acx_test.h"
+#include "acx_test_nodes.h"
 #include "collectives/ctrl_plane.h"
 #include "runtime/clock.h"
 #include "runtime/device_internal.h"
@@ -69,6 +71,10 @@ static void check_allreduce(void) {
 }
 
 static void test_rebuild_after_kill(void) {
+  /* Which node loses its executor: on a (simulated) cluster, one of several. */
+  int nodes_before = acx_test_check_nodes(world), node = -1;
+  ACX_ASSERT_STATUS(acx_world_node(world, &node, NULL), ACX_OK);
+  if (rank == 1) printf("\n    killing rank 1's executor, on node %d of %d", node, nodes_before);
   uint64_t e0 = 0;
   acx_world_epoch(world, &e0);
   CU_ASSERT_EQUAL(e0, 0);
@@ -133,6 +139,17 @@ static void test_rebuild_after_kill(void) {
   ACX_ASSERT_STATUS(acx_buffer_export(cur, ACX_TOKEN_READ, &tok), ACX_OK);
   CU_ASSERT_EQUAL(tok.epoch, 1);
   exchange(&tok, news);
+  /* The rebuilt world keeps its nodes; fresh tokens name them. */
+  CU_ASSERT_EQUAL(acx_test_check_nodes(world), nodes_before);
+  acx_test_where_t *where = calloc((size_t)nranks, sizeof *where);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(where);
+  acx_test_where_all(world, where);
+  for (int r = 0; r < nranks; r++) {
+    CU_ASSERT_EQUAL(news[r].owner_rank, r);
+    CU_ASSERT_EQUAL(news[r].node, where[r].node);
+    CU_ASSERT_EQUAL(news[r].epoch, 1);
+  }
+  free(where);
   ACX_ASSERT_STATUS(acx_token_get_sync(world, &news[p], 0, n, local, 0, -1), ACX_OK);
   ACX_ASSERT_STATUS(acx_buffer_read(local, 0, back, n, 0, T_LONG), ACX_OK);
   size_t wrong = 0;

@@ -7,7 +7,9 @@
  * misbehave, acting through the control plane's own calls: a put whose export is revoked between
  * its admission and its bytes, a reply forged by a third rank, a message announcing 256 MiB,
  * repeated sequence numbers, and an owner whose device I/O stalls while other requests arrive.
- * --cuda: the same on GPUs (exit 77 without). */
+ * --cuda: the same on GPUs (exit 77 without). Under scripts/sim-cluster (tests/multinode) the
+ * neighbours sit on other nodes: every token names its owner's node, and a token sent to the wrong
+ * node is refused. */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <signal.h>
@@ -23,6 +25,7 @@
 #include "acx/token.h"
 #include "acx/world.h"
 #include "acx_test.h"
+#include "acx_test_nodes.h"
 #include "collectives/ctrl_plane.h"
 #include "runtime/clock.h"
 #include "runtime/device_internal.h"
@@ -61,6 +64,27 @@ static void exchange(const acx_token_t *mine, acx_token_t *all) {
 
 static unsigned char pattern(int owner, size_t i) { return (unsigned char)(owner * 37 + i * 11 + (i >> 8)); }
 
+/* Each token names its owner rank and that rank's node; returns how many ranks of the world read
+ * their right neighbour across nodes (collective). */
+static int check_token_nodes(const acx_token_t *all) {
+  acx_test_where_t *where = calloc((size_t)nranks, sizeof *where);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(where);
+  acx_test_where_all(world, where);
+  for (int r = 0; r < nranks; r++) {
+    CU_ASSERT_EQUAL(all[r].owner_rank, r);
+    CU_ASSERT_EQUAL(all[r].node, where[r].node);
+  }
+  int across = all[right()].node != where[rank].node, total = 0;
+  MPI_Allreduce(&across, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  free(where);
+  return total;
+}
+
+static void test_node_layout(void) {
+  int nodes = acx_test_check_nodes(world);
+  if (rank == 0) printf("\n    %d ranks on %d node(s)", nranks, nodes);
+}
+
 /* ---- round trips ---- */
 static void test_get_put_round_trip(void) {
   const size_t n = (1u << 20) + 13;
@@ -72,6 +96,11 @@ static void test_get_put_round_trip(void) {
   acx_token_t tok, *all = malloc((size_t)nranks * sizeof *all);
   ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_RIGHTS_ALL, &tok), ACX_OK);
   exchange(&tok, all);
+  /* On several nodes, some of the reads below cross nodes (a simulated cluster deals the ranks so
+   * that they do). */
+  int across = check_token_nodes(all);
+  if (acx_test_sim_nodes() > 1) CU_ASSERT(across > 0);
+  if (rank == 0 && across) printf("\n    %d of %d ranks read a neighbour on another node", across, nranks);
 
   /* The whole of the right neighbour's buffer. */
   ACX_ASSERT_STATUS(acx_token_get_sync(world, &all[right()], 0, n, local, 0, -1), ACX_OK);
@@ -272,10 +301,17 @@ static void test_refusals(void) {
   /* Revoked export; freed buffer. */
   ACX_ASSERT_STATUS(acx_token_get_sync(world, &a_revk[p], 0, 16, local, 0, -1), ACX_ERR_STALE_TOKEN);
   ACX_ASSERT_STATUS(acx_token_get_sync(world, &a_gone[p], 0, 16, local, 0, -1), ACX_ERR_STALE_TOKEN);
-  /* Misrouted: the owner's node does not match. */
+  /* Misrouted: the owner's node does not match, a node outside the world or another real one. */
   t = a_rw[p];
   t.node += 5;
   ACX_ASSERT_STATUS(acx_token_get_sync(world, &t, 0, 16, local, 0, -1), ACX_ERR_BAD_TOKEN);
+  int nodes = 1;
+  ACX_ASSERT_STATUS(acx_world_node(world, NULL, &nodes), ACX_OK);
+  if (nodes > 1) {
+    t = a_rw[p];
+    t.node = (t.node + 1) % nodes;
+    ACX_ASSERT_STATUS(acx_token_get_sync(world, &t, 0, 16, local, 0, -1), ACX_ERR_BAD_TOKEN);
+  }
   /* A rank outside the world never leaves this rank. */
   t = a_rw[p];
   t.owner_rank = nranks + 3;
@@ -776,6 +812,7 @@ int main(int argc, char **argv) {
   if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   /* The huge message first: the peak RSS it watches is lowest then, should VmHWM not reset. */
   static const acx_test_case_t cases[] = {ACX_TEST(test_ctrl_huge_message),
+                                          ACX_TEST(test_node_layout),
                                           ACX_TEST(test_get_put_round_trip),
                                           ACX_TEST(test_typed_round_trip),
                                           ACX_TEST(test_refusals),

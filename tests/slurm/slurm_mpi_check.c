@@ -1,6 +1,7 @@
-/* Launched by slurm_test.sh through `srun -n N`: proves that Slurm's PMIx (or PMI2) plugin wired
- * up the MPI world, i.e. MPI's rank and size are Slurm's task id and task count, and that the
- * ranks can talk (an all-reduce) and use libacx. */
+/* Launched by slurm_test.sh through `srun -n N` (or `-N nodes`): proves that Slurm's PMIx (or
+ * PMI2) plugin wired up the MPI world, i.e. MPI's rank and size are Slurm's task id and task
+ * count, that the ranks can talk (an all-reduce) and use libacx, and that acx's world sees Slurm's
+ * nodes: its node index and local rank are Slurm's (block distribution), one node per host name. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,9 @@
 
 #include "acx/config.h"
 #include "acx/version.h"
+#include "acx/world.h"
 #include "acx_test.h"
+#include "acx_test_nodes.h"
 
 static int rank = -1, size = -1;
 
@@ -42,16 +45,31 @@ static void test_acx_in_rank(void) {
   CU_ASSERT_EQUAL(min, max);
 }
 
+static void test_nodes_match_slurm(void) {
+  acx_world_t *w = NULL;
+  ACX_ASSERT_STATUS(acx_world_init(MPI_COMM_WORLD, NULL, &w), ACX_OK);
+  int nodes = acx_test_check_nodes(w), node = -1, local = -1;
+  ACX_ASSERT_STATUS(acx_world_node(w, &node, NULL), ACX_OK);
+  ACX_ASSERT_STATUS(acx_world_local_rank(w, &local), ACX_OK);
+  CU_ASSERT_EQUAL(nodes, env_int("SLURM_NNODES"));
+  CU_ASSERT_EQUAL(node, env_int("SLURM_NODEID"));
+  CU_ASSERT_EQUAL(local, env_int("SLURM_LOCALID"));
+  if (rank == 0) printf("slurm_mpi_check: %d nodes (acx_world_node agrees with SLURM_NODEID)\n", nodes);
+  ACX_ASSERT_STATUS(acx_world_finalize(w), ACX_OK);
+}
+
 int main(int argc, char **argv) {
   if (!getenv("SLURM_JOB_ID")) acx_test_skip("not launched by srun (slurm_test.sh starts it)");
-  if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
-    fprintf(stderr, "slurm_mpi_check: MPI_Init failed\n");
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    fprintf(stderr, "slurm_mpi_check: MPI_Init_thread failed\n");
     return 1;
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   static const acx_test_case_t cases[] = {ACX_TEST(test_world_matches_slurm), ACX_TEST(test_allreduce),
-                                          ACX_TEST(test_acx_in_rank), ACX_TEST_END};
+                                          ACX_TEST(test_acx_in_rank), ACX_TEST(test_nodes_match_slurm),
+                                          ACX_TEST_END};
   int rc = acx_test_run("slurm_mpi", cases, NULL, NULL);
   /* One rank's failure fails the step: agree on the result before leaving. */
   int worst = 0;

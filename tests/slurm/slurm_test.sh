@@ -1,14 +1,32 @@
 #!/usr/bin/env bash
-# Brings up a real one-node Slurm (munged, slurmctld, slurmd from the Debian packages) in a
-# temporary directory, runs an MPI program and then every `mpi` test of the build through srun,
-# and stops everything it started, whatever happens (trap; the daemons also carry a hard time
-# limit in case this script is killed).
+# Brings up a real Slurm (munged, slurmctld, slurmd from the Debian packages) in a temporary
+# directory and stops everything it started, whatever happens (trap; the daemons also carry a hard
+# time limit in case this script is killed). Two modes:
 #   slurm_test.sh <build dir> <slurm_mpi_check program> <srun_mpi_suite.py>
-# Exits 77 (skipped) when not root or when the Slurm/munge packages are missing.
+#     one node (this host): an MPI program, then every `mpi` test of the build through srun.
+#   slurm_test.sh --nodes N <build dir> <slurm_mpi_check program> <sbatch script> <acx-info> <bench>
+#     N simulated nodes on this host (docs/multinode.md): one slurmd per node, each in its own
+#     node namespaces (scripts/sim-cluster/node.sh: host name nodeK, /dev/shm, and a private
+#     spool and TmpFS), with its own port and two fake GPUs (gres/gpu on stand-in device files, so
+#     that --gpus-per-task works as on a GPU cluster; the tasks find no GPU and use the host kind).
+#     The MPI program runs as N x 2 tasks through srun, then `sbatch --nodes=N --wait` runs the
+#     sbatch script (scripts/slurm/allreduce-multinode.sbatch) with a small host-kind benchmark;
+#     its output must show the rank -> node map and a checked benchmark across the nodes.
+# Exits 77 (skipped) when not root, when the Slurm/munge packages are missing or, for --nodes,
+# when this host cannot make namespaces.
 set -uo pipefail
-build=$1 check=$2 suite=$3
+nodes=1
+if [ "${1:-}" = --nodes ]; then nodes=$2; shift 2; fi
+build=$1 check=$2
+if [ "$nodes" = 1 ]; then
+  suite=$3
+else
+  sbatch_script=$3 info=$4 bench=$5
+fi
 budget=${ACX_SLURM_BUDGET:-240} # seconds; below the ctest TIMEOUT so cleanup always runs
 t0=$SECONDS
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+node_sh=$here/../../scripts/sim-cluster/node.sh
 export PATH=$PATH:/usr/sbin:/sbin # the daemons live in sbin, often not in a test PATH
 
 skip() { echo "slurm_test: SKIP: $*"; exit 77; }
@@ -18,6 +36,10 @@ for c in munged slurmctld slurmd srun salloc sinfo squeue scancel python3; do
   command -v "$c" >/dev/null || missing+=("$c")
 done
 [ ${#missing[@]} -eq 0 ] || skip "missing ${missing[*]} (Debian: apt-get install munge slurmctld slurmd slurm-client python3)"
+if [ "$nodes" != 1 ]; then
+  command -v sbatch >/dev/null || skip "missing sbatch (Debian: slurm-client)"
+  "$node_sh" probe-node true 2>/dev/null || skip "this host cannot make the namespaces of simulated nodes"
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/acx-slurm.XXXXXX")
 chmod 755 "$tmp" # munge clients must reach the socket below it
@@ -26,12 +48,13 @@ pids=()
 status=1
 
 # Processes whose environment carries our mark: the daemons and every slurmstepd they forked.
+# One grep over every environ file (NUL-separated entries): a fork per process is slow on a
+# loaded machine.
 ours() {
-  local e p
-  for e in /proc/[0-9]*/environ; do
-    p=${e#/proc/}; p=${p%/environ}
-    [ "$p" = $$ ] && continue
-    { tr "\0" "\n" <"$e"; } 2>/dev/null | grep -qxF "$mark" && echo "$p"
+  local f p
+  grep -lzxF -- "$mark" /proc/[0-9]*/environ 2>/dev/null | while read -r f; do
+    p=${f#/proc/}; p=${p%/environ}
+    [ "$p" = $$ ] || echo "$p"
   done
 }
 
@@ -136,20 +159,52 @@ daemon munged munged --foreground --force --socket="$tmp/munge/socket" --key-fil
 wait_for 10 munged test -S "$tmp/munge/socket" || exit 1
 chmod 755 "$tmp/munge" # the socket is in place; clients need to traverse the directory
 
-node=$(hostname -s)
+# The nodes: this host itself, or simulated nodes node0..node(N-1) with a port each.
+if [ "$nodes" = 1 ]; then
+  names=("$(hostname -s)")
+else
+  names=()
+  for ((k = 0; k < nodes; k++)); do names+=("node$k"); done
+fi
 # The node as slurmd sees the hardware (real CPU count and layout), memory left at the default
 # so that a small drift between runs never drains the node.
-hw=$(slurmd -C | head -1 | sed -e 's/ RealMemory=[0-9]*//' -e "s/^NodeName=[^ ]*/NodeName=$node/")
+hw=$(slurmd -C | head -1 | sed -e 's/ RealMemory=[0-9]*//' -e "s/^NodeName=[^ ]* //")
 if ! ctld_port=$(free_port) || ! slurmd_port=$(free_port); then
   echo "slurm_test: FAIL: no free port" >&2
   exit 1
 fi
+node_ports=()
+while [ "$nodes" != 1 ] && [ ${#node_ports[@]} -lt "$nodes" ]; do
+  p=$(free_port) || { echo "slurm_test: FAIL: no free port" >&2; exit 1; }
+  [[ " $ctld_port $slurmd_port ${node_ports[*]} " == *" $p "* ]] || node_ports+=("$p")
+done
+# Two stand-in GPUs per simulated node: character devices like /dev/null, which gres/gpu accepts.
+if [ "$nodes" != 1 ]; then
+  mkdir -p "$tmp/dev"
+  mknod "$tmp/dev/gpu0" c 1 3 && mknod "$tmp/dev/gpu1" c 1 3 || { echo "slurm_test: FAIL: mknod" >&2; exit 1; }
+  echo "NodeName=node[0-$((nodes - 1))] Name=gpu File=$tmp/dev/gpu[0-1]" >"$tmp/gres.conf"
+fi
 export SLURM_CONF=$tmp/slurm.conf
+node_lines() {
+  local k
+  if [ "$nodes" = 1 ]; then
+    echo "NodeName=${names[0]} $hw NodeAddr=127.0.0.1 State=UNKNOWN"
+    return
+  fi
+  for ((k = 0; k < nodes; k++)); do
+    echo "NodeName=${names[k]} NodeHostname=localhost NodeAddr=127.0.0.1 Port=${node_ports[k]} $hw Gres=gpu:2 State=UNKNOWN"
+  done
+}
 write_conf() { # MpiDefault
+  local nodelist
+  nodelist=$(IFS=,; echo "${names[*]}")
+  # Simulated nodes: each slurmd sees its own spool and TmpFS at the same path (node.sh --private).
+  local spool=$tmp/spool pidfile=$tmp/slurmd.pid gres=
+  [ "$nodes" != 1 ] && pidfile=$tmp/spool/slurmd.pid gres=GresTypes=gpu
   cat >"$SLURM_CONF" <<CONF
-# Generated by tests/slurm/slurm_test.sh: a one-node cluster living in $tmp.
+# Generated by tests/slurm/slurm_test.sh: a ${nodes}-node cluster living in $tmp.
 ClusterName=acxci
-SlurmctldHost=$node(127.0.0.1)
+SlurmctldHost=$(hostname -s)(127.0.0.1)
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 SlurmUser=root
@@ -158,9 +213,9 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$tmp/munge/socket
 StateSaveLocation=$tmp/state
-SlurmdSpoolDir=$tmp/spool
+SlurmdSpoolDir=$spool
 SlurmctldPidFile=$tmp/slurmctld.pid
-SlurmdPidFile=$tmp/slurmd.pid
+SlurmdPidFile=$pidfile
 TmpFS=$tmp/tmpfs
 SchedulerType=sched/builtin
 SelectType=select/cons_tres
@@ -177,8 +232,9 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
 MinJobAge=5
-$hw NodeAddr=127.0.0.1 State=UNKNOWN
-PartitionName=ci Nodes=$node Default=YES MaxTime=30 State=UP OverSubscribe=YES
+$gres
+$(node_lines)
+PartitionName=ci Nodes=$nodelist Default=YES MaxTime=30 State=UP OverSubscribe=YES
 CONF
 }
 write_conf none
@@ -192,26 +248,69 @@ else
   skip "this Slurm has neither the pmix nor the pmi2 MPI plugin; MPI programs cannot be launched by srun"
 fi
 write_conf $mpi
-echo "slurm_test: node '$hw', ports $ctld_port/$slurmd_port, srun --mpi=$mpi (offered: $(tr -s ' \n\t' ' ' <<<"$mpi_list" | sed 's/MPI plugin types are... //'))"
+echo "slurm_test: ${names[*]}: '$hw', ports $ctld_port/$slurmd_port${node_ports:+ (${node_ports[*]})}, srun --mpi=$mpi (offered: $(tr -s ' \n\t' ' ' <<<"$mpi_list" | sed 's/MPI plugin types are... //'))"
 
 daemon slurmctld slurmctld -D -f "$SLURM_CONF"
-daemon slurmd slurmd -D -f "$SLURM_CONF" -N "$node"
-node_idle() { [ "$(sinfo -h -n "$node" -o %T 2>/dev/null)" = idle ]; }
-wait_for 30 "node $node (idle in sinfo)" node_idle || exit 1
+if [ "$nodes" = 1 ]; then
+  daemon slurmd slurmd -D -f "$SLURM_CONF" -N "${names[0]}"
+else
+  for n in "${names[@]}"; do
+    daemon "slurmd.$n" "$node_sh" --private "$tmp/spool" --private "$tmp/tmpfs" "$n" slurmd -D -f "$SLURM_CONF" -N "$n"
+  done
+fi
+nodes_idle() {
+  local n
+  for n in "${names[@]}"; do [ "$(sinfo -h -n "$n" -o %T 2>/dev/null)" = idle ] || return 1; done
+}
+wait_for 30 "nodes ${names[*]} (idle in sinfo)" nodes_idle || exit 1
 echo "slurm_test: cluster up in $((SECONDS - t0))s"
 
-ntasks=2
-echo "slurm_test: srun -n $ntasks $(basename "$check")"
-run_child timeout $((budget - (SECONDS - t0))) srun --mpi=$mpi -n $ntasks --overcommit --time=2 \
+if [ "$nodes" = 1 ]; then
+  ntasks=2 layout=(-n 2)
+else
+  ntasks=$((nodes * 2)) layout=(-N "$nodes" --ntasks-per-node=2)
+  # What a cluster with Ethernet between nodes gives Open MPI here: TCP on loopback between the
+  # nodes, shared memory within one (docs/multinode.md). sbatch and srun pass the environment on.
+  export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo
+  export OMPI_MCA_oob_tcp_if_include=lo NCCL_SOCKET_IFNAME=lo
+fi
+echo "slurm_test: srun ${layout[*]} $(basename "$check")"
+run_child timeout $((budget - (SECONDS - t0))) srun --mpi=$mpi "${layout[@]}" --overcommit --time=2 \
   --kill-on-bad-exit=1 "$check" >"$tmp/log/check.log" 2>&1
 rc=$?
 grep "slurm_mpi_check:" "$tmp/log/check.log"
-[ $rc -eq 0 ] || { cat "$tmp/log/check.log"; echo "slurm_test: FAIL: srun -n $ntasks $check exited $rc" >&2; exit 1; }
+[ $rc -eq 0 ] || { cat "$tmp/log/check.log"; echo "slurm_test: FAIL: srun ${layout[*]} $check exited $rc" >&2; exit 1; }
 
-left=$((budget - (SECONDS - t0)))
-run_child timeout -k 10 $left python3 "$suite" --build "$build" --mpi $mpi
-rc=$?
-[ $rc -eq 124 ] && echo "slurm_test: FAIL: the mpi suite ran past the budget of ${budget}s" >&2
-[ $rc -eq 0 ] || exit 1
+if [ "$nodes" = 1 ]; then
+  left=$((budget - (SECONDS - t0)))
+  run_child timeout -k 10 $left python3 "$suite" --build "$build" --mpi $mpi
+  rc=$?
+  [ $rc -eq 124 ] && echo "slurm_test: FAIL: the mpi suite ran past the budget of ${budget}s" >&2
+  [ $rc -eq 0 ] || exit 1
+else
+  # The batch script as a user submits it, sized for this host: 2 tasks of 1 core per node, a
+  # small host-kind benchmark (acx against MPI, every value checked) instead of the GPU sweep.
+  mkdir -p "$tmp/submit"
+  args=(--nodes="$nodes" --ntasks-per-node=2 --cpus-per-task=1 --time=3 --chdir="$tmp/submit" --wait)
+  echo "slurm_test: sbatch ${args[*]} $(basename "$sbatch_script")"
+  export ACX_BENCH=$bench ACX_INFO=$info
+  run_child timeout $((budget - (SECONDS - t0))) sbatch "${args[@]}" "$sbatch_script" \
+    --compare --baseline mpi -b 8 -e 64K -f 8 -n 3 -w 1 >"$tmp/log/sbatch.log" 2>&1
+  rc=$?
+  out=$(cat "$tmp"/submit/acx-allreduce-multinode.*.out 2>/dev/null)
+  printf '%s\n' "$out"
+  [ $rc -eq 0 ] || { cat "$tmp/log/sbatch.log"; echo "slurm_test: FAIL: the batch job failed ($rc)" >&2; exit 1; }
+  fail() { echo "slurm_test: FAIL: batch output: $*" >&2; exit 1; }
+  nodelist="node[0-$((nodes - 1))]"
+  grep -qF "nodes: $nodelist ($nodes), ranks: $ntasks" <<<"$out" || fail "no 'nodes: $nodelist ($nodes), ranks: $ntasks'"
+  grep -q "^# acx rank map: $ntasks rank(s) on $nodes node(s)" <<<"$out" || fail "no rank map of $ntasks ranks on $nodes nodes"
+  for ((r = 0; r < ntasks; r++)); do
+    k=$((r / 2)) # block distribution: two tasks per node
+    grep -qE "^ +$r +node$k +$k +$((r % 2))/2 " <<<"$out" || fail "rank $r is not local rank $((r % 2)) of node$k (node $k)"
+  done
+  grep -q "nranks: $ntasks  nodes: $nodes" <<<"$out" || fail "the benchmark did not see $ntasks ranks on $nodes nodes"
+  grep -q "Out of bounds values : 0 OK" <<<"$out" || fail "the benchmark's check did not pass"
+  ! grep -q "FAILED" <<<"$out" || fail "FAILED"
+fi
 echo "slurm_test: PASS in $((SECONDS - t0))s"
 status=0

@@ -19,6 +19,7 @@
 #include "acx/world.h"
 #include "acx_build_config.h"
 #include "acx_test.h"
+#include "acx_test_nodes.h"
 #include "collectives/world_internal.h"
 #include "runtime/clock.h"
 #include "runtime/param.h"
@@ -57,6 +58,9 @@ static void test_init_this_machine(void) {
   MPI_Allreduce(&node, &max_node, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   CU_ASSERT(node >= 0 && node < nodes);
   if (ls == mpi_size) CU_ASSERT(nodes == 1 && min_node == 0 && max_node == 0);
+  /* Node ids against host names, the launcher's local ranks and, on a simulated cluster, the
+   * nodes it launched (tests/multinode). */
+  CU_ASSERT_EQUAL(acx_test_check_nodes(w), nodes);
   /* The world's communicator is its own: same group, not the same handle. */
   MPI_Comm c;
   ACX_ASSERT_STATUS(acx_world_comm(w, &c), ACX_OK);
@@ -86,14 +90,16 @@ static void test_binding_on_recorded_node(void) {
   CU_ASSERT_EQUAL(b.gpu, lr % 4);
   CU_ASSERT_STRING_EQUAL(b.pci_bus_id, bus[lr % 4]);
   CU_ASSERT_STRING_EQUAL(b.cpuset, cpus[lr % 4]);
-  /* No two ranks of the node on one GPU while another is idle. */
+  /* No two ranks of the node on one GPU while another is idle (each node is the recorded one). */
   int gpus[64] = {0};
   int ls = 0;
   acx_world_local_size(w, &ls);
-  MPI_Comm c;
+  MPI_Comm c, node_comm;
   acx_world_comm(w, &c);
-  MPI_Allgather(&b.gpu, 1, MPI_INT, gpus, 1, MPI_INT, c);
-  for (int i = 0; i < mpi_size && i < 4; i++)
+  MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm);
+  MPI_Allgather(&b.gpu, 1, MPI_INT, gpus, 1, MPI_INT, node_comm);
+  MPI_Comm_free(&node_comm);
+  for (int i = 0; i < ls && i < 4; i++)
     for (int j = 0; j < i; j++) CU_ASSERT_NOT_EQUAL(gpus[i], gpus[j]);
   ACX_ASSERT_STATUS(acx_world_finalize(w), ACX_OK);
 
