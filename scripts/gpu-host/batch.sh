@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr libs retest small remote remotev mid smallstats gmax testsv netsmall.
+# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench libs retest small remote remotev mid smallstats gmax testsv netsmall.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
@@ -53,6 +53,16 @@ for step in "$@"; do
         ACX_COLL_BLOCKING=$bl NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x ACX_COLL_BLOCKING $B/bench/allreduce/acx-allreduce-bench --compare $rg -d float >$OUT/netcmp-$bl-$rep.txt 2>&1; echo "rc=$?"; grep -E "^ +[0-9]+ " $OUT/netcmp-$bl-$rep.txt | sed "s/^/blocking=$bl rep=$rep /"; done; done; done ;;
     ctestr) el ctestr  # the GPU tests matching CTEST_R, with CTEST_ENV exported
       (cd $B && env ${CTEST_ENV:-} timeout ${CTEST_T:-300} ctest -R "${CTEST_R:-.}" -L gpu --output-on-failure --timeout 200 >$OUT/ctest-r.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-r.txt | tail -30) ;;
+    mtests) el mtests  # the gpu-multinode tests: 2 simulated nodes x 1 GPU (docs/multinode.md)
+      (cd $B && timeout ${MT_T:-420} ctest -L gpu-multinode --output-on-failure --timeout 300 >$OUT/ctest-gpu-multinode.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-gpu-multinode.txt | tail -30) ;;
+    mbench) el mbench  # acx vs raw NCCL f32 8 B - 1 GiB: 2 simulated nodes x 1 GPU, and 1 node with NCCL's network transport forced; rounds ABBA (-r), medians
+      SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r 1 -g 1 --mpirun -x --mpirun ACX_EXECUTOR_PATH --"
+      NET="env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE"
+      for rg in "small:-b 8 -e 64K -f 2 -n 100 -w 20 -r 5" "mid:-b 128K -e 32M -f 4 -n 20 -w 5 -r 3" "large:-b 64M -e 1G -f 2 -n 5 -w 1 -r 3"; do
+        name=${rg%%:*} args=${rg#*:}
+        for cfg in sim2 net1; do if [ $cfg = sim2 ]; then L=$SIM; else L=$NET; fi
+          timeout ${MB_T:-200} $L $B/bench/allreduce/acx-allreduce-bench --compare $args -d float --json $OUT/mb-$cfg-$name.json >$OUT/mb-$cfg-$name.txt 2>&1; echo "$cfg $name rc=$?"
+          grep -E "nodes:|^ +[0-9]+ " $OUT/mb-$cfg-$name.txt | sed "s/^/$cfg /"; done; done ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
 done
