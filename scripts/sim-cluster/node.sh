@@ -37,7 +37,8 @@ if [ -n "${SIM_CLUSTER_NODE_STAGE:-}" ] && [ "${SIM_CLUSTER_NODE_STAGE%%/*}" = "
   stage=$SIM_CLUSTER_NODE_STAGE
   unset SIM_CLUSTER_NODE_STAGE
   shift
-  hostname "$name" || { echo "node.sh: cannot set the host name '$name'" >&2; exit 77; }
+  if command -v hostname >/dev/null; then hostname "$name"; else echo "$name" >/proc/sys/kernel/hostname; fi ||
+    { echo "node.sh: cannot set the host name '$name'" >&2; exit 77; }
   if [ "${stage#*/}" != shared ]; then
     if [ "$(readlink /proc/self/ns/mnt)" = "${stage#*/}" ]; then
       echo "node.sh: node '$name' is in the host's mount namespace: not mounting over /dev/shm" >&2

@@ -74,7 +74,7 @@ static void test_init_this_machine(void) {
   ACX_ASSERT_STATUS(acx_world_finalize(w), ACX_OK);
 }
 
-static void test_binding_on_recorded_node(void) {
+static void binding_on_recorded_node(void) {
   /* The 4-GPU node: local ranks deal over its GPUs in PCI order, cores of the GPU's socket. */
   static const char *bus[4] = {"0000:18:00.0", "0000:3b:00.0", "0000:86:00.0", "0000:af:00.0"};
   static const char *cpus[4] = {"0-15,32-47", "0-15,32-47", "16-31,48-63", "16-31,48-63"};
@@ -114,6 +114,18 @@ static void test_binding_on_recorded_node(void) {
   w = NULL;
   ACX_ASSERT_STATUS(acx_world_init(MPI_COMM_WORLD, &cfg, &w), ACX_ERR_NO_DEVICE);
   CU_ASSERT_PTR_NULL(w);
+}
+
+/* The recorded node is another machine: the GPUs a launcher made visible here (Slurm, or a
+ * simulated cluster's per-node share) say nothing about it, so the choice is made with all of its
+ * GPUs visible. */
+static void test_binding_on_recorded_node(void) {
+  const char *v = getenv("CUDA_VISIBLE_DEVICES");
+  char *saved = v ? strdup(v) : NULL;
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  binding_on_recorded_node();
+  if (saved) setenv("CUDA_VISIBLE_DEVICES", saved, 1);
+  free(saved);
 }
 
 static void test_bcast_and_nccl_id(void) {
