@@ -450,10 +450,11 @@ int main(int argc, char **argv) {
     return all ? 0 : 1;
   }
   if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
-  static const acx_test_case_t cases[] = {ACX_TEST(test_node_layout), ACX_TEST(test_get_put_round_trip), ACX_TEST(test_typed_round_trip),
-                                          ACX_TEST(test_refusals),           ACX_TEST(test_local_buffer),
-                                          ACX_TEST(test_bad_args),           ACX_TEST(test_crossfire),
-                                          ACX_TEST(test_stale_generation),   ACX_TEST_END};
+  static const acx_test_case_t cases[] = {ACX_TEST(test_node_layout),      ACX_TEST(test_get_put_round_trip),
+                                          ACX_TEST(test_typed_round_trip), ACX_TEST(test_refusals),
+                                          ACX_TEST(test_local_buffer),     ACX_TEST(test_bad_args),
+                                          ACX_TEST(test_crossfire),        ACX_TEST(test_stale_generation),
+                                          ACX_TEST_END};
   int rc = acx_test_run("remote", cases, NULL, NULL);
   st = acx_remote_stop(world, T_LONG);
   if (st != ACX_OK) {
