@@ -421,11 +421,11 @@ static void test_node_layout(void) {
 }
 
 static int run_suite(void) {
-  static const acx_test_case_t cases[] = {ACX_TEST(test_node_layout), ACX_TEST(test_bad_input), ACX_TEST(test_allreduce_all),
-                                          ACX_TEST(test_broadcast_reduce), ACX_TEST(test_allgather_reduce_scatter),
+  static const acx_test_case_t cases[] = {ACX_TEST(test_node_layout),   ACX_TEST(test_bad_input),
+                                          ACX_TEST(test_allreduce_all), ACX_TEST(test_broadcast_reduce),
+                                          ACX_TEST(test_allgather_reduce_scatter),
                                           ACX_TEST(test_ring_alltoall), ACX_TEST(test_group_and_pipeline),
-                                          ACX_TEST(test_repeated),
-                                          ACX_TEST_END};
+                                          ACX_TEST(test_repeated),      ACX_TEST_END};
   return acx_test_run(use_cuda ? "coll-nccl" : "coll-mpi", cases, NULL, NULL);
 }
 

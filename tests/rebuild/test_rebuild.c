@@ -242,7 +242,9 @@ static void test_synchronize_during_rebuild(void) {
   atomic_store(&sync_stop, 0);
   pthread_t t;
   CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, sync_loop, NULL), 0);
-  nanosleep(&(struct timespec){0, 20000000}, NULL);
+  /* The loop is running before the rebuild starts: wait for its first call (a fixed sleep was
+   * not enough on a loaded machine, where the thread had not run once). */
+  for (int i = 0; i < 30000 && atomic_load(&sync_calls) == 0; i++) nanosleep(&(struct timespec){0, 1000000}, NULL);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) ACX_ASSERT_STATUS(acx_world_request_rebuild(world, ACX_ERR_PEER_LOST), ACX_OK);
   ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
