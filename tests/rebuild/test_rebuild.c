@@ -236,19 +236,24 @@ static void *sync_loop(void *arg) {
   return NULL;
 }
 
+static int wait_until(int (*cond)(void *), void *arg, int64_t timeout_ns);
+static int sync_calls_beyond(void *arg) { return atomic_load(&sync_calls) > *(long *)arg; }
+
 static void test_synchronize_during_rebuild(void) {
   uint64_t e = 0;
   acx_world_epoch(world, &e);
   atomic_store(&sync_stop, 0);
   pthread_t t;
   CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, sync_loop, NULL), 0);
-  /* The loop is running before the rebuild starts: wait for its first call (a fixed sleep was
-   * not enough on a loaded machine, where the thread had not run once). */
-  for (int i = 0; i < 30000 && atomic_load(&sync_calls) == 0; i++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  /* The thread is in its loop before the rebuild starts, and goes round again after it (waited
+   * for, not slept on: at load 70 on 2 cores a 20 ms nap was not enough). */
+  long calls = 0;
+  CU_ASSERT(wait_until(sync_calls_beyond, &calls, T_LONG));
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) ACX_ASSERT_STATUS(acx_world_request_rebuild(world, ACX_ERR_PEER_LOST), ACX_OK);
   ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
-  nanosleep(&(struct timespec){0, 20000000}, NULL);
+  calls = atomic_load(&sync_calls);
+  CU_ASSERT(wait_until(sync_calls_beyond, &calls, T_LONG));
   atomic_store(&sync_stop, 1);
   pthread_join(t, NULL);
   CU_ASSERT(atomic_load(&sync_calls) > 0);
