@@ -72,12 +72,11 @@ static int kill_executors(void) {
 static void inject_fault(void) {
   if (fault_kill) {
     int k = kill_executors();
-    printf("rank %d: fault: SIGKILL to %d executor process(es)\n", rank, k);
+    fprintf(stderr, "rank %d: fault: SIGKILL to %d executor process(es)\n", rank, k);
   } else {
     acx_status_t st = acx_device_inject_fault(dev, 0, TMO);
-    printf("rank %d: fault: injected (%s)\n", rank, acx_status_name(st));
+    fprintf(stderr, "rank %d: fault: injected (%s)\n", rank, acx_status_name(st));
   }
-  fflush(stdout);
 }
 
 /* ---- buffers and tokens ---- */
@@ -185,9 +184,8 @@ static int recover(uint64_t epoch_before, int completed, acx_status_t why) {
     MPI_Barrier(MPI_COMM_WORLD);
     char from[64] = "";
     if (lost) snprintf(from, sizeof from, "; its state was restored from rank %d's replica", left);
-    printf("rank %d: recovered at epoch %llu after %s: resuming after iteration %d (this rank had completed %d%s)\n",
-           rank, (unsigned long long)epoch_before, acx_status_name(why), t, completed, from);
-    fflush(stdout);
+    fprintf(stderr, "rank %d: recovered at epoch %llu after %s: resuming after iteration %d (this rank had completed %d%s)\n",
+            rank, (unsigned long long)epoch_before, acx_status_name(why), t, completed, from);
     return t;
   }
 }
@@ -285,18 +283,23 @@ int main(int argc, char **argv) {
   MPI_Gather(&h, 1, MPI_UINT64_T, hs, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   acx_rebuild_stats_t rs = {.size = sizeof rs};
   CHECK(acx_world_rebuild_stats(world, &rs));
-  printf("rank %d: %llu rebuild(s); last fault to ready %.1f ms (executor restart %.1f ms)\n", rank,
-         (unsigned long long)rs.rebuilds, rs.last_fault_to_ready_ns / 1e6, rs.last_device_recovery_ns / 1e6);
-  fflush(stdout);
+  fprintf(stderr, "rank %d: %llu rebuild(s); last fault to ready %.1f ms (executor restart %.1f ms)\n", rank,
+          (unsigned long long)rs.rebuilds, rs.last_fault_to_ready_ns / 1e6, rs.last_device_recovery_ns / 1e6);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
     uint64_t rbits;
     memcpy(&rbits, &res[iters], 8);
-    printf("result: iters %d n %d ranks %d residual %.17g (0x%016llx) states", iters, n, nranks, res[iters],
-           (unsigned long long)rbits);
-    for (int r = 0; r < nranks; r++) printf(" %016llx", (unsigned long long)hs[r]);
-    printf("\n");
+    /* One write of one line: the launcher forwards every rank's output, and a line printed in pieces
+       can be interleaved with another rank's. Progress lines go to stderr; stdout carries only this. */
+    size_t cap = 128 + (size_t)nranks * 17, len = 0;
+    char *line = malloc(cap);
+    len += (size_t)snprintf(line + len, cap - len, "result: iters %d n %d ranks %d residual %.17g (0x%016llx) states",
+                            iters, n, nranks, res[iters], (unsigned long long)rbits);
+    for (int r = 0; r < nranks; r++) len += (size_t)snprintf(line + len, cap - len, " %016llx", (unsigned long long)hs[r]);
+    snprintf(line + len, cap - len, "\n");
+    fputs(line, stdout);
     fflush(stdout);
+    free(line);
   }
   free(x);
   free(hs);

@@ -595,6 +595,15 @@ static acx_status_t wait_submitters_gone(acx_device_t *dev, const char *why) {
 
 /* The common path of every loss: stop accepting, fail every outstanding request, hand the
  * restart to the DeviceActor. Runs on the poller with poll_lock held. */
+/* Records that every request outstanding with generation `gen` has been failed. */
+static void mark_failed(acx_device_t *dev, uint64_t gen) {
+  /* release: the failed futures are complete before acxi_device_restart's acquire load sees it. */
+  uint64_t cur = atomic_load_explicit(&dev->failed_gen, memory_order_relaxed);
+  while (cur < gen && !atomic_compare_exchange_weak_explicit(&dev->failed_gen, &cur, gen, memory_order_release,
+                                                             memory_order_relaxed)) {
+  }
+}
+
 static void begin_loss(acx_device_t *dev, dev_loss_t *loss) {
   int fatal = dev->inline_mode;
   if (!cas_state(dev, ACXI_DEV_RUNNING, fatal ? ACXI_DEV_FATAL : ACXI_DEV_RECOVERING)) return;
@@ -609,6 +618,7 @@ static void begin_loss(acx_device_t *dev, dev_loss_t *loss) {
     note_ff_failure(dev, fatal ? ACX_ERR_DEVICE_FATAL : ACX_ERR_DEVICE_LOST);
   acx_status_t fail_with = fatal ? ACX_ERR_DEVICE_FATAL : ACX_ERR_DEVICE_LOST;
   uint64_t failed = pend_fail_all(dev, fail_with);
+  mark_failed(dev, gen);
   if (fatal) {
     ACX_WARN(DEVICE, "FATAL: %s device (inline transport) generation %" PRIu64 ": %s. This process can no longer use "
              "the GPU (a sticky fault poisons every context of the process); %" PRIu64 " outstanding requests failed "
@@ -1008,6 +1018,7 @@ static void end_incarnation(acx_device_t *dev, int64_t grace_ns) {
   int gone = wait_submitters_gone(dev, "the old control block stays mapped") == ACX_OK;
   reap_executor(dev, grace_ns);
   pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
+  mark_failed(dev, atomic_load_explicit(&dev->generation, memory_order_relaxed));
   ctrl_swap(dev, NULL, gone);
 }
 
@@ -1200,6 +1211,7 @@ static pid_t end_incarnation_kill(acx_device_t *dev) {
   if (dev->sock >= 0) close(dev->sock);
   dev->sock = -1;
   pend_fail_all(dev, ACX_ERR_DEVICE_LOST);
+  mark_failed(dev, atomic_load_explicit(&dev->generation, memory_order_relaxed));
   ctrl_swap(dev, NULL, gone);
   return pid;
 }
@@ -1379,8 +1391,10 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
 static void actor_post_stop(acx_ctx_t *ctx, void *state) {
   dev_actor_t *a = state;
   if (!a->dev) return;
-  /* The system is going down before acx_device_close. */
-  close_device(a->dev, acxi_deadline(a->dev->exec_timeout_ns));
+  /* The system is going down before acx_device_close, or acx_device_close passed its deadline and
+   * stopped us (its CLOSE never ran): that close's deadline still holds. */
+  int64_t by = atomic_load_explicit(&a->dev->close_by, memory_order_relaxed);
+  close_device(a->dev, by ? by : acxi_deadline(a->dev->exec_timeout_ns));
   acxi_device_release(a->dev);
   a->dev = NULL;
 }
@@ -1976,8 +1990,15 @@ acx_status_t acxi_device_restart(acx_device_t *dev, const char *reason) {
   }
   int64_t wait = dev->heartbeat_ns > 1000000000LL ? dev->heartbeat_ns : 1000000000LL;
   for (int64_t dl = acxi_deadline(wait);;) {
-    if (atomic_load_explicit(&dev->generation, memory_order_relaxed) != gen || load_state(dev) != ACXI_DEV_RUNNING)
-      return load_state(dev) == ACXI_DEV_UNAVAILABLE ? ACX_ERR_DEVICE_UNAVAILABLE : ACX_OK;
+    /* acquire: pairs with mark_failed's release; the failed futures are complete. Declared lost
+     * means its requests have failed, not merely that the state left RUNNING (begin_loss changes
+     * the state first, then fails them). */
+    if (atomic_load_explicit(&dev->failed_gen, memory_order_acquire) >= gen ||
+        atomic_load_explicit(&dev->generation, memory_order_relaxed) != gen)
+      return ACX_OK;
+    s = load_state(dev);
+    if (s == ACXI_DEV_UNAVAILABLE) return ACX_ERR_DEVICE_UNAVAILABLE;
+    if (s != ACXI_DEV_RUNNING && s != ACXI_DEV_RECOVERING) return ACX_OK; /* closing: its own path fails them */
     if (acxi_now_ns() >= dl) {
       ACX_WARN(DEVICE, "%s executor generation %" PRIu64 ": the restart was requested but the reply poller did not "
                "declare the loss within %" PRId64 " ms", dev->kind, gen, wait / 1000000);

@@ -100,6 +100,9 @@ struct acx_device {
   /* acxi_device_restart: the generation whose loss was asked for (generations only grow, so an
    * older value is inert) and why (under restart_lock). */
   _Atomic uint64_t restart_gen;
+  /* The newest generation whose outstanding requests have all been failed (its loss declared, or
+   * its teardown): acxi_device_restart returns once it reaches the generation it asked about. */
+  _Atomic uint64_t failed_gen;
   pthread_mutex_t restart_lock;
   char restart_reason[96];
   /* Poller only: no outstanding request's deadline lies beyond this (the liveness rule need not

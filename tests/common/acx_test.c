@@ -11,8 +11,17 @@ int acx_test_run(const char *suite, const acx_test_case_t *cases, int (*setup)(v
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;
   CU_pSuite s = CU_add_suite(suite, setup, teardown);
   if (!s) return 1;
-  for (const acx_test_case_t *c = cases; c->name; c++)
+  /* ACX_TEST_ONLY=name[,name...]: run only those cases (to chase one failure). */
+  const char *only = getenv("ACX_TEST_ONLY");
+  for (const acx_test_case_t *c = cases; c->name; c++) {
+    if (only && *only) {
+      size_t n = strlen(c->name);
+      const char *p = only;
+      while ((p = strstr(p, c->name)) && !((p == only || p[-1] == ',') && (p[n] == ',' || p[n] == 0))) p += n;
+      if (!p) continue;
+    }
     if (!CU_add_test(s, c->name, c->fn)) return 1;
+  }
   CU_basic_set_mode(CU_BRM_VERBOSE);
   CU_basic_run_tests();
   unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();

@@ -9,22 +9,31 @@
 set -u
 example=$1 mpiexec=$2 np=$3 fault_at=$4
 shift 4
-run() {
+# The example prints its "result:" line, alone, on stdout (one write by rank 0) and every per-rank
+# progress line on stderr, so the launcher's interleaving of ranks cannot split the line compared.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run() { # run NAME [example args...]: stdout to $tmp/NAME.out, stderr to $tmp/NAME.err
+  local name=$1
+  shift
   # shellcheck disable=SC2086 # the flag is one word or none
-  timeout 150 "$mpiexec" -np "$np" ${ACX_MPIEXEC_OVERSUBSCRIBE---oversubscribe} "$example" "$@" 2>&1
+  timeout 150 "$mpiexec" -np "$np" ${ACX_MPIEXEC_OVERSUBSCRIBE---oversubscribe} "$example" "$@" \
+    >"$tmp/$name.out" 2>"$tmp/$name.err"
 }
-clean=$(run "$@")
+run clean "$@"
 rc=$?
-printf '%s\n' "--- fault-free run (exit $rc)" "$clean"
-if printf '%s\n' "$clean" | grep -q "skipped"; then exit 77; fi
+echo "--- fault-free run (exit $rc)"
+cat "$tmp/clean.out" "$tmp/clean.err"
+if grep -q "skipped" "$tmp/clean.out"; then exit 77; fi
 [ $rc -eq 0 ] || { echo "resilient_test.sh: the fault-free run failed" >&2; exit 1; }
-faulty=$(run --fault-at "$fault_at" "$@")
+run faulty --fault-at "$fault_at" "$@"
 rc=$?
-printf '%s\n' "--- run with a fault on rank 1 at iteration $fault_at (exit $rc)" "$faulty"
+echo "--- run with a fault on rank 1 at iteration $fault_at (exit $rc)"
+cat "$tmp/faulty.out" "$tmp/faulty.err"
 [ $rc -eq 0 ] || { echo "resilient_test.sh: the run with a fault failed" >&2; exit 1; }
-printf '%s\n' "$faulty" | grep -q "rank 1: recovered at epoch" || { echo "resilient_test.sh: rank 1 never recovered: no fault happened?" >&2; exit 1; }
-a=$(printf '%s\n' "$clean" | grep '^result:')
-b=$(printf '%s\n' "$faulty" | grep '^result:')
+grep -q "rank 1: recovered at epoch" "$tmp/faulty.err" || { echo "resilient_test.sh: rank 1 never recovered: no fault happened?" >&2; exit 1; }
+a=$(grep '^result:' "$tmp/clean.out")
+b=$(grep '^result:' "$tmp/faulty.out")
 [ -n "$a" ] || { echo "resilient_test.sh: no result line" >&2; exit 1; }
 if [ "$a" != "$b" ]; then
   printf 'resilient_test.sh: results differ\n  fault-free: %s\n  with fault: %s\n' "$a" "$b" >&2
