@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench libs retest small remote remotev mid smallstats gmax testsv netsmall.
+# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mprobe sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
@@ -63,6 +63,15 @@ for step in "$@"; do
         for cfg in sim2 net1; do if [ $cfg = sim2 ]; then L=$SIM; else L=$NET; fi
           timeout ${MB_T:-200} $L $B/bench/allreduce/acx-allreduce-bench --compare $args -d float --json $OUT/mb-$cfg-$name.json >$OUT/mb-$cfg-$name.txt 2>&1; echo "$cfg $name rc=$?"
           grep -E "nodes:|^ +[0-9]+ " $OUT/mb-$cfg-$name.txt | sed "s/^/$cfg /"; done; done ;;
+    mprobe) el mprobe  # small sizes across 2 simulated nodes: is acx's extra time per operation or per batch? -n 20 vs -n 200, interleaved
+      SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r 1 -g 1 --mpirun -x --mpirun ACX_EXECUTOR_PATH --"
+      for rep in $(seq ${MP_REPS:-2}); do for n in 20 200; do
+        timeout 120 $SIM $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 64K -f 8 -n $n -w 20 -r 3 -d float >$OUT/mp-$n-$rep.txt 2>&1; echo "n=$n rep=$rep rc=$?"
+        grep -E "^ +[0-9]+ " $OUT/mp-$n-$rep.txt | sed "s/^/n=$n rep=$rep /"; done; done ;;
+    sm80) el sm80  # a build for sm_80 only, run on this GPU: the no-kernel-image error
+      cmake -S $S -B $S/build-sm80 -G Ninja -DCMAKE_CUDA_ARCHITECTURES=80-real -DACX_BUILD_BENCH=OFF >$OUT/sm80-cfg.txt 2>&1 && cmake --build $S/build-sm80 -j 32 --target acx-info test_engine_cuda acx-executor >$OUT/sm80-build.txt 2>&1 || { tail -20 $OUT/sm80-build.txt; }
+      $S/build-sm80/tools/acx-info 2>&1 | grep -iE "architectures|compute capability" | head -4
+      ACX_EXECUTOR_PATH=$S/build-sm80/tools/acx-executor timeout 60 $S/build-sm80/tests/gpu/test_engine_cuda 2>&1 | grep -m3 -iE "no kernel image|NOT_SUPPORTED|Run Summary" ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
 done

@@ -724,7 +724,8 @@ static void test_impossible_seq_restarts(void) {
   ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_OK);
   uint64_t tail = atomic_load(&shared_ring(dev, 1)->tail);
   atomic_store(shared_cell_seq(dev, 1, tail), tail + 7);
-  acxi_ring_wake(&dev->cv.cpls);
+  /* No doorbell from here: the poller may already have found it and the DeviceActor be swapping
+   * the control block (dev->cv) under us. It wakes at least every 20 ms and finds it. */
   CU_ASSERT_FATAL(wait_generation(dev, 2));
   CU_ASSERT(wait_events(&ev_restarted, 1));
   pthread_mutex_lock(&ev_lock);
@@ -738,7 +739,7 @@ static void test_impossible_seq_restarts(void) {
   atomic_store(shared_cell_seq(dev, 0, head), head + 9);
   int64_t t0 = acxi_now_ns();
   ACX_ASSERT_STATUS(acx_device_ping(dev, T_LONG), ACX_ERR_DEVICE_LOST);
-  CU_ASSERT(acxi_now_ns() - t0 < 2000000000LL); /* not the 5 s heartbeat */
+  CU_ASSERT(acxi_now_ns() - t0 < 4000000000LL); /* not the 5 s heartbeat */
   CU_ASSERT(wait_generation(dev, 3));
   CU_ASSERT(wait_gone(victim));
   check_roundtrip(dev, 5000, 62);
