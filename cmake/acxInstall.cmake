@@ -45,7 +45,7 @@ if(ACX_BUILD_BENCH AND IS_DIRECTORY ${PROJECT_SOURCE_DIR}/bench)
   acx_collect_executables(${PROJECT_SOURCE_DIR}/bench _acx_bench_exes)
 endif()
 
-set_target_properties(acx PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+set_target_properties(acx acx_exec PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 foreach(_t ${_acx_install_exes} ${_acx_bench_exes})
   set_target_properties(${_t} PROPERTIES INSTALL_RPATH "$ORIGIN/${_acx_bin_to_lib}"
                                          INSTALL_RPATH_USE_LINK_PATH TRUE)
@@ -55,6 +55,8 @@ install(TARGETS acx EXPORT acxTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The executor library beside libacx, where the inline transport looks for it.
+install(TARGETS acx_exec LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # acx-info installs itself (tools/CMakeLists.txt); the executor sits in bindir, where the
 # DeviceActor looks when it is not next to libacx (ACX_INSTALL_BINDIR).
 if(TARGET acx-executor)

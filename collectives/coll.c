@@ -12,11 +12,11 @@
 #include "acx_build_config.h"
 #include "collectives/coll_internal.h"
 #include "collectives/world_internal.h"
-#include "runtime/clock.h"
-#include "runtime/device_internal.h"
-#include "runtime/future.h"
-#include "runtime/log.h"
-#include "runtime/param.h"
+#include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
+#include "runtime/actor/future.h"
+#include "runtime/base/log.h"
+#include "runtime/base/param.h"
 
 static _Atomic uint64_t next_comm_id = 1; /* executor-side communicator ids */
 
@@ -814,6 +814,22 @@ static unsigned init_options(const acx_coll_t *c) {
 }
 #endif
 
+acx_status_t acxc_nccl_make_id(acx_device_t *dev, acx_host_mem_t *region) {
+#if ACX_HAVE_NCCL
+  acxi_cmd_t cmd = {.op = ACXC_OP_UNIQUE_ID, .arg = {0, 0, 0, region->id}};
+  acxi_cpl_t cpl = {0};
+  acx_status_t st = acxi_device_call(dev, &cmd, NULL, 0, 0, -1, acxi_device_timeout(dev, -1), &cpl);
+  if (st != ACX_OK)
+    ACX_WARN(COLL, "the executor could not make an NCCL unique id: %s (NCCL code %d)", acx_status_str(st), cpl.lib_code);
+  return st;
+#else
+  (void)dev;
+  (void)region;
+  ACX_WARN(COLL, "acxc_nccl_make_id: this build has no NCCL");
+  return ACX_ERR_NOT_SUPPORTED;
+#endif
+}
+
 static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
 #if !ACX_HAVE_NCCL
   (void)init_timeout_ns;
@@ -827,7 +843,9 @@ static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
   c->reg = p;
   memset(c->reg, 0, offsetof(acxc_region_t, slots));
   c->reg->magic = ACXC_REGION_MAGIC;
-  ACXCHECK(acxc_world_nccl_unique_id(c->world, 0, c->reg->nccl_id));
+  /* Rank 0's executor makes the id (and hosts NCCL's bootstrap root); MPI carries it. */
+  acx_status_t made = c->rank == 0 ? acxc_nccl_make_id(c->dev, c->region) : ACX_OK;
+  ACXCHECK(acxc_world_bcast_nccl_id(c->world, 0, made, c->reg->nccl_id));
   c->comm_id = acxc_next_comm_id();
   acxi_cmd_t cmd = {.op = ACXC_OP_INIT,
                     .arg = {c->comm_id, (uint64_t)c->size, (uint64_t)c->rank, c->region->id,

@@ -5,8 +5,8 @@
 #include <inttypes.h>
 
 #include "collectives/coll_internal.h"
-#include "runtime/clock.h"
-#include "runtime/log.h"
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
 
 typedef struct coll_actor {
   acx_coll_t *c;

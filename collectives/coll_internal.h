@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 
 #include "acx/coll.h"
-#include "collectives/coll_ops.h"
+#include "runtime/proto/coll_ops.h"
 
 /* One operation as validated by the API, before it goes to the NCCL or the MPI path. */
 typedef struct acxc_opdesc {
@@ -82,6 +82,11 @@ void acxc_remote_retire(acx_world_t *world);
 
 /* A new executor-side communicator id (per rank process, never 0): colls and remote channels. */
 uint64_t acxc_next_comm_id(void);
+/* Asks dev's executor for a new ncclUniqueId, written into the nccl_id of `region` (an
+ * acxc_region_t): the executor hosts NCCL's bootstrap root, the rank loads no NCCL. Waits up to
+ * the device's timeout. ACX_ERR_NCCL (logged with NCCL's code), ACX_ERR_NOT_SUPPORTED without
+ * NCCL, the device's statuses. */
+acx_status_t acxc_nccl_make_id(acx_device_t *dev, acx_host_mem_t *region);
 
 /* The coll is broken with `cause` (first cause wins): waiting operations fail with it, the NCCL
  * communicator is aborted (abort != 0). Any thread. */

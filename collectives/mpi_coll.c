@@ -12,9 +12,9 @@
 #include "collectives/coll_internal.h"
 #include "collectives/half.h"
 #include "collectives/world_internal.h"
-#include "runtime/clock.h"
-#include "runtime/device_internal.h"
-#include "runtime/log.h"
+#include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
+#include "runtime/base/log.h"
 
 #define P2P_TAG 0x6163 /* one tag: MPI matches in order per (peer, tag, comm), as NCCL does */
 

@@ -13,13 +13,13 @@
 
 #include "acx/rebuild.h"
 #include "collectives/coll_internal.h"
-#include "collectives/ctrl_plane.h"
+#include "collectives/remote/ctrl_plane.h"
 #include "collectives/world_internal.h"
-#include "runtime/clock.h"
-#include "runtime/device_internal.h"
-#include "runtime/log.h"
-#include "runtime/param.h"
-#include "runtime/token_internal.h"
+#include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
+#include "runtime/base/log.h"
+#include "runtime/base/param.h"
+#include "runtime/proto/token_internal.h"
 
 #define MSG_TICK 0xfffd0101u
 #define MSG_STOP 0xfffd0102u

@@ -12,14 +12,10 @@
 
 #include "acx_build_config.h"
 #include "collectives/world_internal.h"
-#include "runtime/clock.h"
-#include "runtime/log.h"
-#include "runtime/param.h"
-#include "runtime/token_internal.h"
-#if ACX_HAVE_NCCL
-#include <nccl.h>
-_Static_assert(sizeof(ncclUniqueId) == ACXC_NCCL_ID_BYTES, "ACXC_NCCL_ID_BYTES must match nccl.h");
-#endif
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
+#include "runtime/base/param.h"
+#include "runtime/proto/token_internal.h"
 
 /* MPI calls: log the call's text and MPI's message once, store ACX_ERR_MPI, jump. */
 #define MPICHECKGOTO(call, res, label)                                            \
@@ -476,24 +472,18 @@ err_free_copy:
   return res;
 }
 
-acx_status_t acxc_world_nccl_unique_id(acx_world_t *w, int root, unsigned char id[ACXC_NCCL_ID_BYTES]) {
+acx_status_t acxc_world_bcast_nccl_id(acx_world_t *w, int root, acx_status_t root_status,
+                                      unsigned char id[ACXC_NCCL_ID_BYTES]) {
   ACX_CHECK_NULL(w);
   ACX_CHECK_NULL(id);
-#if ACX_HAVE_NCCL
   struct {
     int32_t status;
     unsigned char id[ACXC_NCCL_ID_BYTES];
   } msg;
   memset(&msg, 0, sizeof msg);
   if (w->rank == root) {
-    ncclUniqueId uid;
-    ncclResult_t nr = ncclGetUniqueId(&uid);
-    if (nr != ncclSuccess) {
-      ACX_WARN(COLL, "ncclGetUniqueId failed: %s (%s)", ncclGetErrorString(nr), ncclGetLastError(NULL));
-      msg.status = ACX_ERR_NCCL;
-    } else {
-      memcpy(msg.id, &uid, sizeof msg.id);
-    }
+    msg.status = root_status;
+    if (root_status == ACX_OK) memcpy(msg.id, id, sizeof msg.id);
   }
   ACXCHECK(acxc_world_bcast_bytes(w, root, &msg, sizeof msg));
   if (msg.status != ACX_OK) {
@@ -503,27 +493,4 @@ acx_status_t acxc_world_nccl_unique_id(acx_world_t *w, int root, unsigned char i
   memcpy(id, msg.id, ACXC_NCCL_ID_BYTES);
   ACX_TRACE(COLL, "NCCL unique id from rank %d received", root);
   return ACX_OK;
-#else
-  (void)root;
-  ACX_WARN(COLL, "acxc_world_nccl_unique_id: this libacx was built without NCCL");
-  return ACX_ERR_NOT_SUPPORTED;
-#endif
-}
-
-acx_status_t acxc_nccl_local_id(unsigned char id[ACXC_NCCL_ID_BYTES]) {
-  ACX_CHECK_NULL(id);
-#if ACX_HAVE_NCCL
-  ncclUniqueId uid;
-  ncclResult_t nr = ncclGetUniqueId(&uid);
-  if (nr != ncclSuccess) {
-    ACX_WARN(COLL, "ncclGetUniqueId failed: %s (%s)", ncclGetErrorString(nr), ncclGetLastError(NULL));
-    return ACX_ERR_NCCL;
-  }
-  _Static_assert(sizeof uid == ACXC_NCCL_ID_BYTES, "ncclUniqueId size");
-  memcpy(id, &uid, ACXC_NCCL_ID_BYTES);
-  return ACX_OK;
-#else
-  ACX_WARN(COLL, "acxc_nccl_local_id: this libacx was built without NCCL");
-  return ACX_ERR_NOT_SUPPORTED;
-#endif
 }

@@ -27,14 +27,12 @@ struct acx_world {
  * has an unmatched collective on it (the world must be rebuilt). */
 acx_status_t acxc_world_bcast_bytes(acx_world_t *w, int root, void *buf, size_t len);
 
-/* The NCCL bootstrap step: `root` obtains an ncclUniqueId (ncclGetUniqueId needs no GPU) and
- * every rank receives the same 128 bytes in id. A failure on the root reaches every rank (the
- * root broadcasts its status with the id), so no rank waits for an id that will not come.
- * ACX_ERR_NOT_SUPPORTED in a build without NCCL; ACX_ERR_NCCL (logged with NCCL's message). */
-acx_status_t acxc_world_nccl_unique_id(acx_world_t *w, int root, unsigned char id[ACXC_NCCL_ID_BYTES]);
-/* A fresh ncclUniqueId made here, for a communicator this rank sets up with one peer (it listens
- * for the bootstrap in this process). ACX_ERR_NCCL; ACX_ERR_NOT_SUPPORTED without NCCL. */
-acx_status_t acxc_nccl_local_id(unsigned char id[ACXC_NCCL_ID_BYTES]);
+/* The NCCL bootstrap step: `root` made an ncclUniqueId (its executor did: acxc_nccl_make_id) with
+ * status `root_status`, and every rank receives the same 128 bytes in id. The root's failure
+ * reaches every rank (the status travels with the id), so no rank waits for an id that will not
+ * come: every rank then returns root_status. root_status and id are read on the root only. */
+acx_status_t acxc_world_bcast_nccl_id(acx_world_t *w, int root, acx_status_t root_status,
+                                      unsigned char id[ACXC_NCCL_ID_BYTES]);
 
 /* The rebuild protocol (rebuild.c) moved the world to `epoch`: the token identity follows at once,
  * so exports carry the new epoch and older tokens go stale. An epoch below the world's is refused

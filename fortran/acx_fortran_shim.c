@@ -11,7 +11,7 @@
 #include "acx/device.h"
 #include "acx/token.h"
 #include "acx/world.h"
-#include "runtime/log.h"
+#include "runtime/base/log.h"
 
 /* Mirrors type(acx_token_info) of acx.f90 (bind(c)): fixed-width fields only, so both compilers
  * lay it out the same; unsigned 64-bit values travel as their bit pattern. */

@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/bind.h"
-#include "runtime/exec_loop.h"
-#include "runtime/log.h"
-#include "runtime/param.h"
+#include "runtime/base/bind.h"
+#include "kernels/exec/exec_loop.h"
+#include "runtime/base/log.h"
+#include "runtime/base/param.h"
 
 static void usage(void) {
   fprintf(stderr, "usage: acx-executor --kind host|cuda (--generation G | --standby 1) --shm-fd FD --sock-fd FD\n"

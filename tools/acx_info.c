@@ -8,9 +8,6 @@
 #include "acx_build_config.h"
 #include "acx/config.h"
 #include "acx/topo.h"
-#include "acx_build_config.h"
-#include "collectives/collectives.h"
-#include "kernels/kernels.h"
 #if ACX_HAVE_MPI
 #include "acx/world.h"
 #endif
@@ -168,8 +165,8 @@ int main(int argc, char **argv) {
   }
   if (!params_only) {
     printf("# acx %s\n", acx_version(NULL));
-    printf("# build: cuda=%s mpi=%s nccl=%s\n", acxk_have_cuda() ? "yes" : "no",
-           acxc_have_mpi() ? "yes" : "no", acxc_have_nccl() ? "yes" : "no");
+    printf("# build: cuda=%s mpi=%s nccl=%s\n", ACX_HAVE_CUDA ? "yes" : "no",
+           ACX_HAVE_MPI ? "yes" : "no", ACX_HAVE_NCCL ? "yes" : "no");
     print_cuda_architectures();
     printf("# parameters (value, [env] when set in the environment):\n");
   }

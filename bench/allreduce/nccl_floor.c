@@ -3,7 +3,7 @@
  * communicator, and CUDA-graph replays of one captured call (1 or 4 executable instances in turn,
  * with and without the event nodes NCCL puts around its kernel). Prints, per way, the time per
  * operation (back-to-back launches, then one synchronize, as nccl-tests) and the launching
- * thread's time per call. The executor replays graphs (collectives/nccl_exec.c); this is the floor
+ * thread's time per call. The executor replays graphs (kernels/nccl/nccl_exec.c); this is the floor
  * that choice stands on. Run: mpirun -np 2 acx-nccl-floor [bytes] [iters]. */
 #include <cuda.h>
 #include <cuda_runtime.h>

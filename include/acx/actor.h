@@ -7,6 +7,9 @@
 #ifndef ACX_ACTOR_H
 #define ACX_ACTOR_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -203,4 +206,5 @@ acx_status_t acx_timer_cancel(acx_system_t *sys, acx_timer_id_t id);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -16,6 +16,9 @@
 #ifndef ACX_BLAS_H
 #define ACX_BLAS_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include "acx/lib.h"
 
 #ifdef __cplusplus
@@ -102,4 +105,5 @@ acx_status_t acx_blas_nrm2(acx_blas_t *blas, int64_t n, acx_buffer_t *x, size_t 
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

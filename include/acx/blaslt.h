@@ -33,6 +33,9 @@
 #ifndef ACX_BLASLT_H
 #define ACX_BLASLT_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include "acx/blas.h"
 #include "acx/lib.h"
 
@@ -94,4 +97,5 @@ acx_status_t acx_blaslt_matmul(acx_blaslt_t *lt, const acx_blaslt_matmul_desc_t 
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

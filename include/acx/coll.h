@@ -34,6 +34,9 @@
 #ifndef ACX_COLL_H
 #define ACX_COLL_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -169,4 +172,5 @@ acx_status_t acx_alltoall_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

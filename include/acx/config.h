@@ -1,7 +1,10 @@
 /* acx parameters and logging: every tunable is an ACX_* environment variable read in one
- * registry (runtime/param.c), listed by `acx-info` and in docs/environment.md. */
+ * registry (runtime/base/param.c), listed by `acx-info` and in docs/environment.md. */
 #ifndef ACX_CONFIG_H
 #define ACX_CONFIG_H
+
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
 
 #include <stddef.h>
 #include <stdint.h>
@@ -55,4 +58,5 @@ const char *acx_version(int *code);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -23,6 +23,9 @@
 #ifndef ACX_DEVICE_H
 #define ACX_DEVICE_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -330,4 +333,5 @@ void acx_event_destroy(acx_event_t *event);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -21,6 +21,9 @@
 #ifndef ACX_DNN_H
 #define ACX_DNN_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include "acx/lib.h"
 
 #ifdef __cplusplus
@@ -137,4 +140,5 @@ acx_status_t acx_dnn_batchnorm_forward_inference(acx_dnn_t *dnn, double alpha, c
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

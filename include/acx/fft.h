@@ -13,6 +13,9 @@
 #ifndef ACX_FFT_H
 #define ACX_FFT_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include "acx/lib.h"
 
 #ifdef __cplusplus
@@ -54,4 +57,5 @@ acx_status_t acx_fft_exec(acx_fft_t *fft, const acx_fft_desc_t *desc, acx_future
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -14,6 +14,9 @@
 #ifndef ACX_LIB_H
 #define ACX_LIB_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,4 +75,5 @@ acx_status_t acx_lib_result(acx_future_t *future, acx_lib_result_t *result);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

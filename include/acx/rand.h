@@ -12,6 +12,9 @@
 #ifndef ACX_RAND_H
 #define ACX_RAND_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include "acx/lib.h"
 
 #ifdef __cplusplus
@@ -57,4 +60,5 @@ acx_status_t acx_rand_generate(acx_rand_t *rand, acx_rand_dist_t dist, acx_buffe
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

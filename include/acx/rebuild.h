@@ -15,6 +15,9 @@
 #ifndef ACX_REBUILD_H
 #define ACX_REBUILD_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include <stdint.h>
 
 #include "acx/actor.h"
@@ -88,4 +91,5 @@ acx_status_t acx_world_rebuild_stats(acx_world_t *world, acx_rebuild_stats_t *st
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

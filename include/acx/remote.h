@@ -24,6 +24,9 @@
 #ifndef ACX_REMOTE_H
 #define ACX_REMOTE_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include <stdint.h>
 
 #include "acx/actor.h"
@@ -107,4 +110,5 @@ acx_status_t acx_remote_stats(acx_world_t *world, acx_remote_stats_t *stats);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -30,6 +30,9 @@
 #ifndef ACX_RTC_H
 #define ACX_RTC_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -187,4 +190,5 @@ acx_status_t acx_kernel_launch(acx_function_t *fn, const acx_launch_config_t *cf
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -21,6 +21,9 @@
 #ifndef ACX_SOLVER_H
 #define ACX_SOLVER_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include "acx/blas.h"
 #include "acx/lib.h"
 
@@ -105,4 +108,5 @@ acx_status_t acx_solver_syevd(acx_solver_t *solver, int vectors, acx_solver_uplo
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

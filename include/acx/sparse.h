@@ -18,6 +18,9 @@
 #ifndef ACX_SPARSE_H
 #define ACX_SPARSE_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include "acx/blas.h"
 #include "acx/lib.h"
 
@@ -60,4 +63,5 @@ acx_status_t acx_sparse_spmm(acx_sparse_t *sp, acx_blas_op_t trans, int64_t n, d
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

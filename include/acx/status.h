@@ -4,6 +4,9 @@
 #ifndef ACX_STATUS_H
 #define ACX_STATUS_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -89,4 +92,5 @@ const char *acx_status_name(acx_status_t s);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -22,6 +22,9 @@
 #ifndef ACX_TENSOR_H
 #define ACX_TENSOR_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include "acx/lib.h"
 
 #ifdef __cplusplus
@@ -60,4 +63,5 @@ acx_status_t acx_tensor_contract(acx_tensor_t *t, double alpha, const acx_tensor
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

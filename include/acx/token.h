@@ -4,6 +4,9 @@
 #ifndef ACX_TOKEN_H
 #define ACX_TOKEN_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -94,4 +97,5 @@ acx_status_t acx_buffer_unexport(acx_buffer_t *buf);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -4,6 +4,9 @@
 #ifndef ACX_TOPO_H
 #define ACX_TOPO_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include <stddef.h>
 #include <stdio.h>
 
@@ -131,4 +134,5 @@ acx_status_t acx_topo_print(const acx_topo_t *topo, int local_size, FILE *out);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

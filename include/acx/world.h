@@ -4,6 +4,9 @@
 #ifndef ACX_WORLD_H
 #define ACX_WORLD_H
 
+/* Exported from libacx, which hides everything else (cmake/libacx.map). */
+#pragma GCC visibility push(default)
+
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -104,4 +107,5 @@ acx_status_t acx_world_comm(const acx_world_t *world, MPI_Comm *comm);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif

@@ -1,4 +1,4 @@
-/* Actors (runtime/actor.c, sched.c, timer.c): tell/ask, per-sender FIFO, restart and
+/* Actors (runtime/actor/actor.c, sched.c, timer.c): tell/ask, per-sender FIFO, restart and
  * all-for-one, max restarts escalating, stop with pending messages, watch, lookup, timers,
  * future continuations and bad input. */
 #include <pthread.h>
@@ -9,7 +9,7 @@
 
 #include "acx/actor.h"
 #include "acx_test.h"
-#include "runtime/clock.h"
+#include "runtime/base/clock.h"
 
 #define SEC 1000000000LL
 #define CHECK(call)                     \

@@ -1,4 +1,4 @@
-/* Futures (runtime/future.c): completion, first-wins, deadlines, many waiters, payload copies,
+/* Futures (runtime/actor/future.c): completion, first-wins, deadlines, many waiters, payload copies,
  * continuations and bad input. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -7,8 +7,8 @@
 
 #include "acx/actor.h"
 #include "acx_test.h"
-#include "runtime/clock.h"
-#include "runtime/future.h"
+#include "runtime/base/clock.h"
+#include "runtime/actor/future.h"
 
 static void test_complete_then_wait(void) {
   acx_future_t *f = NULL;

@@ -1,4 +1,4 @@
-/* The MPSC mailbox (runtime/mailbox.c): 4 producers x 1M messages, none lost, none duplicated,
+/* The MPSC mailbox (runtime/actor/mailbox.c): 4 producers x 1M messages, none lost, none duplicated,
  * FIFO per producer; the empty mark hands scheduling to exactly one producer. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "acx_test.h"
-#include "runtime/mailbox.h"
+#include "runtime/actor/mailbox.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define PER_PRODUCER 100000L /* TSan is ~20x slower; the interleavings are the same */

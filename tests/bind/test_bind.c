@@ -1,4 +1,4 @@
-/* Binding of acx's threads and executor processes (runtime/bind.c and its users): cpuset parsing,
+/* Binding of acx's threads and executor processes (runtime/base/bind.c and its users): cpuset parsing,
  * actor workers and timer bound through acx_system_config_t.cpuset, a device's executor process
  * (active, standby, after kill -9), poller and inline executor thread through
  * acx_device_config_t.cpuset, bad sets refused, old config sizes still accepted, ACX_CPUSET.
@@ -18,9 +18,9 @@
 #include "acx/actor.h"
 #include "acx/device.h"
 #include "acx_test.h"
-#include "runtime/bind.h"
-#include "runtime/clock.h"
-#include "runtime/device_internal.h"
+#include "runtime/base/bind.h"
+#include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
 
 #define T_LONG 20000000000LL /* 20 s: only reached when something hangs */
 #define M_WHERE 1

@@ -21,7 +21,7 @@
 #include "acx_test.h"
 #include "acx_test_nodes.h"
 #include "bench_util.h"
-#include "runtime/clock.h"
+#include "runtime/base/clock.h"
 
 #define T_LONG 30000000000LL
 

@@ -1,4 +1,4 @@
-/* Buffers on the host kind (runtime/buffer.c): allocation and copies checked byte for byte on
+/* Buffers on the host kind (runtime/device/buffer.c): allocation and copies checked byte for byte on
  * random data, fills of every width, D2D whole and ranges, managed prefetch/advise, events,
  * raw pointers (inline only), bad arguments and bad commands with their statuses, and staged
  * writes/reads that time out against a stopped executor (process only; issue 12 item 2).
@@ -13,8 +13,8 @@
 
 #include "acx/device.h"
 #include "acx_test.h"
-#include "runtime/clock.h"
-#include "runtime/device_internal.h"
+#include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
 
 static acx_system_t *sys;
 static acx_device_t *dev;

@@ -1,4 +1,4 @@
-/* Devices of the host kind (runtime/device.c): open/close, round trips, both transports, and the
+/* Devices of the host kind (runtime/device/device.c): open/close, round trips, both transports, and the
  * supervision path with real signals: kill -9 of the executor mid-stream, SIGSTOP (missed
  * heartbeats), the restart limit, injected faults, the ACX_FAULT_INJECT schedule, watchers, and
  * the hot standby executor (promotion, replacement, fallback to spawning, ACX_EXECUTOR_STANDBY=0),
@@ -15,9 +15,9 @@
 
 #include "acx/device.h"
 #include "acx_test.h"
-#include "runtime/clock.h"
-#include "runtime/device_internal.h"
-#include "runtime/future.h"
+#include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
+#include "runtime/actor/future.h"
 
 static acx_system_t *sys;
 static int inline_mode;

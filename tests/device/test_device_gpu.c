@@ -14,7 +14,7 @@
 
 #include "acx/device.h"
 #include "acx_test.h"
-#include "runtime/clock.h"
+#include "runtime/base/clock.h"
 
 extern char **environ;
 

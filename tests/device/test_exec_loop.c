@@ -1,4 +1,4 @@
-/* The executor loop (runtime/exec_loop.c) with the host engine, driven through a control block:
+/* The executor loop (kernels/exec/exec_loop.c) with the host engine, driven through a control block:
  * commands and replies, generation check, host regions, fault schedules, shutdown, stop, a failed
  * start, progress stamps and the heartbeat thread (it beats while the loop is blocked), standby
  * executors (promotion, leave), direct (inline) completion. */
@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "acx_test.h"
-#include "runtime/clock.h"
-#include "runtime/exec_loop.h"
+#include "runtime/base/clock.h"
+#include "kernels/exec/exec_loop.h"
 
 typedef struct rig {
   acxi_shm_t shm;

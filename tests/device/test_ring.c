@@ -1,4 +1,4 @@
-/* The shared-memory ring (runtime/ring.c): wrap-around, a full ring, many producers, the futex
+/* The shared-memory ring (runtime/proto/ring.c): wrap-around, a full ring, many producers, the futex
  * doorbell, and a producer in a real child process mapping the ring through its memfd. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "acx_test.h"
-#include "runtime/clock.h"
-#include "runtime/ring.h"
-#include "runtime/shm.h"
+#include "runtime/base/clock.h"
+#include "runtime/proto/ring.h"
+#include "runtime/proto/shm.h"
 
 extern char **environ;
 

@@ -12,8 +12,8 @@
 
 #include "acx/device.h"
 #include "acx_test.h"
-#include "runtime/clock.h"
-#include "runtime/device_internal.h"
+#include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
 
 static acx_system_t *sys;
 #define T_LONG 20000000000LL      /* 20 s: only reached when something hangs */

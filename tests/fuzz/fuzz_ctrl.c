@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/ctrl_msg.h"
-#include "runtime/token_internal.h"
+#include "runtime/proto/ctrl_msg.h"
+#include "runtime/proto/token_internal.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;

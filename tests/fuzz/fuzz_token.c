@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "acx/token.h"
-#include "runtime/token_internal.h"
+#include "runtime/proto/token_internal.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;

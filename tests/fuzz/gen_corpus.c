@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "acx/token.h"
-#include "runtime/ctrl_msg.h"
+#include "runtime/proto/ctrl_msg.h"
 
 static int mode_write;
 static int failures;

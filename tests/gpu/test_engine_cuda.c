@@ -1,4 +1,4 @@
-/* Tests of kernels/engine_cuda.c, driving the engine directly (no executor loop, no rings): the
+/* Tests of kernels/cuda/engine_cuda.c, driving the engine directly (no executor loop, no rings): the
  * data path byte for byte, cross-stream ordering, managed memory, both completion strategies,
  * bad commands, extensions, and the sticky fault (in a child process: it poisons the process).
  * `--unit` runs only what needs no GPU (registration, parameter checks). */
@@ -16,7 +16,7 @@
 
 #include "acx_build_config.h"
 #include "acx_test.h"
-#include "runtime/engine.h"
+#include "kernels/exec/engine.h"
 
 extern char **environ;
 

@@ -1,4 +1,4 @@
-/* cuBLAS through acx (kernels/lib_blas.c, lib_blas_exec.c, lib_common.c, lib_exec.c).
+/* cuBLAS through acx (runtime/libs/lib_blas.c, lib_blas_exec.c, lib_common.c, lib_exec.c).
  * Default (label gpu): every operation against a double-precision CPU reference on fresh random
  * inputs, outputs poisoned first; queued pipelines; handles recreated after an executor restart.
  * --unit (label unit): validation on a host-kind device, where valid requests are refused with

@@ -1,4 +1,4 @@
-/* cuBLASLt through acx (kernels/lib_blaslt.c, lib_blaslt_exec.c).
+/* cuBLASLt through acx (runtime/libs/lib_blaslt.c, lib_blaslt_exec.c).
  * Default (label gpu): matmuls in f32, f16, bf16 with every epilogue combination (none, relu,
  * gelu, bias, relu+bias, gelu+bias, gelu+aux, gelu+aux+bias), transposes, C separate and in
  * place, and fp8 (e4m3 x e4m3, e4m3 x e5m2) with per-tensor scales, against double-precision

@@ -1,4 +1,4 @@
-/* cuDNN through acx (kernels/lib_dnn.c, lib_dnn_exec.c).
+/* cuDNN through acx (runtime/libs/lib_dnn.c, lib_dnn_exec.c).
  * Default (label gpu, registered when configure found cuDNN): convolution forward (f32 strict,
  * f32 with TF32 allowed, f16; padding, strides, dilation, beta != 0) against a direct double
  * convolution; activations (relu, sigmoid, tanh; in place), softmax (accurate and log, instance

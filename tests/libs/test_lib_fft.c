@@ -1,4 +1,4 @@
-/* cuFFT through acx (kernels/lib_fft.c, lib_fft_exec.c). Default (label gpu): C2C forward and
+/* cuFFT through acx (runtime/libs/lib_fft.c, lib_fft_exec.c). Default (label gpu): C2C forward and
  * inverse, R2C and C2R, in 1D/2D/3D, batched, f32 and f64, in place and out of place, against a
  * double-precision DFT on fresh random inputs with poisoned outputs; plans reused across calls.
  * --unit (label unit): validation on a host-kind device. */

@@ -1,4 +1,4 @@
-/* cuRAND through acx (kernels/lib_rand.c, lib_rand_exec.c). Default (label gpu): the moments of
+/* cuRAND through acx (runtime/libs/lib_rand.c, lib_rand_exec.c). Default (label gpu): the moments of
  * every distribution in every dtype against their exact values, on poisoned outputs, and
  * reproducibility (same generator, seed, offset and count give the same bits: twice in one
  * context, in a second context, after an executor restart). --unit (label unit): validation on a

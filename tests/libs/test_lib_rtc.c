@@ -1,4 +1,4 @@
-/* NVRTC and modules through acx (kernels/lib_rtc.c, lib_rtc_exec.c).
+/* NVRTC and modules through acx (runtime/libs/lib_rtc.c, lib_rtc_exec.c).
  * Default (label gpu): compile saxpy to a cubin and to PTX (f32 and f64), load, launch, compare
  * with a double-precision CPU result (output poisoned, the element past it checked untouched); a
  * syntax error gives ACX_ERR_COMPILE with the compiler's log (whole, and cut with the note); a
@@ -14,7 +14,7 @@
 
 #include "acx/rtc.h"
 #include "acx_test.h"
-#include "kernels/lib_internal.h"
+#include "runtime/libs/lib_internal.h"
 #include "lib_test_util.h"
 
 #ifndef ACX_TEST_CUDA_INCLUDE

@@ -1,4 +1,4 @@
-/* cuSOLVER through acx (kernels/lib_solver.c, lib_solver_exec.c).
+/* cuSOLVER through acx (runtime/libs/lib_solver.c, lib_solver_exec.c).
  * Default (label gpu): potrf/potrs, getrf/getrs, geqrf, gesvd, syevd in f32 and f64 against
  * double-precision CPU checks (reconstruction of A from the factors, residuals, orthogonality) on
  * fresh random inputs with poisoned outputs; info reported for singular / indefinite matrices;

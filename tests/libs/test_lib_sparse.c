@@ -1,4 +1,4 @@
-/* cuSPARSE through acx (kernels/lib_sparse.c, lib_sparse_exec.c).
+/* cuSPARSE through acx (runtime/libs/lib_sparse.c, lib_sparse_exec.c).
  * Default (label gpu): CSR SpMV and SpMM (both transposes, i32 base 0 and i64 base 1 indices, f32
  * and f64, beta != 0, padded leading dimensions with the padding checked untouched) against
  * double-precision references on random sparse matrices; a restarted executor makes new handles.

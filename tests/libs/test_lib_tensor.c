@@ -1,4 +1,4 @@
-/* cuTENSOR through acx (kernels/lib_tensor.c, lib_tensor_exec.c).
+/* cuTENSOR through acx (runtime/libs/lib_tensor.c, lib_tensor_exec.c).
  * --unit (label unit): validation on a host-kind device; every valid request ends in
  * ACX_ERR_NOT_SUPPORTED (host kind, and on builds without cuTENSOR the library's absence).
  * Default (label gpu, registered only when configure found cuTENSOR): a matrix product written as

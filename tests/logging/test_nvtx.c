@@ -1,4 +1,4 @@
-/* kernels/nvtx.c: off by default at the cost of a branch; with ACX_NVTX=1, ranges nest per thread,
+/* kernels/cuda/nvtx.c: off by default at the cost of a branch; with ACX_NVTX=1, ranges nest per thread,
  * an unmatched pop is refused, and (with the recording injection library standing in for Nsight)
  * the ranges reach the profiler in the "acx" domain.
  *   test_nvtx off | on   (the ctest registration sets ACX_NVTX and NVTX_INJECTION64_PATH) */
@@ -9,7 +9,7 @@
 
 #include "acx_build_config.h"
 #include "acx_test.h"
-#include "kernels/nvtx.h"
+#include "kernels/cuda/nvtx.h"
 
 typedef struct nvtx_record {
   char domain[64];

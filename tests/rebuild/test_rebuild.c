@@ -26,10 +26,10 @@
 #include "acx/world.h"
 #include "acx_test.h"
 #include "acx_test_nodes.h"
-#include "collectives/ctrl_plane.h"
-#include "runtime/clock.h"
-#include "runtime/device_internal.h"
-#include "runtime/token_internal.h"
+#include "collectives/remote/ctrl_plane.h"
+#include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
+#include "runtime/proto/token_internal.h"
 
 #define T_LONG 60000000000LL
 #define TAG_GO 901

@@ -1,5 +1,5 @@
-/* Tests of remote access through tokens (include/acx/remote.h, collectives/remote.c over
- * collectives/ctrl_plane.c), under mpirun with the host device kind: get/put round trips byte for
+/* Tests of remote access through tokens (include/acx/remote.h, collectives/remote/remote.c over
+ * collectives/remote/ctrl_plane.c), under mpirun with the host device kind: get/put round trips byte for
  * byte (whole buffers, sub-ranges, typed buffers, a rank's own token), every refusal of the owner
  * end to end over the control plane (read-only put, out of bounds, wrong key, forged field, stale
  * epoch, revoked export, freed buffer, a restarted owner device: stale generation, misrouted
@@ -26,10 +26,10 @@
 #include "acx/world.h"
 #include "acx_test.h"
 #include "acx_test_nodes.h"
-#include "collectives/ctrl_plane.h"
-#include "runtime/clock.h"
-#include "runtime/device_internal.h"
-#include "runtime/token_internal.h"
+#include "collectives/remote/ctrl_plane.h"
+#include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
+#include "runtime/proto/token_internal.h"
 
 #define T_LONG 30000000000LL
 /* Tags of this test's own MPI messages between ranks (MPI_COMM_WORLD). */

@@ -1,4 +1,4 @@
-/* The control-message codec (runtime/ctrl_msg.c): round trip of every type, every single-bit
+/* The control-message codec (runtime/proto/ctrl_msg.c): round trip of every type, every single-bit
  * flip rejected, every truncation and an extra byte rejected, unknown type/version/flags, payload
  * length, field domains, a malformed token inside a request (answerable by tag), encode checks. */
 #define _GNU_SOURCE
@@ -8,8 +8,8 @@
 
 #include "acx/config.h"
 #include "acx_test.h"
-#include "runtime/ctrl_msg.h"
-#include "runtime/token_internal.h"
+#include "runtime/proto/ctrl_msg.h"
+#include "runtime/proto/token_internal.h"
 
 static acx_token_t token_sample(void) {
   acx_token_t t = {.version = ACX_TOKEN_VERSION, .owner_rank = 1, .node = 0, .buffer_id = 9, .generation = 2,

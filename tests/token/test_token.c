@@ -1,4 +1,4 @@
-/* The token codec (runtime/token.c): round trips, the wire layout byte by byte against an
+/* The token codec (runtime/proto/token.c): round trips, the wire layout byte by byte against an
  * independent CRC, every single-bit flip rejected, truncated/oversized/magic/version, each field
  * outside its domain rejected with its own reason, canonical form (decode OK => re-encode gives
  * the same bytes), and the log line a rejection writes. */
@@ -12,7 +12,7 @@
 #include "acx/config.h"
 #include "acx/token.h"
 #include "acx_test.h"
-#include "runtime/token_internal.h"
+#include "runtime/proto/token_internal.h"
 
 /* Bitwise CRC-32C, independent of the table-driven one under test. */
 static uint32_t crc32c_ref(const uint8_t *p, size_t n) {

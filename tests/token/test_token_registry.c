@@ -1,4 +1,4 @@
-/* The owner side of tokens (runtime/token_registry.c) on a host-kind device with a process
+/* The owner side of tokens (collectives/remote/token_registry.c) on a host-kind device with a process
  * executor: export, encode/decode, resolve; and each way a token goes bad, with its own status:
  * another rank's token, stale generation (the executor crashes and restarts), stale epoch, wrong
  * key, forged fields, revoked export, freed buffer, read-only token used for a put, out-of-range
@@ -16,8 +16,8 @@
 #include "acx/device.h"
 #include "acx/token.h"
 #include "acx_test.h"
-#include "runtime/clock.h"
-#include "runtime/token_internal.h"
+#include "runtime/base/clock.h"
+#include "runtime/proto/token_internal.h"
 
 #define T_LONG 20000000000LL /* 20 s: only reached when something hangs */
 #define BUF_BYTES 4096

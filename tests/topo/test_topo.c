@@ -1,4 +1,4 @@
-/* runtime/topo.c: GPUs in PCI order, CUDA_VISIBLE_DEVICES, launcher masks and the per-local-rank
+/* runtime/device/topo.c: GPUs in PCI order, CUDA_VISIBLE_DEVICES, launcher masks and the per-local-rank
  * GPU and cpuset choice, on recorded topologies (the 2xH200 test host as lstopo recorded it, the
  * same shape with NVML UUIDs, a 2-socket 4-GPU node), plus binding on this machine. */
 #define _GNU_SOURCE

@@ -1,4 +1,4 @@
-/* runtime/log.c: per-process log files (ACX_DEBUG_FILE with %h and %p), the line format with
+/* runtime/base/log.c: per-process log files (ACX_DEBUG_FILE with %h and %p), the line format with
  * host, pid and rank, the level filter, and the fallback to stderr when the file cannot open. */
 #include <limits.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include "acx/config.h"
 #include "acx_test.h"
 
-static char dir[256]; /* short: runtime/log.c expands the pattern into 512 bytes */
+static char dir[256]; /* short: runtime/base/log.c expands the pattern into 512 bytes */
 static char host[64];
 
 static int setup(void) {

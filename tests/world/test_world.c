@@ -20,9 +20,12 @@
 #include "acx_build_config.h"
 #include "acx_test.h"
 #include "acx_test_nodes.h"
+#include "collectives/coll_internal.h"
 #include "collectives/world_internal.h"
-#include "runtime/clock.h"
-#include "runtime/param.h"
+#include "acx/device.h"
+#include "acx/actor.h"
+#include "runtime/base/clock.h"
+#include "runtime/base/param.h"
 
 #define TWO_SOCKET ACX_TOPO_DATA_DIR "/2socket-4gpu.xml"
 #define T_LONG 30000000000LL
@@ -139,10 +142,29 @@ static void test_bcast_and_nccl_id(void) {
   for (int i = 0; i < 100; i++) CU_ASSERT_EQUAL(buf[i], (unsigned char)(i * 7 + 1));
   ACX_ASSERT_STATUS(acxc_world_bcast_bytes(w, mpi_size, buf, sizeof buf), ACX_ERR_INVALID_ARG);
 
+  /* The NCCL id: rank 0's executor makes it (a host-kind one too: ncclGetUniqueId needs no GPU),
+   * MPI carries it to every rank; the rank library itself loads no NCCL. */
   unsigned char id[ACXC_NCCL_ID_BYTES];
   memset(id, 0, sizeof id);
+  acx_system_t *sys = NULL;
+  acx_device_t *dev = NULL;
+  acx_host_mem_t *region = NULL;
+  ACX_ASSERT_STATUS(acx_system_create(NULL, &sys), ACX_OK);
+  acx_device_config_t dcfg = ACX_DEVICE_CONFIG_INIT;
+  dcfg.kind = ACX_DEVICE_KIND_HOST;
+  ACX_ASSERT_STATUS(acx_device_open(sys, &dcfg, &dev), ACX_OK);
+  ACX_ASSERT_STATUS(acx_host_alloc(dev, sizeof(acxc_region_t), &region), ACX_OK);
+  void *p = NULL;
+  size_t pbytes = 0;
+  ACX_ASSERT_STATUS(acx_host_mem_ptr(region, &p, &pbytes), ACX_OK);
+  acxc_region_t *reg = p;
+  memset(reg, 0, offsetof(acxc_region_t, slots));
+  reg->magic = ACXC_REGION_MAGIC;
 #if ACX_HAVE_NCCL
-  ACX_ASSERT_STATUS(acxc_world_nccl_unique_id(w, 0, id), ACX_OK);
+  acx_status_t made = mpi_rank == 0 ? acxc_nccl_make_id(dev, region) : ACX_OK;
+  CU_ASSERT_EQUAL(made, ACX_OK);
+  if (mpi_rank == 0) memcpy(id, reg->nccl_id, sizeof id);
+  ACX_ASSERT_STATUS(acxc_world_bcast_nccl_id(w, 0, made, id), ACX_OK);
   int nonzero = 0;
   for (size_t i = 0; i < sizeof id; i++) nonzero |= id[i];
   CU_ASSERT(nonzero);
@@ -154,11 +176,18 @@ static void test_bcast_and_nccl_id(void) {
   free(all);
   /* A second id differs from the first (NCCL ids carry a fresh random magic). */
   unsigned char id2[ACXC_NCCL_ID_BYTES];
-  ACX_ASSERT_STATUS(acxc_world_nccl_unique_id(w, 0, id2), ACX_OK);
+  made = mpi_rank == 0 ? acxc_nccl_make_id(dev, region) : ACX_OK;
+  if (mpi_rank == 0) memcpy(id2, reg->nccl_id, sizeof id2);
+  ACX_ASSERT_STATUS(acxc_world_bcast_nccl_id(w, 0, made, id2), ACX_OK);
   CU_ASSERT_NOT_EQUAL(memcmp(id, id2, sizeof id), 0);
 #else
-  ACX_ASSERT_STATUS(acxc_world_nccl_unique_id(w, 0, id), ACX_ERR_NOT_SUPPORTED);
+  ACX_ASSERT_STATUS(acxc_nccl_make_id(dev, region), ACX_ERR_NOT_SUPPORTED);
 #endif
+  /* The root's failure reaches every rank: nobody waits for an id that will not come. */
+  ACX_ASSERT_STATUS(acxc_world_bcast_nccl_id(w, 0, ACX_ERR_NCCL, id), ACX_ERR_NCCL);
+  acx_host_free(region);
+  ACX_ASSERT_STATUS(acx_device_close(dev, 10000000000LL), ACX_OK);
+  ACX_ASSERT_STATUS(acx_system_destroy(sys, 10000000000LL), ACX_OK);
   ACX_ASSERT_STATUS(acx_world_finalize(w), ACX_OK);
 }
 

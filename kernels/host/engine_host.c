@@ -1,0 +1,507 @@
+/* The host device kind: an engine whose "device memory" is host memory. Every command of cmd.h
+ * runs synchronously on the executor thread with the same validation the CUDA engine does, so
+ * the whole device layer (rings, supervision, buffers, generations) runs without a GPU. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/sysinfo.h>
+
+#include "kernels/exec/engine.h"
+#include "runtime/base/log.h"
+
+typedef struct hbuf {
+  uint64_t id; /* 0: empty slot; TOMB: deleted */
+  void *ptr;
+  uint64_t bytes;
+  uint32_t kind; /* acxi_mem_kind_t */
+} hbuf_t;
+
+#define TOMB UINT64_MAX
+
+typedef struct region {
+  uint64_t id;
+  void *addr;
+  uint64_t bytes;
+} region_t;
+
+struct acxi_engine {
+  acxi_engine_params_t params;
+  acxi_complete_fn complete;
+  void *sink;
+  hbuf_t *bufs; /* open addressing, linear probing; cap is a power of two */
+  size_t cap, used; /* used counts live entries and tombstones */
+  region_t *regions;
+  size_t n_regions, cap_regions;
+  uint64_t *events; /* recorded event ids (a set; events are reused, never destroyed) */
+  size_t n_events, cap_events;
+  int poisoned;
+  void *ext_state[ACXI_EXT_MAX];
+};
+
+static const acxi_engine_api_t host_api;
+
+/* ---- buffer table ---- */
+
+static inline size_t slot_of(uint64_t id, size_t cap) {
+  return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+}
+
+static hbuf_t *buf_find(acxi_engine_t *e, uint64_t id) {
+  if (id == 0 || id == TOMB || !e->cap) return NULL;
+  for (size_t i = slot_of(id, e->cap), n = 0; n < e->cap; i = (i + 1) & (e->cap - 1), n++) {
+    if (e->bufs[i].id == id) return &e->bufs[i];
+    if (e->bufs[i].id == 0) return NULL;
+  }
+  return NULL;
+}
+
+static acx_status_t buf_grow(acxi_engine_t *e) {
+  size_t cap = e->cap ? e->cap * 2 : 256;
+  hbuf_t *nb = calloc(cap, sizeof *nb);
+  if (!nb) return ACX_ERR_NO_MEMORY;
+  size_t used = 0;
+  for (size_t i = 0; i < e->cap; i++) {
+    hbuf_t *b = &e->bufs[i];
+    if (b->id == 0 || b->id == TOMB) continue;
+    size_t j = slot_of(b->id, cap);
+    while (nb[j].id) j = (j + 1) & (cap - 1);
+    nb[j] = *b;
+    used++;
+  }
+  free(e->bufs);
+  e->bufs = nb;
+  e->cap = cap;
+  e->used = used;
+  return ACX_OK;
+}
+
+static acx_status_t buf_insert(acxi_engine_t *e, const hbuf_t *b) {
+  if (2 * (e->used + 1) > e->cap) ACXCHECK(buf_grow(e));
+  size_t i = slot_of(b->id, e->cap);
+  while (e->bufs[i].id != 0 && e->bufs[i].id != TOMB) i = (i + 1) & (e->cap - 1);
+  if (e->bufs[i].id == 0) e->used++;
+  e->bufs[i] = *b;
+  return ACX_OK;
+}
+
+/* ---- validation helpers: each logs the argument it rejects ---- */
+
+static acx_status_t get_buf(acxi_engine_t *e, const acxi_cmd_t *c, int i, hbuf_t **out) {
+  hbuf_t *b = buf_find(e, c->buf[i]);
+  if (!b) {
+    ACX_WARN(EXEC, "op %u request %" PRIu64 ": buf[%d]=%" PRIu64 " is not a buffer of this executor", c->op,
+             c->req_id, i, c->buf[i]);
+    return ACX_ERR_UNKNOWN_BUFFER;
+  }
+  *out = b;
+  return ACX_OK;
+}
+
+static acx_status_t check_range(const acxi_cmd_t *c, const char *what, uint64_t off, uint64_t bytes,
+                                uint64_t size) {
+  if (off > UINT64_MAX - bytes) {
+    ACX_WARN(EXEC, "op %u request %" PRIu64 ": %s offset %" PRIu64 " + bytes %" PRIu64 " overflows", c->op,
+             c->req_id, what, off, bytes);
+    return ACX_ERR_OVERFLOW;
+  }
+  if (off + bytes > size) {
+    ACX_WARN(EXEC, "op %u request %" PRIu64 ": %s range [%" PRIu64 ", +%" PRIu64 ") exceeds its %" PRIu64 " bytes",
+             c->op, c->req_id, what, off, bytes, size);
+    return ACX_ERR_OUT_OF_RANGE;
+  }
+  return ACX_OK;
+}
+
+static acx_status_t check_stream(acxi_engine_t *e, const acxi_cmd_t *c, int allow_all) {
+  if (c->stream < (uint32_t)e->params.streams || (allow_all && c->stream == ACXI_STREAM_ALL)) return ACX_OK;
+  ACX_WARN(EXEC, "op %u request %" PRIu64 ": stream %u is not in [0, %d)", c->op, c->req_id, c->stream,
+           e->params.streams);
+  return ACX_ERR_INVALID_ARG;
+}
+
+static acx_status_t get_region(acxi_engine_t *e, const acxi_cmd_t *c, region_t **out) {
+  for (size_t i = 0; i < e->n_regions; i++)
+    if (e->regions[i].id == c->arg[0]) {
+      *out = &e->regions[i];
+      return ACX_OK;
+    }
+  ACX_WARN(EXEC, "op %u request %" PRIu64 ": arg[0]=%" PRIu64 " is not a registered host region", c->op,
+           c->req_id, c->arg[0]);
+  return ACX_ERR_INVALID_ARG;
+}
+
+static int event_known(acxi_engine_t *e, uint64_t id) {
+  for (size_t i = 0; i < e->n_events; i++)
+    if (e->events[i] == id) return 1;
+  return 0;
+}
+
+/* ---- commands ---- */
+
+static acx_status_t do_alloc(acxi_engine_t *e, const acxi_cmd_t *c) {
+  if (c->buf[0] == 0 || c->buf[0] == TOMB || buf_find(e, c->buf[0])) {
+    ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": buf[0]=%" PRIu64 " is reserved or already in use", c->req_id, c->buf[0]);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (c->arg[0] != ACXI_MEM_DEVICE && c->arg[0] != ACXI_MEM_MANAGED) {
+    ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": arg[0]=%" PRIu64 " is not a memory kind", c->req_id, c->arg[0]);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (c->bytes == 0 || c->bytes > UINT64_MAX - 63 || c->bytes + 63 > SIZE_MAX) {
+    ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": bytes=%" PRIu64 " is zero or too large", c->req_id, c->bytes);
+    return c->bytes == 0 ? ACX_ERR_INVALID_ARG : ACX_ERR_OVERFLOW;
+  }
+  hbuf_t b = {.id = c->buf[0], .bytes = c->bytes, .kind = (uint32_t)c->arg[0]};
+  b.ptr = aligned_alloc(64, (size_t)((c->bytes + 63) & ~(uint64_t)63));
+  if (!b.ptr) {
+    ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": %" PRIu64 " bytes of host memory not available", c->req_id, c->bytes);
+    return ACX_ERR_DEVICE_OOM;
+  }
+  acx_status_t st = buf_insert(e, &b);
+  if (st != ACX_OK) free(b.ptr);
+  return st;
+}
+
+static acx_status_t do_free(acxi_engine_t *e, const acxi_cmd_t *c) {
+  hbuf_t *b;
+  ACXCHECK(get_buf(e, c, 0, &b));
+  free(b->ptr);
+  memset(b, 0, sizeof *b);
+  b->id = TOMB;
+  return ACX_OK;
+}
+
+static acx_status_t do_fill(acxi_engine_t *e, const acxi_cmd_t *c) {
+  hbuf_t *b;
+  ACXCHECK(check_stream(e, c, 0));
+  ACXCHECK(get_buf(e, c, 0, &b));
+  uint64_t w = c->arg[1];
+  if (w != 1 && w != 2 && w != 4 && w != 8) {
+    ACX_WARN(EXEC, "FILL request %" PRIu64 ": width arg[1]=%" PRIu64 " is not 1, 2, 4 or 8", c->req_id, w);
+    return ACX_ERR_INVALID_ARG;
+  }
+  ACXCHECK(check_range(c, "buf[0]", c->off[0], c->bytes, b->bytes));
+  if (c->off[0] % w || c->bytes % w) {
+    ACX_WARN(EXEC, "FILL request %" PRIu64 ": offset %" PRIu64 " and bytes %" PRIu64 " must be multiples of width %"
+             PRIu64, c->req_id, c->off[0], c->bytes, w);
+    return ACX_ERR_INVALID_ARG;
+  }
+  unsigned char *p = (unsigned char *)b->ptr + c->off[0];
+  if (w == 1) {
+    memset(p, (int)(c->arg[0] & 0xff), c->bytes);
+    return ACX_OK;
+  }
+  unsigned char pat[8];
+  uint64_t v = c->arg[0];
+  memcpy(pat, &v, 8); /* little-endian: the low `w` bytes are the pattern */
+  for (uint64_t i = 0; i < c->bytes; i += w) memcpy(p + i, pat, w);
+  return ACX_OK;
+}
+
+static acx_status_t do_copy(acxi_engine_t *e, const acxi_cmd_t *c) {
+  hbuf_t *dst = NULL, *src = NULL;
+  region_t *r = NULL;
+  ACXCHECK(check_stream(e, c, 0));
+  switch (c->op) {
+  case ACXI_OP_COPY_H2D:
+    ACXCHECK(get_buf(e, c, 0, &dst));
+    ACXCHECK(get_region(e, c, &r));
+    ACXCHECK(check_range(c, "buf[0]", c->off[0], c->bytes, dst->bytes));
+    ACXCHECK(check_range(c, "host region", c->off[1], c->bytes, r->bytes));
+    memcpy((char *)dst->ptr + c->off[0], (char *)r->addr + c->off[1], c->bytes);
+    return ACX_OK;
+  case ACXI_OP_COPY_D2H:
+    ACXCHECK(get_buf(e, c, 1, &src));
+    ACXCHECK(get_region(e, c, &r));
+    ACXCHECK(check_range(c, "buf[1]", c->off[1], c->bytes, src->bytes));
+    ACXCHECK(check_range(c, "host region", c->off[0], c->bytes, r->bytes));
+    memcpy((char *)r->addr + c->off[0], (char *)src->ptr + c->off[1], c->bytes);
+    return ACX_OK;
+  default: /* D2D */
+    ACXCHECK(get_buf(e, c, 0, &dst));
+    ACXCHECK(get_buf(e, c, 1, &src));
+    ACXCHECK(check_range(c, "buf[0]", c->off[0], c->bytes, dst->bytes));
+    ACXCHECK(check_range(c, "buf[1]", c->off[1], c->bytes, src->bytes));
+    memmove((char *)dst->ptr + c->off[0], (char *)src->ptr + c->off[1], c->bytes);
+    return ACX_OK;
+  }
+}
+
+static acx_status_t do_event(acxi_engine_t *e, const acxi_cmd_t *c) {
+  ACXCHECK(check_stream(e, c, 0));
+  if (c->arg[0] == 0) {
+    ACX_WARN(EXEC, "op %u request %" PRIu64 ": event id arg[0] is 0", c->op, c->req_id);
+    return ACX_ERR_INVALID_ARG;
+  }
+  int known = event_known(e, c->arg[0]);
+  if (c->op == ACXI_OP_STREAM_WAIT) {
+    if (!known) {
+      ACX_WARN(EXEC, "STREAM_WAIT request %" PRIu64 ": event %" PRIu64 " was never recorded", c->req_id, c->arg[0]);
+      return ACX_ERR_INVALID_ARG;
+    }
+    return ACX_OK; /* one synchronous host "stream": everything before it has finished */
+  }
+  if (known) return ACX_OK;
+  if (e->n_events == e->cap_events) {
+    size_t cap = e->cap_events ? 2 * e->cap_events : 64;
+    uint64_t *ev = realloc(e->events, cap * sizeof *ev);
+    if (!ev) return ACX_ERR_NO_MEMORY;
+    e->events = ev;
+    e->cap_events = cap;
+  }
+  e->events[e->n_events++] = c->arg[0];
+  return ACX_OK;
+}
+
+static acx_status_t do_managed(acxi_engine_t *e, const acxi_cmd_t *c) {
+  hbuf_t *b;
+  ACXCHECK(get_buf(e, c, 0, &b));
+  if (b->kind != ACXI_MEM_MANAGED) {
+    ACX_WARN(EXEC, "op %u request %" PRIu64 ": buffer %" PRIu64 " is not managed memory", c->op, c->req_id, b->id);
+    return ACX_ERR_INVALID_ARG;
+  }
+  ACXCHECK(check_range(c, "buf[0]", c->off[0], c->bytes, b->bytes));
+  if (c->op == ACXI_OP_PREFETCH) {
+    ACXCHECK(check_stream(e, c, 0));
+    if (c->arg[0] > 1) {
+      ACX_WARN(EXEC, "PREFETCH request %" PRIu64 ": location arg[0]=%" PRIu64 " is not 0 (device) or 1 (host)",
+               c->req_id, c->arg[0]);
+      return ACX_ERR_INVALID_ARG;
+    }
+    return ACX_OK; /* host memory is already where the "device" reads it */
+  }
+  if (c->arg[0] < ACXI_ADVISE_READ_MOSTLY || c->arg[0] > ACXI_ADVISE_UNSET_READ_MOSTLY) {
+    ACX_WARN(EXEC, "ADVISE request %" PRIu64 ": advice arg[0]=%" PRIu64 " is unknown", c->req_id, c->arg[0]);
+    return ACX_ERR_INVALID_ARG;
+  }
+  return ACX_OK;
+}
+
+static acx_status_t do_fault(acxi_engine_t *e, const acxi_cmd_t *c) {
+  if (!e->params.inline_mode && c->arg[0] == ACXI_FAULT_CRASH) {
+    ACX_WARN(EXEC, "FAULT request %" PRIu64 ": host executor generation %" PRIu64 " aborts (injected crash)",
+             c->req_id, e->params.generation);
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core); /* a wanted crash: no core file */
+    abort();
+  }
+  ACX_WARN(EXEC, "FAULT request %" PRIu64 ": host engine generation %" PRIu64 " is now poisoned (simulated sticky "
+           "error)", c->req_id, e->params.generation);
+  e->poisoned = 1;
+  return e->params.inline_mode ? ACX_ERR_DEVICE_FATAL : ACX_ERR_DEVICE_LOST;
+}
+
+static void host_submit(acxi_engine_t *e, const acxi_cmd_t *c) {
+  acxi_cpl_t cpl = {.req_id = c->req_id, .status = ACX_OK};
+  acx_status_t st;
+  if (e->poisoned) {
+    st = ACX_ERR_DEVICE_FATAL;
+  } else if (c->op >= ACXI_OP_EXT_BASE) {
+    const acxi_ext_ops_t *x = acxi_ext_find(c->op);
+    if (x) {
+      x->submit(e, &host_api, c); /* the extension completes it */
+      return;
+    }
+    ACX_WARN(EXEC, "request %" PRIu64 ": no extension handles op 0x%x", c->req_id, c->op);
+    st = ACX_ERR_INVALID_ARG;
+  } else {
+    switch (c->op) {
+    case ACXI_OP_NOP:
+    case ACXI_OP_SHUTDOWN:
+      st = ACX_OK;
+      break;
+    case ACXI_OP_KERNEL_EMPTY:
+      st = check_stream(e, c, 0);
+      break;
+    case ACXI_OP_ALLOC:
+      st = do_alloc(e, c);
+      break;
+    case ACXI_OP_FREE:
+      st = do_free(e, c);
+      break;
+    case ACXI_OP_FILL:
+      st = do_fill(e, c);
+      break;
+    case ACXI_OP_COPY_H2D:
+    case ACXI_OP_COPY_D2H:
+    case ACXI_OP_COPY_D2D:
+      st = do_copy(e, c);
+      break;
+    case ACXI_OP_EVENT_RECORD:
+    case ACXI_OP_STREAM_WAIT:
+      st = do_event(e, c);
+      break;
+    case ACXI_OP_SYNC:
+      st = check_stream(e, c, 1);
+      break;
+    case ACXI_OP_MEM_INFO: {
+      struct sysinfo si;
+      st = sysinfo(&si) == 0 ? ACX_OK : ACX_ERR_SYSTEM;
+      cpl.value[0] = (uint64_t)si.freeram * si.mem_unit;
+      cpl.value[1] = (uint64_t)si.totalram * si.mem_unit;
+      break;
+    }
+    case ACXI_OP_PREFETCH:
+    case ACXI_OP_ADVISE:
+      st = do_managed(e, c);
+      break;
+    case ACXI_OP_FAULT:
+      st = do_fault(e, c);
+      break;
+    case ACXI_OP_BUFFER_INFO: {
+      hbuf_t *b;
+      st = get_buf(e, c, 0, &b);
+      if (st == ACX_OK) {
+        cpl.value[0] = b->bytes;
+        cpl.value[1] = (uint64_t)(uintptr_t)b->ptr;
+      }
+      break;
+    }
+    default:
+      /* HOST_REGISTER/UNREGISTER are served by the loop and never reach an engine. */
+      ACX_WARN(EXEC, "request %" PRIu64 ": op %u is not a host-engine command", c->req_id, c->op);
+      st = ACX_ERR_INVALID_ARG;
+    }
+  }
+  if (st == ACX_OK && (c->flags & ACXI_CMD_FLAG_NO_REPLY)) return;
+  cpl.status = st;
+  e->complete(e->sink, &cpl);
+}
+
+/* ---- engine ops ---- */
+
+static acx_status_t host_create(const acxi_engine_params_t *params, acxi_complete_fn complete, void *sink,
+                                acxi_engine_t **engine) {
+  ACX_CHECK_NULL(params);
+  ACX_CHECK_NULL(complete);
+  ACX_CHECK_NULL(engine);
+  ACX_CHECK_ARG(params->streams >= 1, "host engine: streams=%d must be >= 1", params->streams);
+  acxi_engine_t *e = calloc(1, sizeof *e);
+  if (!e) return ACX_ERR_NO_MEMORY;
+  e->params = *params;
+  e->complete = complete;
+  e->sink = sink;
+  *engine = e;
+  return ACX_OK;
+}
+
+static void host_destroy(acxi_engine_t *e) {
+  if (!e) return;
+  for (int i = 0; i < acxi_ext_count(); i++) {
+    const acxi_ext_ops_t *x = acxi_ext_at(i);
+    if (x->engine_destroy) x->engine_destroy(e, &host_api);
+  }
+  for (size_t i = 0; i < e->cap; i++)
+    if (e->bufs[i].id && e->bufs[i].id != TOMB) free(e->bufs[i].ptr);
+  free(e->bufs);
+  free(e->regions);
+  free(e->events);
+  free(e);
+}
+
+static int host_progress(acxi_engine_t *e) {
+  int n = 0;
+  for (int i = 0; i < acxi_ext_count(); i++) {
+    const acxi_ext_ops_t *x = acxi_ext_at(i);
+    if (x->progress) n += x->progress(e, &host_api);
+  }
+  return n;
+}
+
+static uint64_t host_in_flight(acxi_engine_t *e) { return 0; /* every command completes in submit */ }
+
+static acx_status_t host_region_add(acxi_engine_t *e, uint64_t id, void *addr, size_t bytes) {
+  for (size_t i = 0; i < e->n_regions; i++)
+    if (e->regions[i].id == id) {
+      ACX_WARN(EXEC, "host region %" PRIu64 " is already registered", id);
+      return ACX_ERR_INVALID_ARG;
+    }
+  if (e->n_regions == e->cap_regions) {
+    size_t cap = e->cap_regions ? 2 * e->cap_regions : 16;
+    region_t *r = realloc(e->regions, cap * sizeof *r);
+    if (!r) return ACX_ERR_NO_MEMORY;
+    e->regions = r;
+    e->cap_regions = cap;
+  }
+  e->regions[e->n_regions++] = (region_t){.id = id, .addr = addr, .bytes = bytes};
+  return ACX_OK;
+}
+
+static acx_status_t host_region_remove(acxi_engine_t *e, uint64_t id) {
+  for (size_t i = 0; i < e->n_regions; i++)
+    if (e->regions[i].id == id) {
+      e->regions[i] = e->regions[--e->n_regions];
+      return ACX_OK;
+    }
+  ACX_WARN(EXEC, "host region %" PRIu64 " is not registered", id);
+  return ACX_ERR_INVALID_ARG;
+}
+
+static int host_poisoned(acxi_engine_t *e) { return e->poisoned; }
+
+/* ---- the extension API ---- */
+
+static acx_status_t api_buffer(acxi_engine_t *e, uint64_t id, void **ptr, uint64_t *bytes) {
+  hbuf_t *b = buf_find(e, id);
+  if (!b) return ACX_ERR_UNKNOWN_BUFFER;
+  if (ptr) *ptr = b->ptr;
+  if (bytes) *bytes = b->bytes;
+  return ACX_OK;
+}
+
+static acx_status_t api_host_region(acxi_engine_t *e, uint64_t id, void **ptr, uint64_t *bytes) {
+  for (size_t i = 0; i < e->n_regions; i++)
+    if (e->regions[i].id == id) {
+      if (ptr) *ptr = e->regions[i].addr;
+      if (bytes) *bytes = e->regions[i].bytes;
+      return ACX_OK;
+    }
+  return ACX_ERR_INVALID_ARG;
+}
+
+static void *api_stream(acxi_engine_t *e, uint32_t idx) { return NULL; /* the host kind has no streams */ }
+static void api_order_access(acxi_engine_t *e, uint64_t id, uint32_t stream, int writes) {
+  /* synchronous execution: every earlier write has finished */
+}
+static acx_status_t api_order_external(acxi_engine_t *e, uint64_t id, void *stream, int writes) {
+  return ACX_OK; /* synchronous execution: every earlier access has finished */
+}
+static void api_complete(acxi_engine_t *e, const acxi_cpl_t *cpl) { e->complete(e->sink, cpl); }
+static void api_complete_after(acxi_engine_t *e, uint32_t stream, const acxi_cmd_t *cmd) {
+  acxi_cpl_t cpl = {.req_id = cmd->req_id, .status = ACX_OK};
+  e->complete(e->sink, &cpl);
+}
+static void **api_ext_state(acxi_engine_t *e, int slot) {
+  return slot >= 0 && slot < ACXI_EXT_MAX ? &e->ext_state[slot] : NULL;
+}
+static const acxi_engine_params_t *api_params(acxi_engine_t *e) { return &e->params; }
+static void host_set_generation(acxi_engine_t *e, uint64_t generation) { e->params.generation = generation; }
+
+static const acxi_engine_api_t host_api = {
+    .buffer = api_buffer,
+    .host_region = api_host_region,
+    .stream = api_stream,
+    .order_access = api_order_access,
+    .order_external = api_order_external,
+    .complete = api_complete,
+    .complete_after = api_complete_after,
+    .ext_state = api_ext_state,
+    .params = api_params,
+};
+
+static const acxi_engine_ops_t host_ops = {
+    .kind = "host",
+    .create = host_create,
+    .destroy = host_destroy,
+    .submit = host_submit,
+    .progress = host_progress,
+    .in_flight = host_in_flight,
+    .host_region_add = host_region_add,
+    .host_region_remove = host_region_remove,
+    .poisoned = host_poisoned,
+    .set_generation = host_set_generation,
+};
+
+__attribute__((constructor)) static void register_host_engine(void) { acxi_engine_register(&host_ops); }

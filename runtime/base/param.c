@@ -1,0 +1,173 @@
+/* The one registry of ACX_* parameters: name, type, default, help. Values are read from the
+ * environment on first use and cached; acx-info and docs/environment.md list this table. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acx/version.h"
+#include "runtime/base/log.h"
+#include "runtime/base/param.h"
+
+typedef struct {
+  const char *name;
+  acx_param_type_t type;
+  const char *def;
+  const char *help;
+} param_def_t;
+
+/* Keep sorted by subsystem; add new parameters here and nowhere else. */
+static const param_def_t defs[] = {
+    /* logging */
+    {"ACX_DEBUG", ACX_PARAM_STRING, "WARN", "Log level: NONE, VERSION, WARN, INFO, TRACE"},
+    {"ACX_DEBUG_SUBSYS", ACX_PARAM_STRING, "ALL",
+     "Comma list of subsystems to log (INIT,ACTOR,SCHED,DEVICE,EXEC,BUFFER,COLL,TOPO,TOKEN,LIB,ALL); ^X excludes"},
+    {"ACX_DEBUG_FILE", ACX_PARAM_STRING, "", "Log file instead of stderr; %h = host name, %p = pid"},
+    /* actor system */
+    {"ACX_THREADS", ACX_PARAM_INT, "2", "Worker threads of the actor system"},
+    {"ACX_ACTOR_BATCH", ACX_PARAM_INT, "64", "Messages an actor may handle per turn before yielding its worker"},
+    {"ACX_SPIN_NS", ACX_PARAM_INT, "20000", "How long waits spin before they park (ns)"},
+    {"ACX_IDLE_WAKE_NS", ACX_PARAM_INT, "10000000", "Longest sleep of a parked idle worker (ns): bounds how long an actor woken inside another actor's long-running hook waits for a second worker"},
+    {"ACX_STEAL_WAIT_NS", ACX_PARAM_INT, "5000", "An idle worker takes a lone queued actor from a busy worker only after that worker has spent this long in one turn (ns): short turns keep a message exchange on one warm core"},
+    {"ACX_CPUSET", ACX_PARAM_STRING, "", "Cores (cpuset list, e.g. 0-15,32-47) for actor workers, device pollers and executors whose config sets no cpuset; empty: leave them unbound"},
+    /* device layer */
+    {"ACX_EXECUTOR", ACX_PARAM_STRING, "process", "GPU executor transport: process (fault-isolated) or inline (in-process thread)"},
+    {"ACX_EXECUTOR_STANDBY", ACX_PARAM_INT, "1", "1: keep a hot standby executor per process-transport device (a second process and CUDA context, ~0.5 GB of GPU memory) so that a restart promotes it instead of spawning; 0: spawn on demand"},
+    {"ACX_EXECUTOR_PATH", ACX_PARAM_STRING, "", "Path of the acx-executor program (default: next to libacx, then the install bindir)"},
+    {"ACX_EXEC_LIBRARY", ACX_PARAM_STRING, "", "Path of the executor library the inline transport loads (default: libacx_exec.so.<major> beside libacx, then the loader's search path)"},
+    {"ACX_DEVICE_KIND", ACX_PARAM_STRING, "auto", "Device kind: auto (cuda when a GPU is visible, else host), cuda or host"},
+    {"ACX_DEVICE", ACX_PARAM_INT, "-1", "CUDA device ordinal for this rank, overriding topology-based choice (-1: choose)"},
+    {"ACX_HEARTBEAT_MS", ACX_PARAM_INT, "1000", "Liveness limit: an executor process whose heartbeat thread is silent this long (dead, stopped) is declared lost, and so is an executor loop that made no progress this long once every outstanding request is past its deadline (docs/fault-model.md)"},
+    {"ACX_EXEC_TIMEOUT_MS", ACX_PARAM_INT, "60000", "Deadline of a single device command"},
+    {"ACX_MAX_RESTARTS", ACX_PARAM_INT, "5", "Executor restarts allowed within ACX_RESTART_WINDOW_MS before the device escalates"},
+    {"ACX_RESTART_WINDOW_MS", ACX_PARAM_INT, "60000", "Window for ACX_MAX_RESTARTS"},
+    {"ACX_RING_SLOTS", ACX_PARAM_INT, "1024", "Slots of each command and reply ring (power of two)"},
+    {"ACX_EXEC_SPIN_NS", ACX_PARAM_INT, "-1", "Executor and reply poller busy-poll this long after their last activity before sleeping on the doorbell (ns); -1: 5 ms for the cuda kind, 100 us for the host kind"},
+    {"ACX_DEVICE_STREAMS", ACX_PARAM_INT, "4", "Executor streams per device when the device config does not say"},
+    {"ACX_STAGING_BYTES", ACX_PARAM_INT, "4194304", "Shared staging region per device for acx_buffer_write/read from unregistered memory"},
+    {"ACX_COMPLETION", ACX_PARAM_STRING, "auto", "How the CUDA executor learns a stream finished: auto, event (polling) or hostfn (callback)"},
+    {"ACX_FAULT_INJECT", ACX_PARAM_STRING, "", "Fault injection schedule: 'cmd:N' faults the Nth command of each executor incarnation, 'once:N' only the first incarnation"},
+    /* world and collectives */
+    {"ACX_COLL_TIMEOUT", ACX_PARAM_INT, "60000", "Deadline of a collective (ms); on expiry the communicator is aborted"},
+    {"ACX_NCCL_INIT_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of NCCL communicator creation (ms)"},
+    {"ACX_COLL_GRAPH_MAX_BYTES", ACX_PARAM_INT, "-1", "Largest collective (bytes of its send buffer) the graph cache replays; larger ones call NCCL directly; -1: no limit"},
+    {"ACX_COLL_BLOCKING", ACX_PARAM_INT, "-1", "NCCL communicators of acx_coll_create: 1 blocking (direct NCCL calls, no graphs: the fast choice on NCCL's network transport), 0 non-blocking (graph replays: the fast choice within a node), -1 (auto): blocking when the world spans nodes or NCCL_P2P_DISABLE and NCCL_SHM_DISABLE are both set"},
+    {"ACX_COLL_GRAPH_COPY", ACX_PARAM_INT, "1", "1: a captured collective that is one NCCL kernel (with NCCL's event nodes) is replayed as a copy of that kernel node, launched about twice as fast; 0: NCCL's graph is replayed whole"},
+    {"ACX_COLL_GRAPH_CACHE", ACX_PARAM_INT, "64", "CUDA graphs kept per NCCL communicator: a collective seen twice with the same arguments is captured and then replayed without an NCCL call; 0 calls NCCL every time"},
+    {"ACX_WORLD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of acx_world_init as a whole, and of each later bootstrap exchange of the world (control plane, collectives creation), in ms, unless acx_world_config_t.timeout_ms is set: a rank that never arrives fails the others"},
+    {"ACX_CTRL_TIMEOUT", ACX_PARAM_INT, "10000", "Deadline of sending one control-plane message between ranks (ms)"},
+    {"ACX_CTRL_POLL_US", ACX_PARAM_INT, "500", "How long the control plane's progress thread naps between polls when idle (us)"},
+    {"ACX_REMOTE_TIMEOUT", ACX_PARAM_INT, "30000", "Deadline of a remote token get/put, request to completion (ms)"},
+    {"ACX_REMOTE_TRANSPORT", ACX_PARAM_STRING, "auto", "How remote get/put bytes move: auto (GPU to GPU on a two-rank NCCL channel when both buffers are on cuda devices, else MPI through host memory) or mpi (always MPI through host memory)"},
+    {"ACX_REBUILD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of a world rebuild, fault to ready world (ms)"},
+    {"ACX_REBUILD_ATTEMPTS", ACX_PARAM_INT, "3", "Attempts at rebuilding the world before it is declared failed"},
+    {"ACX_LAUNCH_CHECK", ACX_PARAM_INT, "1", "1: refuse a launch where MPI sees 1 process but the launcher started more (missing PMI/PMIx); 0: skip"},
+    /* CUDA library contexts */
+    {"ACX_BLASLT_WORKSPACE_MB", ACX_PARAM_INT, "32", "cuBLASLt workspace per executor stream (MiB): the most a matmul algorithm may use"},
+    /* observability */
+    {"ACX_NVTX", ACX_PARAM_INT, "0", "1: NVTX ranges in the 'acx' domain around commands and collectives"},
+};
+#define NDEFS (sizeof defs / sizeof defs[0])
+
+typedef struct {
+  const char *str; /* environment value or default */
+  int64_t ival;
+  int from_env;
+  int bad;
+} param_val_t;
+
+static param_val_t vals[NDEFS];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static int parse_int(const char *s, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 0);
+  if (errno || end == s || *end != '\0') return -1;
+  *out = v;
+  return 0;
+}
+
+static void load(void) {
+  for (size_t i = 0; i < NDEFS; i++) {
+    const char *env = getenv(defs[i].name);
+    vals[i].from_env = env != NULL;
+    vals[i].str = env ? env : defs[i].def;
+    if (defs[i].type == ACX_PARAM_INT) {
+      if (parse_int(vals[i].str, &vals[i].ival) != 0) {
+        vals[i].bad = 1;
+        parse_int(defs[i].def, &vals[i].ival);
+      }
+    }
+  }
+}
+
+static long find(const char *name) {
+  for (size_t i = 0; i < NDEFS; i++)
+    if (strcmp(defs[i].name, name) == 0) return (long)i;
+  return -1;
+}
+
+size_t acx_param_count(void) { return NDEFS; }
+
+acx_status_t acx_param_info(size_t i, acx_param_info_t *info) {
+  ACX_CHECK_NULL(info);
+  if (i >= NDEFS) return ACX_ERR_OUT_OF_RANGE;
+  pthread_once(&once, load);
+  info->name = defs[i].name;
+  info->type = defs[i].type;
+  info->default_str = defs[i].def;
+  info->help = defs[i].help;
+  info->value_str = vals[i].str;
+  info->from_env = vals[i].from_env;
+  return ACX_OK;
+}
+
+acx_status_t acx_param_get_int(const char *name, int64_t *value) {
+  ACX_CHECK_NULL(name);
+  ACX_CHECK_NULL(value);
+  pthread_once(&once, load);
+  long i = find(name);
+  if (i < 0 || defs[i].type != ACX_PARAM_INT) return ACX_ERR_NOT_FOUND;
+  *value = vals[i].ival;
+  if (vals[i].bad) {
+    ACX_WARN(INIT, "%s='%s' is not an integer; using the default %s", name, vals[i].str, defs[i].def);
+    return ACX_ERR_BAD_PARAM;
+  }
+  return ACX_OK;
+}
+
+acx_status_t acx_param_get_str(const char *name, const char **value) {
+  ACX_CHECK_NULL(name);
+  ACX_CHECK_NULL(value);
+  pthread_once(&once, load);
+  long i = find(name);
+  if (i < 0) return ACX_ERR_NOT_FOUND;
+  *value = vals[i].str;
+  return ACX_OK;
+}
+
+int64_t acxi_param_int(const char *name) {
+  int64_t v = 0;
+  acx_status_t s = acx_param_get_int(name, &v);
+  if (s == ACX_ERR_NOT_FOUND) {
+    fprintf(stderr, "acx: internal error: parameter %s is not registered\n", name);
+    abort();
+  }
+  return v;
+}
+
+const char *acxi_param_str(const char *name) {
+  const char *v = "";
+  if (acx_param_get_str(name, &v) != ACX_OK) {
+    fprintf(stderr, "acx: internal error: parameter %s is not registered\n", name);
+    abort();
+  }
+  return v;
+}
+
+const char *acx_version(int *code) {
+  if (code) *code = ACX_VERSION;
+  return ACX_VERSION_STRING;
+}
