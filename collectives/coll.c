@@ -553,7 +553,7 @@ acx_status_t acx_alltoall_sync(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_
 }
 
 acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
-  ACX_CHECK_NULL(c);
+  ACX_CHECK_NULL_AS(c, "coll");
   ACXCHECK(no_sync_in_group(c, __func__));
   if (c->host) {
     /* c->mpi is replaced by a rebuild, under the submit lock: take it under that lock too. */
@@ -590,7 +590,7 @@ acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
 /* groups                                                                                     */
 
 acx_status_t acx_coll_group_start(acx_coll_t *c) {
-  ACX_CHECK_NULL(c);
+  ACX_CHECK_NULL_AS(c, "coll");
   if (group_mine(c)) {
     ACX_WARN(COLL, "acx_coll_group_start: this thread already has a group open (groups do not nest)");
     return ACX_ERR_INVALID_STATE;
@@ -659,7 +659,7 @@ static void group_clear(acx_coll_t *c, acx_status_t fail_members) {
 }
 
 acx_status_t acx_coll_group_end(acx_coll_t *c, acx_future_t **done) {
-  ACX_CHECK_NULL(c);
+  ACX_CHECK_NULL_AS(c, "coll");
   if (done) *done = NULL;
   if (!group_mine(c)) {
     ACX_WARN(COLL, "acx_coll_group_end: this thread has no group open");
@@ -742,26 +742,26 @@ acx_status_t acx_coll_group_end(acx_coll_t *c, acx_future_t **done) {
 /* create / destroy                                                                           */
 
 acx_status_t acx_coll_rank(const acx_coll_t *c, int *rank) {
-  ACX_CHECK_NULL(c);
+  ACX_CHECK_NULL_AS(c, "coll");
   ACX_CHECK_NULL(rank);
   *rank = c->rank;
   return ACX_OK;
 }
 
 acx_status_t acx_coll_size(const acx_coll_t *c, int *size) {
-  ACX_CHECK_NULL(c);
+  ACX_CHECK_NULL_AS(c, "coll");
   ACX_CHECK_NULL(size);
   *size = c->size;
   return ACX_OK;
 }
 
 acx_status_t acx_coll_state(const acx_coll_t *c) {
-  ACX_CHECK_NULL(c);
+  ACX_CHECK_NULL_AS(c, "coll");
   return broken(c);
 }
 
 acx_status_t acx_coll_abort(acx_coll_t *c, acx_status_t cause) {
-  ACX_CHECK_NULL(c);
+  ACX_CHECK_NULL_AS(c, "coll");
   acxc_coll_break(c, cause == ACX_OK ? ACX_ERR_CANCELLED : cause, 1, "acx_coll_abort");
   return ACX_OK;
 }
@@ -880,7 +880,7 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   ACX_CHECK_NULL(world);
   ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(sys);
-  ACX_CHECK_NULL(out);
+  ACX_CHECK_NULL_AS(out, "coll");
   *out = NULL;
   acx_coll_config_t conf = ACX_COLL_CONFIG_INIT;
   if (cfg) {

@@ -154,8 +154,13 @@ static void on_notice(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_
     s->cause = n->cause;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
-    ACX_WARN(COLL, "rebuild: rank %d reports %s (device generation %" PRIu64 " -> %" PRIu64 "): rebuilding the world "
-             "from epoch %" PRIu64, n->rank, acx_status_name(n->cause), n->old_generation, n->new_generation, now_epoch);
+    /* Generations 0 -> 0: the fault was no device restart (a collective's error, a request). */
+    char gens[80] = "";
+    if (n->old_generation || n->new_generation)
+      snprintf(gens, sizeof gens, " (device generation %" PRIu64 " -> %" PRIu64 ")", n->old_generation,
+               n->new_generation);
+    ACX_WARN(COLL, "rebuild: rank %d reports %s%s: rebuilding the world from epoch %" PRIu64, n->rank,
+             acx_status_name(n->cause), gens, now_epoch);
     return;
   }
   if (s->state == S_REBUILDING) s->again = 1;
@@ -552,11 +557,11 @@ acx_status_t acx_world_state(acx_world_t *world) {
   return st;
 }
 
-static acx_status_t wait_for(acx_world_t *world, int by_epoch, uint64_t epoch, int64_t timeout_ns) {
-  ACX_CHECK_NULL(world);
+static acx_status_t wait_for(const char *fn, acx_world_t *world, int by_epoch, uint64_t epoch, int64_t timeout_ns) {
+  ACX_CHECK_NULL_IN(fn, world, "world");
   sup_t *s = sup_of(world);
   if (!s) {
-    ACX_WARN(COLL, "acx_world_wait: this world is not supervised (acx_world_supervise)");
+    ACX_WARN(COLL, "%s: this world is not supervised (acx_world_supervise)", fn);
     return ACX_ERR_INVALID_STATE;
   }
   int64_t deadline = acxi_deadline(timeout_ns);
@@ -576,10 +581,12 @@ static acx_status_t wait_for(acx_world_t *world, int by_epoch, uint64_t epoch, i
   }
 }
 
-acx_status_t acx_world_wait_ready(acx_world_t *world, int64_t timeout_ns) { return wait_for(world, 0, 0, timeout_ns); }
+acx_status_t acx_world_wait_ready(acx_world_t *world, int64_t timeout_ns) {
+  return wait_for(__func__, world, 0, 0, timeout_ns);
+}
 
 acx_status_t acx_world_wait_epoch(acx_world_t *world, uint64_t epoch, int64_t timeout_ns) {
-  return wait_for(world, 1, epoch, timeout_ns);
+  return wait_for(__func__, world, 1, epoch, timeout_ns);
 }
 
 acx_status_t acx_world_request_rebuild(acx_world_t *world, acx_status_t cause) {
@@ -596,7 +603,7 @@ acx_status_t acx_world_request_rebuild(acx_world_t *world, acx_status_t cause) {
 
 acx_status_t acx_world_rebuild_stats(acx_world_t *world, acx_rebuild_stats_t *out) {
   ACX_CHECK_NULL(world);
-  ACX_CHECK_NULL(out);
+  ACX_CHECK_NULL_AS(out, "stats");
   ACX_CHECK_ARG(out->size == sizeof *out, "acx_world_rebuild_stats: stats->size is %zu, expected %zu", out->size,
                 sizeof *out);
   sup_t *s = sup_of(world);

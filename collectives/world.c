@@ -419,21 +419,22 @@ void acxc_world_set_epoch(acx_world_t *w, uint64_t epoch) {
   atomic_store_explicit(&w->epoch, epoch, memory_order_release);
 }
 
-#define WORLD_GETTER(fn, type, expr)                                              \
+/* `out` is the output parameter's name in acx/world.h: a NULL one is logged under that name. */
+#define WORLD_GETTER(fn, type, out, expr)                                         \
   acx_status_t fn(const acx_world_t *world, type *out) {                        \
     ACX_CHECK_NULL(world);                                                        \
     ACX_CHECK_NULL(out);                                                          \
     *out = (expr);                                                                \
     return ACX_OK;                                                                \
   }
-WORLD_GETTER(acx_world_rank, int, world->rank)
-WORLD_GETTER(acx_world_size, int, world->size)
-WORLD_GETTER(acx_world_local_rank, int, world->local_rank)
-WORLD_GETTER(acx_world_local_size, int, world->local_size)
-WORLD_GETTER(acx_world_binding, acx_topo_binding_t, world->binding)
-WORLD_GETTER(acx_world_comm, MPI_Comm, world->comm)
+WORLD_GETTER(acx_world_rank, int, rank, world->rank)
+WORLD_GETTER(acx_world_size, int, size, world->size)
+WORLD_GETTER(acx_world_local_rank, int, local_rank, world->local_rank)
+WORLD_GETTER(acx_world_local_size, int, local_size, world->local_size)
+WORLD_GETTER(acx_world_binding, acx_topo_binding_t, binding, world->binding)
+WORLD_GETTER(acx_world_comm, MPI_Comm, comm, world->comm)
 /* Relaxed: the epoch is a counter read for tagging; the rebuild protocol orders its own steps. */
-WORLD_GETTER(acx_world_epoch, uint64_t, atomic_load_explicit(&world->epoch, memory_order_relaxed))
+WORLD_GETTER(acx_world_epoch, uint64_t, epoch, atomic_load_explicit(&world->epoch, memory_order_relaxed))
 
 acx_status_t acx_world_node(const acx_world_t *world, int *node, int *nodes) {
   ACX_CHECK_NULL(world);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds acx and runs the all-reduce benchmark on this machine: one MPI rank per local GPU, acx's
 # collectives against raw NCCL side by side (--compare: actor vs nccl with the ratio column), or,
-# without a GPU, 2 ranks in actor mode on the host device kind (MPI collectives; not a GPU number).
+# without a GPU, 2 ranks: acx on the host device kind beside raw MPI (--compare --baseline mpi), so
+# that acx's own overhead shows (not a GPU number).
 # Extra arguments go to acx-allreduce-bench (e.g. -b 8 -e 8G -d bfloat16 --json r.json).
 #   scripts/bench.sh [bench args...]        ACX_BUILD_DIR (default build), ACX_BENCH_NP override
 set -euo pipefail
@@ -31,9 +32,10 @@ if acx_have_gpu; then
   echo "== mpirun -np $np, acx (actor: NCCL in the executor) vs raw NCCL; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
 else
   np=${ACX_BENCH_NP:-2}
-  mode=(--mode actor)
-  echo "== no GPU here: actor mode on the host device kind, $np ranks (acx collectives through MPI on"
-  echo "== host-staged copies): this exercises the stack, it is not a GPU measurement"
+  mode=(--compare --baseline mpi)
+  echo "== no GPU here: acx on the host device kind (actor mode: collectives through MPI on host-staged"
+  echo "== copies) beside raw MPI_Allreduce, $np ranks, with the ratio: acx's overhead over MPI on this"
+  echo "== machine, not a GPU measurement"
 fi
 "$build/tools/acx-info" --topo || true
 # --bind-to none: acx binds by GPU locality itself. The ACX_*/NCCL_* settings in effect (and the

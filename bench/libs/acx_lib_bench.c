@@ -3,8 +3,13 @@
  * default: ACX_EXECUTOR), in one run on one GPU. Each case queues N calls and waits for the last,
  * as a user pipelining work would, so the per-command cost amortises the way it does in practice;
  * the table gives time per call, TFLOP/s or GB/s, and the ratio acx/raw (goal >= 0.97).
+ * Repetitions interleave (-r R: rounds raw,acx then acx,raw, ABBA, so that a drift of the GPU's
+ * clocks or of the machine's load falls on both sides alike): the table gives each side's median
+ * time and the median of the rounds' ratios, with their smallest and largest (the spread: a goal
+ * checked at 3% needs a spread well inside 3%).
  * The raw peer includes the libraries' headers by necessity: it is what acx is measured against.
- * Usage: acx-lib-bench [--iters-scale F] [--only NAME[,NAME...]] [--device N] */
+ * Usage: acx-lib-bench [-r R] [--iters-scale F] [--only NAME[,NAME...]] [--device N] [--json FILE] */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +41,19 @@ typedef struct bcase {
   int iters;
 } bcase_t;
 
+#define MAX_REPS 99
+
 typedef struct result {
-  double raw_s, acx_s; /* seconds per call */
-  int raw_ok, acx_ok;
+  double raw_s, acx_s;      /* seconds per call: the rounds' medians */
+  double ratio, rmin, rmax; /* raw_s / acx_s (the rates' acx/raw): median, smallest, largest round */
+  int raw_ok, acx_ok;       /* every round of that side ran */
 } result_t;
+
+typedef struct opts {
+  double scale;
+  const char *only, *json;
+  int device, reps;
+} opts_t;
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -506,89 +520,199 @@ static int selected(const char *only, const char *name) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  double scale = 1.0;
-  const char *only = NULL;
-  int device = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--iters-scale") && i + 1 < argc) scale = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-    else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = atoi(argv[++i]);
-    else {
-      fprintf(stderr, "usage: %s [--iters-scale F] [--only NAME[,NAME...]] [--device N]\n", argv[0]);
-      return 2;
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median of v[0..n) (sorted in place); the mean of the middle two when n is even. */
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static void usage(FILE *f, const char *argv0) {
+  fprintf(f,
+          "usage: %s [-r R] [--iters-scale F] [--only NAME[,NAME...]] [--device N] [--json FILE]\n"
+          "  -r, --reps R        rounds per case (default 5, at most %d), raw and acx alternating ABBA;\n"
+          "                      times are the rounds' medians, rmin/rmax the smallest and largest ratio\n"
+          "  --iters-scale F     calls per round, times the case's default (> 0)\n"
+          "  --only NAMES        cases to run: gemm_bf16 gemm_f32 rand_normal fft_c2c lt_gelu_bias potrf_f64\n"
+          "  --device N          the CUDA device (default 0)\n"
+          "  --json FILE         the table as JSON as well\n",
+          argv0, MAX_REPS);
+}
+
+/* 0: parsed; 1: --help; 2: a bad option (said why on stderr). */
+static int parse_opts(int argc, char **argv, opts_t *o) {
+  *o = (opts_t){.scale = 1.0, .reps = 5};
+  const char *bad = NULL;
+  for (int i = 1; i < argc && !bad; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout, argv[0]);
+      return 1;
     }
+    int known = !strcmp(a, "-r") || !strcmp(a, "--reps") || !strcmp(a, "--iters-scale") || !strcmp(a, "--only") ||
+                !strcmp(a, "--device") || !strcmp(a, "--json");
+    if (!known) {
+      fprintf(stderr, "%s: unknown option '%s'\n", argv[0], a);
+      bad = a;
+      break;
+    }
+    if (!v) {
+      fprintf(stderr, "%s: %s needs a value\n", argv[0], a);
+      bad = a;
+      break;
+    }
+    i++;
+    if (!strcmp(a, "-r") || !strcmp(a, "--reps")) {
+      if (parse_int(v, 1, MAX_REPS, &o->reps)) bad = "-r: rounds are an integer from 1 to 99";
+    } else if (!strcmp(a, "--iters-scale")) {
+      char *end;
+      o->scale = strtod(v, &end);
+      if (end == v || *end || !(o->scale > 0) || o->scale > 1e6) bad = "--iters-scale: a number > 0";
+    } else if (!strcmp(a, "--only")) {
+      o->only = v;
+      int any = 0;
+      for (size_t k = 0; k < NCASES; k++) any |= selected(v, cases[k].name);
+      if (!any) bad = "--only: names no case (gemm_bf16 gemm_f32 rand_normal fft_c2c lt_gelu_bias potrf_f64)";
+    } else if (!strcmp(a, "--device")) {
+      if (parse_int(v, 0, 1 << 20, &o->device)) bad = "--device: a CUDA ordinal, 0 or more";
+    } else {
+      o->json = v;
+    }
+    if (bad) fprintf(stderr, "%s: %s (got '%s')\n", argv[0], bad, v);
   }
-  if (!(scale > 0)) {
-    fprintf(stderr, "--iters-scale must be > 0\n");
+  if (bad) {
+    usage(stderr, argv[0]);
     return 2;
   }
+  return 0;
+}
+
+/* One case: R rounds, raw then acx in even rounds, acx then raw in odd ones. */
+static void run_case(int device, acx_device_t *dev, const bcase_t *c, int reps, result_t *r) {
+  double raw[MAX_REPS], acx[MAX_REPS], q[MAX_REPS];
+  r->raw_ok = r->acx_ok = 1;
+  for (int k = 0; k < reps; k++) {
+    for (int side = 0; side < 2; side++) {
+      int is_raw = (side == 0) == (k % 2 == 0);
+      if (is_raw) r->raw_ok = run_raw(device, c->name, c->iters, &raw[k]) == 0;
+      else r->acx_ok = run_acx(dev, c->name, c->iters, &acx[k]) == 0;
+    }
+    if (!r->raw_ok || !r->acx_ok) return; /* a failed side: the case has no ratio */
+    q[k] = raw[k] / acx[k];
+  }
+  r->raw_s = median(raw, reps);
+  r->acx_s = median(acx, reps);
+  r->ratio = median(q, reps); /* sorted: q[0] and q[reps-1] are the spread */
+  r->rmin = q[0];
+  r->rmax = q[reps - 1];
+}
+
+static void write_json(const opts_t *o, const result_t *res, const char *transport) {
+  FILE *f = fopen(o->json, "w");
+  if (!f) {
+    fprintf(stderr, "--json %s: %s\n", o->json, strerror(errno));
+    return;
+  }
+  fprintf(f, "{\n  \"bench\": \"acx-lib-bench\",\n  \"transport\": \"%s\",\n  \"device\": %d,\n  \"reps\": %d,\n"
+             "  \"goal_ratio\": %.2f,\n  \"cases\": [", transport, o->device, o->reps, GOAL_RATIO);
+  const char *sep = "";
+  for (size_t i = 0; i < NCASES; i++) {
+    if (!selected(o->only, cases[i].name)) continue;
+    const result_t *r = &res[i];
+    int ok = r->raw_ok && r->acx_ok;
+    fprintf(f, "%s\n    {\"case\": \"%s\", \"shape\": \"%s\", \"iters\": %d, \"ok\": %s", sep, cases[i].name,
+            cases[i].shape, cases[i].iters, ok ? "true" : "false");
+    if (ok)
+      fprintf(f, ", \"raw_s\": %.9g, \"acx_s\": %.9g, \"ratio\": %.5f, \"ratio_min\": %.5f, \"ratio_max\": %.5f",
+              r->raw_s, r->acx_s, r->ratio, r->rmin, r->rmax);
+    fprintf(f, "}");
+    sep = ",";
+  }
+  fprintf(f, "\n  ]\n}\n");
+  fclose(f);
+}
+
+int main(int argc, char **argv) {
+  opts_t o;
+  int pr = parse_opts(argc, argv, &o);
+  if (pr) return pr == 1 ? 0 : 2;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     printf("acx-lib-bench: no CUDA device visible: nothing to measure (skipped)\n");
     return 0;
   }
-  if (device < 0 || device >= ndev) {
-    fprintf(stderr, "--device %d: this machine has %d CUDA devices\n", device, ndev);
+  if (o.device >= ndev) {
+    fprintf(stderr, "--device %d: this machine has %d CUDA devices\n", o.device, ndev);
     return 2;
   }
-  result_t res[NCASES] = {0};
-  /* Raw first, all of it, then release this process's GPU memory so the executor has the GPU's
-   * memory to itself. */
-  for (size_t i = 0; i < NCASES; i++) {
-    if (!selected(only, cases[i].name)) continue;
-    cases[i].iters = (int)fmax(1, cases[i].iters * scale);
-    res[i].raw_ok = run_raw(device, cases[i].name, cases[i].iters, &res[i].raw_s) == 0;
-  }
-  cudaDeviceReset();
-
+  /* Both sides live at once, so that their rounds can alternate: this process's CUDA context (the
+   * raw calls free their memory after each round) and the executor's. */
   acx_system_t *sys = NULL;
   acx_device_t *dev = NULL;
   acx_status_t st = acx_system_create(NULL, &sys);
   acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
   cfg.kind = ACX_DEVICE_KIND_CUDA;
-  cfg.cuda_ordinal = device;
+  cfg.cuda_ordinal = o.device;
   if (st == ACX_OK) st = acx_device_open(sys, &cfg, &dev);
   if (st != ACX_OK) {
     fprintf(stderr, "acx: opening the device: %s\n", acx_status_str(st));
     return 1;
   }
+  result_t res[NCASES] = {0};
   for (size_t i = 0; i < NCASES; i++) {
-    if (!selected(only, cases[i].name)) continue;
-    res[i].acx_ok = run_acx(dev, cases[i].name, cases[i].iters, &res[i].acx_s) == 0;
+    if (!selected(o.only, cases[i].name)) continue;
+    cases[i].iters = (int)fmax(1, cases[i].iters * o.scale);
+    run_case(o.device, dev, &cases[i], o.reps, &res[i]);
   }
   acx_device_close(dev, T_WAIT);
   acx_system_destroy(sys, T_WAIT);
 
   const char *transport = getenv("ACX_EXECUTOR") ? getenv("ACX_EXECUTOR") : "process";
-  printf("\nacx-lib-bench: raw library calls vs the same through acx (transport %s), GPU %d\n", transport, device);
-  printf("%-12s %-30s %6s %12s %12s %12s %12s %8s %5s\n", "case", "shape", "iters", "raw time", "raw rate",
-         "acx time", "acx rate", "acx/raw", "goal");
+  printf("\nacx-lib-bench: raw library calls vs the same through acx (transport %s), GPU %d, %d round(s) ABBA\n",
+         transport, o.device, o.reps);
+  printf("%-12s %-30s %6s %12s %12s %12s %12s %8s %6s %6s %5s\n", "case", "shape", "iters", "raw time", "raw rate",
+         "acx time", "acx rate", "acx/raw", "rmin", "rmax", "goal");
   int fail = 0;
   for (size_t i = 0; i < NCASES; i++) {
-    if (!selected(only, cases[i].name)) continue;
+    if (!selected(o.only, cases[i].name)) continue;
     const bcase_t *c = &cases[i];
+    const result_t *r = &res[i];
     const char *unit = c->is_bytes ? "GB/s" : "TFLOP/s";
     double div = c->is_bytes ? 1e9 : 1e12;
-    char rt[32] = "failed", rr[32] = "-", at[32] = "failed", ar[32] = "-", ratio[16] = "-";
-    if (res[i].raw_ok) {
-      snprintf(rt, sizeof rt, "%.3f ms", res[i].raw_s * 1e3);
-      snprintf(rr, sizeof rr, "%.1f %s", c->work / res[i].raw_s / div, unit);
-    }
-    if (res[i].acx_ok) {
-      snprintf(at, sizeof at, "%.3f ms", res[i].acx_s * 1e3);
-      snprintf(ar, sizeof ar, "%.1f %s", c->work / res[i].acx_s / div, unit);
-    }
-    int met = 0;
-    if (res[i].raw_ok && res[i].acx_ok) {
-      double q = res[i].raw_s / res[i].acx_s; /* rates: acx/raw */
-      snprintf(ratio, sizeof ratio, "%.3f", q);
-      met = q >= GOAL_RATIO;
+    char rt[32] = "failed", rr[32] = "-", at[32] = "failed", ar[32] = "-", ratio[16] = "-", lo[16] = "-",
+         hi[16] = "-";
+    int ok = r->raw_ok && r->acx_ok, met = 0;
+    if (ok) {
+      snprintf(rt, sizeof rt, "%.3f ms", r->raw_s * 1e3);
+      snprintf(rr, sizeof rr, "%.1f %s", c->work / r->raw_s / div, unit);
+      snprintf(at, sizeof at, "%.3f ms", r->acx_s * 1e3);
+      snprintf(ar, sizeof ar, "%.1f %s", c->work / r->acx_s / div, unit);
+      snprintf(ratio, sizeof ratio, "%.3f", r->ratio);
+      snprintf(lo, sizeof lo, "%.3f", r->rmin);
+      snprintf(hi, sizeof hi, "%.3f", r->rmax);
+      met = r->ratio >= GOAL_RATIO;
+    } else {
+      if (r->raw_ok) snprintf(rt, sizeof rt, "ok");
+      if (r->acx_ok) snprintf(at, sizeof at, "ok");
     }
     fail |= !met;
-    printf("%-12s %-30s %6d %12s %12s %12s %12s %8s %5s\n", c->name, c->shape, c->iters, rt, rr, at, ar, ratio,
-           met ? "met" : "MISS");
+    printf("%-12s %-30s %6d %12s %12s %12s %12s %8s %6s %6s %5s\n", c->name, c->shape, c->iters, rt, rr, at, ar,
+           ratio, lo, hi, met ? "met" : "MISS");
   }
-  printf("(rate ratio acx/raw; goal >= %.2f)\n", GOAL_RATIO);
+  printf("(medians of %d rounds; rate ratio acx/raw, its smallest and largest round; goal: median >= %.2f)\n", o.reps,
+         GOAL_RATIO);
+  if (o.json) write_json(&o, res, transport);
   return fail ? 1 : 0;
 }

@@ -47,6 +47,7 @@
 #include "collectives/coll_internal.h"
 #include "collectives/remote/ctrl_plane.h"
 #include "collectives/world_internal.h"
+#include "runtime/device/buffer.h"
 #include "runtime/base/clock.h"
 #include "runtime/device/device_internal.h"
 #include "runtime/base/log.h"
@@ -1161,13 +1162,13 @@ acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns) {
 static acx_status_t check_call(const char *fn, acx_world_t *world, const acx_token_t *token, uint64_t bytes,
                                acx_buffer_t *local, uint64_t local_offset, acx_future_t **done,
                                acx_buffer_info_t *info) {
-  ACX_CHECK_NULL(world);
-  ACX_CHECK_NULL(token);
-  ACX_CHECK_NULL(local);
-  ACX_CHECK_NULL(done);
+  ACX_CHECK_NULL_IN(fn, world, "world");
+  ACX_CHECK_NULL_IN(fn, token, "token");
+  ACX_CHECK_NULL_IN(fn, local, "local");
+  ACX_CHECK_NULL_IN(fn, done, "done");
   *done = NULL;
   ACX_CHECK_ARG(bytes > 0, "%s: argument 'bytes' is 0", fn);
-  ACXCHECK(acx_buffer_check(local));
+  ACXCHECK(acxi_buffer_check(fn, "local", local));
   ACXCHECK(acx_buffer_query(local, info));
   if (local_offset > info->bytes || bytes > info->bytes - local_offset) {
     ACX_WARN(COLL, "%s: arguments 'local_offset'=%" PRIu64 " + 'bytes'=%" PRIu64 " exceed the local buffer's %zu bytes",
@@ -1315,21 +1316,25 @@ static acx_status_t sync_wait(acx_world_t *world, acx_future_t *f, int64_t timeo
 acx_status_t acx_token_get_sync(acx_world_t *world, const acx_token_t *token, uint64_t offset, uint64_t bytes,
                                 acx_buffer_t *local, uint64_t local_offset, int64_t timeout_ns) {
   acx_future_t *f = NULL;
-  ACXCHECK(acx_token_get(world, token, offset, bytes, local, local_offset, &f));
+  ACXCHECK(access_remote(__func__, world, token, offset, bytes, local, local_offset, 0, &f));
   return sync_wait(world, f, timeout_ns);
 }
 
 acx_status_t acx_token_put_sync(acx_world_t *world, const acx_token_t *token, uint64_t offset, uint64_t bytes,
                                 acx_buffer_t *local, uint64_t local_offset, int64_t timeout_ns) {
   acx_future_t *f = NULL;
-  ACXCHECK(acx_token_put(world, token, offset, bytes, local, local_offset, &f));
+  ACXCHECK(access_remote(__func__, world, token, offset, bytes, local, local_offset, 1, &f));
   return sync_wait(world, f, timeout_ns);
 }
 
 acx_status_t acx_token_local_buffer(const acx_token_t *token, unsigned access, acx_buffer_t **buf) {
+  if (buf) *buf = NULL; /* on every failure, as acx/remote.h promises */
   ACX_CHECK_NULL(token);
   ACX_CHECK_NULL(buf);
-  *buf = NULL;
+  /* Checked here too, so that the line names this call rather than the owner's check. */
+  ACX_CHECK_ARG(access != 0 && (access & ~ACX_TOKEN_RIGHTS_ALL) == 0,
+                "acx_token_local_buffer: argument 'access'=0x%x is not a non-empty set of ACX_TOKEN_READ|"
+                "ACX_TOKEN_WRITE", access);
   int32_t rank = 0, node = 0;
   uint64_t epoch = 0;
   acxi_token_identity(&rank, &node, &epoch);
@@ -1343,7 +1348,7 @@ acx_status_t acx_token_local_buffer(const acx_token_t *token, unsigned access, a
 
 acx_status_t acx_remote_stats(acx_world_t *world, acx_remote_stats_t *s) {
   ACX_CHECK_NULL(world);
-  ACX_CHECK_NULL(s);
+  ACX_CHECK_NULL_AS(s, "stats");
   ACX_CHECK_ARG(s->size == sizeof *s, "acx_remote_stats: stats->size is %zu, expected %zu", s->size, sizeof *s);
   remote_t *rm = remote_of(world);
   if (!rm) {

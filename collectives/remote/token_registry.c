@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "runtime/device/buffer.h"
 #include "runtime/base/clock.h"
 #include "runtime/device/device_internal.h"
 #include "runtime/base/log.h"
@@ -152,7 +153,7 @@ acx_status_t acx_buffer_export(acx_buffer_t *buf, unsigned rights, acx_token_t *
   ACX_CHECK_NULL(token);
   ACX_CHECK_ARG(rights != 0 && (rights & ~ACX_TOKEN_RIGHTS_ALL) == 0,
                 "acx_buffer_export: argument 'rights'=0x%x is not a non-empty set of ACX_TOKEN_READ|ACX_TOKEN_WRITE", rights);
-  ACXCHECK(acx_buffer_check(buf));
+  ACXCHECK(acxi_buffer_check(__func__, "buf", buf));
   acx_buffer_info_t info;
   ACXCHECK(acx_buffer_query(buf, &info));
 
@@ -344,7 +345,7 @@ acx_status_t acxi_token_resolve(const acx_token_t *t, unsigned access, uint64_t 
     st = ACX_ERR_STALE_TOKEN;
     goto err_release_buf;
   }
-  if (acx_buffer_check(b) != ACX_OK) {
+  if (acxi_buffer_check(NULL, NULL, b) != ACX_OK) {
     ACX_WARN(TOKEN, "token of buffer %" PRIu64 ": the buffer was freed or its device closed: stale", t->buffer_id);
     st = ACX_ERR_STALE_TOKEN;
     goto err_release_buf;

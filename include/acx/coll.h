@@ -52,7 +52,8 @@ extern "C" {
 typedef struct acx_coll acx_coll_t;
 
 /* Reduction operations (NCCL's; avg divides the sum by the number of ranks, integer types with
- * integer division). */
+ * integer division: on the host kind C's, which truncates toward zero, so a sum of -7 over 2 ranks
+ * averages to -3, not -4; on the cuda kind NCCL's ncclAvg). */
 typedef enum acx_redop {
   ACX_REDOP_SUM = 0,
   ACX_REDOP_PROD = 1,

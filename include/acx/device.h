@@ -254,7 +254,9 @@ acx_status_t acx_buffer_query(acx_buffer_t *buf, acx_buffer_info_t *info);
 acx_status_t acx_buffer_check(acx_buffer_t *buf);
 
 /* buf[offset, +bytes) := pattern (its low `width` bytes, little-endian), width 1, 2, 4 or 8; for
- * a typed buffer width must be the element size. bytes may be ACX_WHOLE. */
+ * a typed buffer width must be the element size. bytes may be ACX_WHOLE. A width other than 1, 2,
+ * 4 or 8, or an offset or bytes not a multiple of it: ACX_ERR_INVALID_ARG; one of them that is not
+ * a typed buffer's element size: ACX_ERR_BAD_DTYPE (test_buffer's test_fill_widths). */
 acx_status_t acx_buffer_fill(acx_buffer_t *buf, size_t offset, size_t bytes, uint64_t pattern, unsigned width,
                              uint32_t stream, int64_t timeout_ns);
 acx_status_t acx_buffer_fill_async(acx_buffer_t *buf, size_t offset, size_t bytes, uint64_t pattern,

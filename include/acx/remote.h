@@ -6,7 +6,7 @@
  *  - GPU to GPU through NCCL when both buffers live on cuda devices (ACX_REMOTE_TRANSPORT=auto,
  *    the default): on a two-rank channel per (requester, owner) pair, a NCCL communicator of its
  *    own in each executor, on a CUDA stream of its own, with its sends and receives issued in the
- *    owner's serving order on both sides (docs/tokens.md, "Data path");
+ *    owner's serving order on both sides (docs/resilience.md#remote-access-through-tokens);
  *  - otherwise (host device kind, ACX_REMOTE_TRANSPORT=mpi) staged through host memory and sent
  *    over MPI on the control plane's communicator.
  * Remote traffic never enters a collectives communicator, so it cannot interleave with
@@ -90,8 +90,9 @@ acx_status_t acx_token_put_sync(acx_world_t *world, const acx_token_t *token, ui
  * itself, after the owner's full check of `access` (ACX_TOKEN_READ and/or ACX_TOKEN_WRITE) over
  * the whole buffer. *buf is held for the caller (acx_buffer_release). A token of another rank
  * cannot be an operand here (collectives take this rank's buffers): ACX_ERR_BAD_TOKEN. Statuses
- * of the owner's check (ACX_ERR_STALE_TOKEN, ACX_ERR_DENIED, ...), ACX_ERR_NULL_ARG. Works
- * without acx_remote_start. Any thread. */
+ * of the owner's check (ACX_ERR_STALE_TOKEN, ACX_ERR_DENIED, ...), ACX_ERR_INVALID_ARG for an
+ * empty or unknown `access`, ACX_ERR_NULL_ARG. On every failure *buf is NULL (when buf is not).
+ * Works without acx_remote_start. Any thread. */
 acx_status_t acx_token_local_buffer(const acx_token_t *token, unsigned access, acx_buffer_t **buf);
 
 typedef struct acx_remote_stats {

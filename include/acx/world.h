@@ -57,7 +57,8 @@ typedef struct acx_world_config {
  * collective this call issues on comm is the duplicate, so comm's collectives stay matched.
  * The epoch: the world starts at 0 in a process's first world and, in later ones, above every
  * epoch any of its ranks used before, so tokens of an earlier world never validate again.
- * Returns ACX_OK; ACX_ERR_NULL_ARG; ACX_ERR_INVALID_ARG (cfg->size, cfg->timeout_ms negative,
+ * cfg may be NULL: the defaults of ACX_WORLD_CONFIG_INIT (test_world's test_log_names).
+ * Returns ACX_OK; ACX_ERR_NULL_ARG (world); ACX_ERR_INVALID_ARG (cfg->size, cfg->timeout_ms negative,
  * comm is MPI_COMM_NULL); ACX_ERR_INVALID_STATE (MPI not initialised or already finalised; this
  * rank already has a world, or another thread is building one); ACX_ERR_NOT_SUPPORTED (thread
  * level); ACX_ERR_BAD_LAUNCH (MPI sees one process although the launcher started more: the MPI

@@ -1004,7 +1004,7 @@ static acx_status_t system_cpuset(const acx_system_config_t *config, acxi_cpuset
 }
 
 acx_status_t acx_system_create(const acx_system_config_t *config, acx_system_t **sys_out) {
-  ACX_CHECK_NULL(sys_out);
+  ACX_CHECK_NULL_AS(sys_out, "sys");
   /* Growth rule: fields are only appended, so a caller built against an older header passes a
    * smaller size; every size from the first release's struct (up to name) to today's is valid. */
   ACX_CHECK_ARG(!config || (config->size >= offsetof(acx_system_config_t, name) + sizeof config->name &&

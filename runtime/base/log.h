@@ -43,14 +43,20 @@ int acxi_log_rank(void);
 #define ACX_INFO(sub, ...) ACXI_LOG(ACX_LOG_INFO, ACXI_SUB_##sub, __VA_ARGS__)
 #define ACX_TRACE(sub, ...) ACXI_LOG(ACX_LOG_TRACE, ACXI_SUB_##sub, __VA_ARGS__)
 
-/* Argument checks: log the argument's name once, where the error starts, and return. */
-#define ACX_CHECK_NULL(p)                                                         \
+/* Argument checks: log the argument's name once, where the error starts, and return. The line
+ * names __func__ and #p, so ACX_CHECK_NULL belongs in the public function the user called, with
+ * the parameter spelled as in the public header (tests/logging/check_log_names.py checks both);
+ * ACX_CHECK_NULL_AS names a parameter whose variable is spelled otherwise, and ACX_CHECK_NULL_IN a
+ * helper's caller. */
+#define ACX_CHECK_NULL_IN(fn, p, name)                                            \
   do {                                                                            \
     if ((p) == NULL) {                                                            \
-      ACX_WARN(ALL, "%s: argument '%s' is NULL", __func__, #p);                   \
+      ACX_WARN(ALL, "%s: argument '%s' is NULL", (fn), (name));                   \
       return ACX_ERR_NULL_ARG;                                                    \
     }                                                                             \
   } while (0)
+#define ACX_CHECK_NULL_AS(p, name) ACX_CHECK_NULL_IN(__func__, p, name)
+#define ACX_CHECK_NULL(p) ACX_CHECK_NULL_IN(__func__, p, #p)
 #define ACX_CHECK_ARG(cond, ...)                                                  \
   do {                                                                            \
     if (!(cond)) {                                                                \

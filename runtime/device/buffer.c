@@ -21,26 +21,32 @@ static acx_status_t usable(acx_device_t *dev) {
   return st == ACX_ERR_INVALID_STATE ? st : ACX_OK; /* the other states are reported by submit */
 }
 
+/* fn == NULL: no line (the caller says why in its own words). */
 static acx_status_t check_buffer(const char *fn, const char *name, acx_buffer_t *b) {
   if (!b) {
-    ACX_WARN(BUFFER, "%s: argument '%s' is NULL", fn, name);
+    if (fn) ACX_WARN(BUFFER, "%s: argument '%s' is NULL", fn, name);
     return ACX_ERR_NULL_ARG;
   }
   if (atomic_load_explicit(&b->freed, memory_order_acquire)) {
-    ACX_WARN(BUFFER, "%s: argument '%s' (buffer %" PRIu64 ") was freed", fn, name, b->id);
+    if (fn) ACX_WARN(BUFFER, "%s: argument '%s' (buffer %" PRIu64 ") was freed", fn, name, b->id);
     return ACX_ERR_INVALID_STATE;
   }
   if (usable(b->dev) != ACX_OK) {
-    ACX_WARN(BUFFER, "%s: argument '%s': its device is closed", fn, name);
+    if (fn) ACX_WARN(BUFFER, "%s: argument '%s': its device is closed", fn, name);
     return ACX_ERR_INVALID_STATE;
   }
   uint64_t gen = atomic_load_explicit(&b->dev->generation, memory_order_relaxed);
   if (b->generation != gen) {
-    ACX_WARN(BUFFER, "%s: argument '%s' (buffer %" PRIu64 ") is from device generation %" PRIu64
-             ", the device is at %" PRIu64, fn, name, b->id, b->generation, gen);
+    if (fn)
+      ACX_WARN(BUFFER, "%s: argument '%s' (buffer %" PRIu64 ") is from device generation %" PRIu64
+               ", the device is at %" PRIu64, fn, name, b->id, b->generation, gen);
     return ACX_ERR_STALE_BUFFER;
   }
   return ACX_OK;
+}
+
+acx_status_t acxi_buffer_check(const char *fn, const char *name, acx_buffer_t *buf) {
+  return check_buffer(fn, name, buf);
 }
 
 /* [off, off + *bytes) within size; *bytes == ACX_WHOLE means "to the end". */
@@ -121,9 +127,7 @@ static void account(acx_device_t *dev, const acx_buffer_t *b, int sign) {
 static acx_status_t alloc_common(acx_device_t *dev, size_t bytes, acx_dtype_t dtype, acx_mem_kind_t kind,
                                  int64_t timeout_ns, acx_buffer_t **out, acx_future_t **done) {
   static const char fn[] = "acx_buffer_alloc";
-  ACX_CHECK_NULL(dev);
-  ACX_CHECK_NULL(out);
-  *out = NULL;
+  *out = NULL; /* dev and out: checked by the public callers */
   if (acx_dtype_size(dtype) == 0) {
     ACX_WARN(BUFFER, "%s: argument 'dtype'=%d is not an acx_dtype_t", fn, (int)dtype);
     return ACX_ERR_BAD_DTYPE;
@@ -179,6 +183,9 @@ static acx_status_t alloc_common(acx_device_t *dev, size_t bytes, acx_dtype_t dt
   st = acx_future_wait(f, acxi_device_timeout(dev, timeout_ns), NULL, 0, NULL);
   acx_future_release(f);
   if (st != ACX_OK) {
+    /* The executor's own line names only a request id: say here what the user asked for. */
+    ACX_WARN(BUFFER, "%s: %zu bytes of %s (%s memory) not allocated: %s", fn, bytes, acx_dtype_name(dtype),
+             kind == ACX_MEM_MANAGED ? "managed" : "device", acx_status_name(st));
     /* On a timeout the allocation may still happen: the release's FREE follows it in the ring.
      * Otherwise nothing was allocated. */
     if (st != ACX_ERR_TIMEOUT) {

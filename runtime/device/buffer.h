@@ -12,6 +12,9 @@ typedef struct acxi_staging acxi_staging_t;
 acx_status_t acxi_host_mem_register(acx_device_t *dev, acx_host_mem_t *mem, unsigned flags);
 /* Registers every live host region with a new executor (the DeviceActor, state STARTING). */
 acx_status_t acxi_host_mem_register_all(acx_device_t *dev);
+/* acx_buffer_check for another public call: a rejection's line names fn (the function the user
+ * called) and name (its parameter); fn NULL logs nothing. */
+acx_status_t acxi_buffer_check(const char *fn, const char *name, acx_buffer_t *buf);
 /* The device is closed and its executor reaped: release the staging region. */
 void acxi_device_staging_destroy(acx_device_t *dev);
 #endif

@@ -1682,7 +1682,7 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
 
 acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, acx_device_t **out) {
   ACX_CHECK_NULL(sys);
-  ACX_CHECK_NULL(out);
+  ACX_CHECK_NULL_AS(out, "dev");
   *out = NULL;
   acx_status_t res;
   acx_device_t *dev = calloc(1, sizeof *dev);

@@ -434,7 +434,7 @@ static int launcher_int(const char *const *vars) {
 acx_status_t acx_topo_print(const acx_topo_t *t, int local_size, FILE *out) {
   static const char *const size_vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS", NULL};
   static const char *const rank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", NULL};
-  ACX_CHECK_NULL(t);
+  ACX_CHECK_NULL_AS(t, "topo");
   ACX_CHECK_NULL(out);
   fprintf(out, "# topology: %s\n", t->thissystem ? "this machine" : "recorded (HWLOC_XMLFILE or XML), not this machine");
   fprintf(out, "# NVIDIA GPUs in PCI order: %d\n", t->ngpus);

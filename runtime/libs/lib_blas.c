@@ -16,6 +16,7 @@ struct acx_blas {
 #define FLOATS (ACXK_DT(ACX_DTYPE_F32) | ACXK_DT(ACX_DTYPE_F64) | ACXK_DT(ACX_DTYPE_F16) | ACXK_DT(ACX_DTYPE_BF16))
 
 acx_status_t acx_blas_create(acx_device_t *dev, const acx_lib_config_t *cfg, acx_blas_t **blas) {
+  ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(blas);
   *blas = NULL;
   acx_blas_t *b = calloc(1, sizeof *b);
@@ -66,7 +67,7 @@ static acx_status_t check_ctx(const char *fn, acx_blas_t *blas) {
 acx_status_t acx_blas_gemm(acx_blas_t *blas, const acx_blas_gemm_desc_t *d, acx_future_t **done) {
   static const char fn[] = "acx_blas_gemm";
   ACXCHECK(check_ctx(fn, blas));
-  ACX_CHECK_NULL(d);
+  ACX_CHECK_NULL_AS(d, "desc");
   if (done) *done = NULL;
   acxk_lib_ctx_t *x = blas->ctx;
   ACX_CHECK_ARG(d->size == sizeof *d, "%s: argument 'desc' has size %zu, expected %zu (ACX_BLAS_GEMM_DESC_INIT)", fn,

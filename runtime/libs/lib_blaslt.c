@@ -19,6 +19,7 @@ struct acx_blaslt {
 #define OUTPUTS (ACXK_DT(ACX_DTYPE_F32) | ACXK_DT(ACX_DTYPE_F16) | ACXK_DT(ACX_DTYPE_BF16))
 
 acx_status_t acx_blaslt_create(acx_device_t *dev, const acx_lib_config_t *cfg, acx_blaslt_t **lt) {
+  ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(lt);
   *lt = NULL;
   acx_blaslt_t *l = calloc(1, sizeof *l);
@@ -115,7 +116,7 @@ acx_status_t acx_blaslt_matmul(acx_blaslt_t *lt, const acx_blaslt_matmul_desc_t 
     ACX_WARN(LIB, "%s: argument 'lt' is NULL", fn);
     return ACX_ERR_NULL_ARG;
   }
-  ACX_CHECK_NULL(d);
+  ACX_CHECK_NULL_AS(d, "desc");
   acxk_lib_ctx_t *x = lt->ctx;
   ACX_CHECK_ARG(d->size == sizeof *d, "%s: argument 'desc' has size %zu, expected %zu (ACX_BLASLT_MATMUL_DESC_INIT)",
                 fn, d->size, sizeof *d);

@@ -82,9 +82,7 @@ static acx_status_t lib_actor_receive(acx_ctx_t *ctx, void *state, const acx_msg
 acx_status_t acxk_lib_ctx_create(acx_device_t *dev, const acx_lib_config_t *cfg, acx_lib_id_t lib,
                                  acxk_lib_ctx_t **out) {
   static _Atomic uint32_t counter;
-  ACX_CHECK_NULL(dev);
-  ACX_CHECK_NULL(out);
-  *out = NULL;
+  *out = NULL; /* dev: checked by each acx_<lib>_create, under its own name */
   acx_lib_config_t c = ACX_LIB_CONFIG_INIT;
   if (cfg) {
     ACX_CHECK_ARG(cfg->size >= sizeof(acx_lib_config_t) - sizeof(cfg->name) && cfg->size <= 4096,

@@ -20,6 +20,7 @@ struct acx_dnn {
 int acx_dnn_available(void) { return ACX_HAVE_CUDNN; }
 
 acx_status_t acx_dnn_create(acx_device_t *dev, const acx_lib_config_t *cfg, acx_dnn_t **dnn) {
+  ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(dnn);
   *dnn = NULL;
   acx_dnn_t *d = calloc(1, sizeof *d);

@@ -13,6 +13,7 @@ struct acx_fft {
 };
 
 acx_status_t acx_fft_create(acx_device_t *dev, const acx_lib_config_t *cfg, acx_fft_t **fft) {
+  ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(fft);
   *fft = NULL;
   acx_fft_t *f = calloc(1, sizeof *f);
@@ -37,7 +38,7 @@ acx_status_t acx_fft_exec(acx_fft_t *fft, const acx_fft_desc_t *d, acx_future_t 
   static const char fn[] = "acx_fft_exec";
   if (done) *done = NULL;
   ACX_CHECK_NULL(fft);
-  ACX_CHECK_NULL(d);
+  ACX_CHECK_NULL_AS(d, "desc");
   acxk_lib_ctx_t *x = fft->ctx;
   ACX_CHECK_ARG(d->size == sizeof *d, "%s: argument 'desc' has size %zu, expected %zu (ACX_FFT_DESC_INIT)", fn,
                 d->size, sizeof *d);

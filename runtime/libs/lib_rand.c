@@ -20,6 +20,7 @@ struct acx_rand {
 
 acx_status_t acx_rand_create(acx_device_t *dev, const acx_lib_config_t *cfg, acx_rand_rng_t rng, uint64_t seed,
                              acx_rand_t **rand) {
+  ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(rand);
   *rand = NULL;
   ACX_CHECK_ARG((unsigned)rng <= ACX_RAND_MRG32K3A, "acx_rand_create: argument 'rng'=%d is not an acx_rand_rng_t",

@@ -36,6 +36,7 @@ _Static_assert(ACX_KERNEL_MAX_ARGS == ACXK_RTC_MAX_ARGS, "public and wire argume
 _Static_assert(ACX_KERNEL_MAX_BUFFER_ARGS == ACXK_MAX_OPERANDS, "buffer arguments are descriptor operands");
 
 acx_status_t acx_rtc_create(acx_device_t *dev, const acx_lib_config_t *cfg, acx_rtc_t **rtc) {
+  ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(rtc);
   *rtc = NULL;
   acx_rtc_t *r = calloc(1, sizeof *r);

@@ -16,6 +16,7 @@ struct acx_solver {
 #define REALS (ACXK_DT(ACX_DTYPE_F32) | ACXK_DT(ACX_DTYPE_F64))
 
 acx_status_t acx_solver_create(acx_device_t *dev, const acx_lib_config_t *cfg, acx_solver_t **solver) {
+  ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(solver);
   *solver = NULL;
   acx_solver_t *s = calloc(1, sizeof *s);
@@ -174,7 +175,7 @@ acx_status_t acx_solver_gesvd(acx_solver_t *solver, const acx_solver_gesvd_desc_
   static const char fn[] = "acx_solver_gesvd";
   if (done) *done = NULL;
   ACXCHECK(check_ctx(fn, solver));
-  ACX_CHECK_NULL(d);
+  ACX_CHECK_NULL_AS(d, "desc");
   acxk_lib_ctx_t *x = solver->ctx;
   ACX_CHECK_ARG(d->size == sizeof *d, "%s: argument 'desc' has size %zu, expected %zu (ACX_SOLVER_GESVD_DESC_INIT)",
                 fn, d->size, sizeof *d);

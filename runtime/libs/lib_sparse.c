@@ -17,6 +17,7 @@ struct acx_sparse {
 #define INDICES (ACXK_DT(ACX_DTYPE_I32) | ACXK_DT(ACX_DTYPE_I64))
 
 acx_status_t acx_sparse_create(acx_device_t *dev, const acx_lib_config_t *cfg, acx_sparse_t **sp) {
+  ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(sp);
   *sp = NULL;
   acx_sparse_t *s = calloc(1, sizeof *s);

@@ -20,6 +20,7 @@ _Static_assert(ACX_TENSOR_MAX_LABELS == ACXK_TENSOR_MAX_LABELS, "public and wire
 int acx_tensor_available(void) { return ACX_HAVE_CUTENSOR; }
 
 acx_status_t acx_tensor_create(acx_device_t *dev, const acx_lib_config_t *cfg, acx_tensor_t **t) {
+  ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(t);
   *t = NULL;
   acx_tensor_t *x = calloc(1, sizeof *x);

@@ -197,8 +197,9 @@ static acx_status_t reject(acxi_token_defect_t d, acxi_token_defect_t *why, cons
 
 acx_status_t acxi_token_decode_why(const void *buf, size_t len, acx_token_t *token, acxi_token_defect_t *why) {
   if (why) *why = ACXI_TOKEN_OK;
-  ACX_CHECK_NULL(buf);
-  ACX_CHECK_NULL(token);
+  /* Named as the user's call: the control plane's decoder never passes NULL. */
+  ACX_CHECK_NULL_IN("acx_token_decode", buf, "buf");
+  ACX_CHECK_NULL_IN("acx_token_decode", token, "token");
   const uint8_t *p = buf;
   if (len < ACX_TOKEN_BYTES) return reject(ACXI_TOKEN_TRUNCATED, why, "%zu bytes, a token has %d", len, ACX_TOKEN_BYTES);
   if (len > ACX_TOKEN_BYTES) return reject(ACXI_TOKEN_OVERSIZED, why, "%zu bytes, a token has %d", len, ACX_TOKEN_BYTES);

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "acx/config.h"
 
 #include "acx/status.h"
 
@@ -54,4 +57,54 @@ int acx_test_status_check(int got, int expected, const char *expr, const char *f
   fprintf(stderr, "%s:%d: %s returned %s, expected %s\n", file, line, expr,
           acx_status_name((acx_status_t)got), acx_status_name((acx_status_t)expected));
   return 0;
+}
+
+static char log_path[64];
+static char *log_saved_level, *log_saved_file;
+
+static char *dup_env(const char *name) {
+  const char *v = getenv(name);
+  return v ? strdup(v) : NULL;
+}
+
+static void restore_env(const char *name, char *value) {
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+  free(value);
+}
+
+void acx_test_log_begin(void) {
+  snprintf(log_path, sizeof log_path, "/tmp/acx-test-log-XXXXXX");
+  int fd = mkstemp(log_path);
+  if (fd < 0) {
+    perror("acx_test_log_begin: mkstemp");
+    exit(1);
+  }
+  close(fd);
+  log_saved_level = dup_env("ACX_DEBUG");
+  log_saved_file = dup_env("ACX_DEBUG_FILE");
+  setenv("ACX_DEBUG_FILE", log_path, 1);
+  setenv("ACX_DEBUG", "WARN", 1);
+  acx_log_reinit();
+}
+
+char *acx_test_log_end(void) {
+  restore_env("ACX_DEBUG", log_saved_level);
+  restore_env("ACX_DEBUG_FILE", log_saved_file);
+  log_saved_level = log_saved_file = NULL;
+  acx_log_reinit(); /* closes the capture file: every line is in it */
+  FILE *f = fopen(log_path, "r");
+  size_t cap = 1 << 16, n = 0;
+  char *text = calloc(cap, 1);
+  if (f && text) {
+    n = fread(text, 1, cap - 1, f);
+    text[n] = '\0';
+  }
+  if (f) fclose(f);
+  unlink(log_path);
+  if (!text) {
+    fprintf(stderr, "acx_test_log_end: out of memory\n");
+    exit(1);
+  }
+  return text;
 }

@@ -19,6 +19,12 @@ void acx_test_skip(const char *why) __attribute__((noreturn));
 /* Fills buf with bytes from a seeded xorshift generator (never all zeros). */
 void acx_test_fill_random(void *buf, size_t bytes, uint64_t seed);
 
+/* Log capture: from acx_test_log_begin to acx_test_log_end this process's log lines (WARN and
+ * above) go to a temporary file (ACX_DEBUG_FILE); end restores ACX_DEBUG and ACX_DEBUG_FILE as they
+ * were and returns the lines (malloc'd, NUL-terminated, never NULL; the caller frees). */
+void acx_test_log_begin(void);
+char *acx_test_log_end(void);
+
 #define ACX_TEST(fn) {#fn, fn}
 #define ACX_TEST_END {NULL, NULL}
 /* Asserts a status equals the expected one, printing both names on failure. */

@@ -758,6 +758,39 @@ static void test_bad_args(void) {
   acx_buffer_release(local);
 }
 
+/* A bad call's line names the function the user called and acx/remote.h's parameter names
+ * (issue 15 item 6: they were logged under check_call and acxi_token_resolve). */
+static void test_log_names(void) {
+  acx_buffer_t *local = alloc(64, ACX_DTYPE_BYTE), *b = local;
+  acx_token_t tok;
+  ACX_ASSERT_STATUS(acx_buffer_export(local, ACX_TOKEN_READ, &tok), ACX_OK);
+  acx_future_t *f = NULL;
+  acx_test_log_begin();
+  acx_status_t get = acx_token_get(world, &tok, 0, 8, NULL, 0, &f);
+  acx_status_t get_sync = acx_token_get_sync(world, &tok, 0, 8, NULL, 0, T_LONG);
+  acx_status_t put_done = acx_token_put(world, &tok, 0, 8, local, 0, NULL);
+  acx_status_t access = acx_token_local_buffer(&tok, 0, &b);
+  acx_status_t stats = acx_remote_stats(world, NULL);
+  char *log = acx_test_log_end();
+  CU_ASSERT_EQUAL(get, ACX_ERR_NULL_ARG);
+  CU_ASSERT_EQUAL(get_sync, ACX_ERR_NULL_ARG);
+  CU_ASSERT_EQUAL(put_done, ACX_ERR_NULL_ARG);
+  CU_ASSERT_EQUAL(access, ACX_ERR_INVALID_ARG);
+  CU_ASSERT_PTR_NULL(b); /* cleared on failure */
+  CU_ASSERT_EQUAL(stats, ACX_ERR_NULL_ARG);
+  CU_ASSERT(strstr(log, "acx_token_get: argument 'local' is NULL") != NULL);
+  CU_ASSERT(strstr(log, "acx_token_get_sync: argument 'local' is NULL") != NULL);
+  CU_ASSERT(strstr(log, "acx_token_put: argument 'done' is NULL") != NULL);
+  CU_ASSERT(strstr(log, "acx_token_local_buffer: argument 'access'=0x0") != NULL);
+  CU_ASSERT(strstr(log, "acx_remote_stats: argument 'stats' is NULL") != NULL);
+  CU_ASSERT(strstr(log, "check_call") == NULL);
+  CU_ASSERT(strstr(log, "acxi_") == NULL);
+  if (rank == 0) printf("\n    captured:\n%s", log);
+  free(log);
+  acx_buffer_unexport(local);
+  acx_buffer_release(local);
+}
+
 int main(int argc, char **argv) {
   int provided = 0, bad_param = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -817,7 +850,7 @@ int main(int argc, char **argv) {
                                           ACX_TEST(test_typed_round_trip),
                                           ACX_TEST(test_refusals),
                                           ACX_TEST(test_local_buffer),
-                                          ACX_TEST(test_bad_args),
+                                          ACX_TEST(test_bad_args), ACX_TEST(test_log_names),
                                           ACX_TEST(test_crossfire),
                                           ACX_TEST(test_revocation_put_after_unexport),
                                           ACX_TEST(test_forged_reply),

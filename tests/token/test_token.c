@@ -346,6 +346,8 @@ static void test_rejection_logged(void) {
   ACX_ASSERT_STATUS(acx_token_decode(b, 57, &d), ACX_ERR_BAD_TOKEN);
   b[60] ^= 4;
   ACX_ASSERT_STATUS(acx_token_decode(b, sizeof b, &d), ACX_ERR_BAD_TOKEN);
+  ACX_ASSERT_STATUS(acx_token_decode(NULL, sizeof b, &d), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_token_decode(b, sizeof b, NULL), ACX_ERR_NULL_ARG);
   unsetenv("ACX_DEBUG_FILE");
   setenv("ACX_DEBUG", "NONE", 1);
   acx_log_reinit();
@@ -359,6 +361,11 @@ static void test_rejection_logged(void) {
   CU_ASSERT(strstr(text, "truncated (57 bytes, a token has 100)") != NULL);
   CU_ASSERT(strstr(text, "checksum mismatch") != NULL);
   CU_ASSERT(strstr(text, "TOKEN") != NULL);
+  /* The user called acx_token_decode: its name and acx/token.h's parameter names, never the
+   * internal decoder's (issue 15 item 6). */
+  CU_ASSERT(strstr(text, "acx_token_decode: argument 'buf' is NULL") != NULL);
+  CU_ASSERT(strstr(text, "acx_token_decode: argument 'token' is NULL") != NULL);
+  CU_ASSERT(strstr(text, "acxi_") == NULL);
 }
 
 int main(void) {

@@ -220,6 +220,30 @@ static void test_bad_arguments(void) {
   ACX_ASSERT_STATUS(acx_world_finalize(NULL), ACX_OK);
 }
 
+/* A NULL config is the defaults (ACX_WORLD_CONFIG_INIT); a getter's NULL output is logged under
+ * acx/world.h's parameter name (issue 15 item 6: acx_world_rank(world, NULL) blamed 'out'). */
+static void test_log_names(void) {
+  acx_world_t *w = NULL;
+  ACX_ASSERT_STATUS(acx_world_init(MPI_COMM_WORLD, NULL, &w), ACX_OK);
+  acx_test_log_begin();
+  acx_status_t rank = acx_world_rank(w, NULL), size = acx_world_size(w, NULL), epoch = acx_world_epoch(w, NULL);
+  acx_status_t ready = acx_world_wait_ready(NULL, 0);
+  char *log = acx_test_log_end();
+  CU_ASSERT_EQUAL(rank, ACX_ERR_NULL_ARG);
+  CU_ASSERT_EQUAL(size, ACX_ERR_NULL_ARG);
+  CU_ASSERT_EQUAL(epoch, ACX_ERR_NULL_ARG);
+  CU_ASSERT_EQUAL(ready, ACX_ERR_NULL_ARG);
+  CU_ASSERT(strstr(log, "acx_world_rank: argument 'rank' is NULL") != NULL);
+  CU_ASSERT(strstr(log, "acx_world_size: argument 'size' is NULL") != NULL);
+  CU_ASSERT(strstr(log, "acx_world_epoch: argument 'epoch' is NULL") != NULL);
+  CU_ASSERT(strstr(log, "acx_world_wait_ready: argument 'world' is NULL") != NULL);
+  CU_ASSERT(strstr(log, "'out'") == NULL);
+  CU_ASSERT(strstr(log, "wait_for") == NULL);
+  if (mpi_rank == 0) printf("\n    captured:\n%s", log);
+  free(log);
+  ACX_ASSERT_STATUS(acx_world_finalize(w), ACX_OK);
+}
+
 /* A host-kind device in its own actor system, for the tests that export buffers. */
 typedef struct {
   acx_system_t *sys;
@@ -407,6 +431,7 @@ static int suite_main(void) {
       ACX_TEST(test_binding_on_recorded_node),
       ACX_TEST(test_bcast_and_nccl_id),
       ACX_TEST(test_bad_arguments),
+      ACX_TEST(test_log_names),
       ACX_TEST(test_launcher_size),
       ACX_TEST(test_world_second_init_refused),
       ACX_TEST(test_world_stale_token_across_reinit),
