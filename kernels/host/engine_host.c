@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 #include <sys/sysinfo.h>
 
@@ -152,6 +153,15 @@ static acx_status_t do_alloc(acxi_engine_t *e, const acxi_cmd_t *c) {
   if (c->bytes == 0 || c->bytes > UINT64_MAX - 63 || c->bytes + 63 > SIZE_MAX) {
     ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": bytes=%" PRIu64 " is zero or too large", c->req_id, c->bytes);
     return c->bytes == 0 ? ACX_ERR_INVALID_ARG : ACX_ERR_OVERFLOW;
+  }
+  /* The host kind's "device memory" is this machine's RAM: more than it has is refused before it
+   * is tried, as the cuda kind refuses more than the GPU's free memory (an allocator asked for
+   * petabytes may abort rather than fail, e.g. under a sanitizer). */
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && c->bytes > (uint64_t)pages * (uint64_t)page) {
+    ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": %" PRIu64 " bytes exceed this machine's %" PRIu64 " bytes of memory",
+             c->req_id, c->bytes, (uint64_t)pages * (uint64_t)page);
+    return ACX_ERR_DEVICE_OOM;
   }
   hbuf_t b = {.id = c->buf[0], .bytes = c->bytes, .kind = (uint32_t)c->arg[0]};
   b.ptr = aligned_alloc(64, (size_t)((c->bytes + 63) & ~(uint64_t)63));
