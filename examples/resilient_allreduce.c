@@ -5,8 +5,10 @@
  * processes; --fault inject: acx_device_inject_fault); the world is rebuilt, the ranks agree on the
  * last iteration every rank completed, rank 1 restores its state from the replica its left
  * neighbour holds, and the run finishes with the result a fault-free run gives, bit for bit
- * (docs/resilience.md). Usage: mpirun -np N resilient_allreduce [--iters K] [--n ELEMS]
- * [--fault-at K] [--fault kill|inject] [--cuda] */
+ * (docs/resilience.md). --fault-ranks R1,R2,... faults those ranks instead of rank 1: when two
+ * neighbours lose their state at once no replica survives and every rank starts over from
+ * iteration 0, which still gives the fault-free result. Usage: mpirun -np N resilient_allreduce
+ * [--iters K] [--n ELEMS] [--fault-at K] [--fault kill|inject] [--fault-ranks LIST] [--cuda] */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <mpi.h>
@@ -26,6 +28,16 @@
 #define TMO 60000000000LL
 
 static int rank, nranks, n = 4096, iters = 40, fault_at = -1, use_cuda, fault_kill = 1;
+static const char *fault_ranks = "1"; /* --fault-ranks: a comma list of ranks */
+
+/* 1 when this rank is in the --fault-ranks list. */
+static int faults_here(void) {
+  char *list = strdup(fault_ranks), *save = NULL;
+  int here = 0;
+  for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) here |= atoi(t) == rank;
+  free(list);
+  return here;
+}
 static acx_world_t *world;
 static acx_system_t *sys;
 static acx_device_t *dev;
@@ -80,13 +92,25 @@ static void inject_fault(void) {
 }
 
 /* ---- buffers and tokens ---- */
+/* Which state (0..SLOTS-1) and replica (SLOTS..) buffers hold an export: it is withdrawn before
+ * the buffer goes (an export keeps its buffer alive) or is made again. */
+static int exported[2 * SLOTS];
+
+static void unexport_slot(int s) {
+  if (!exported[s]) return;
+  acx_buffer_unexport(s < SLOTS ? state[s] : replica[s - SLOTS]);
+  exported[s] = 0;
+}
+
 static void alloc_all(int fresh) {
   for (int s = 0; s < SLOTS; s++) {
     if (fresh || acx_buffer_check(state[s]) != ACX_OK) {
+      unexport_slot(s);
       acx_buffer_release(state[s]);
       CHECK(acx_buffer_alloc(dev, (size_t)n * 8, ACX_DTYPE_F64, ACX_MEM_DEVICE, TMO, &state[s]));
     }
     if (fresh || acx_buffer_check(replica[s]) != ACX_OK) {
+      unexport_slot(SLOTS + s);
       acx_buffer_release(replica[s]);
       CHECK(acx_buffer_alloc(dev, (size_t)n * 8, ACX_DTYPE_F64, ACX_MEM_DEVICE, TMO, &replica[s]));
     }
@@ -106,9 +130,10 @@ static void export_all(void) {
   unsigned char mine[2 * SLOTS][ACX_TOKEN_BYTES];
   for (int s = 0; s < 2 * SLOTS; s++) {
     acx_buffer_t *b = s < SLOTS ? state[s] : replica[s - SLOTS];
-    acx_buffer_unexport(b); /* ACX_ERR_NOT_FOUND the first time */
+    unexport_slot(s); /* an export of an earlier epoch */
     acx_token_t t;
     CHECK(acx_buffer_export(b, ACX_TOKEN_READ, &t));
+    exported[s] = 1;
     CHECK(acx_token_encode(&t, mine[s], ACX_TOKEN_BYTES, NULL));
   }
   unsigned char *all = malloc((size_t)nranks * sizeof mine);
@@ -117,6 +142,19 @@ static void export_all(void) {
     for (int s = 0; s < 2 * SLOTS; s++)
       CHECK(acx_token_decode(all + ((size_t)r * 2 * SLOTS + (size_t)s) * ACX_TOKEN_BYTES, ACX_TOKEN_BYTES, &toks[r][s]));
   free(all);
+}
+
+/* Iteration 0: every rank's initial state (a function of its rank) and its replica of its right
+ * neighbour's, exported in this epoch. At the start, and when no replica survives a fault. */
+static void start_over(void) {
+  double *x0 = malloc((size_t)n * 8);
+  for (int i = 0; i < n; i++) x0[i] = rank + 1e-3 * i;
+  CHECK(acx_buffer_write(state[0], 0, x0, (size_t)n * 8, 0, TMO));
+  free(x0);
+  export_all();
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(acx_token_get_sync(world, &toks[(rank + 1) % nranks][0], 0, (uint64_t)n * 8, replica[0], 0, -1));
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 /* ---- one iteration; ACX_OK or the first failure (the caller recovers) ---- */
@@ -134,7 +172,7 @@ static acx_status_t iterate(int k, int *faulted) {
     /* The state goes out before the all-reduce: a neighbour that completes it may fetch it. */
     st = acx_buffer_write(state[cur], 0, z, (size_t)n * 8, 0, TMO);
   }
-  if (st == ACX_OK && k == fault_at && rank == 1 && !*faulted) {
+  if (st == ACX_OK && k == fault_at && faults_here() && !*faulted) {
     *faulted = 1;
     inject_fault();
   }
@@ -176,6 +214,23 @@ static int recover(uint64_t epoch_before, int completed, acx_status_t why) {
       continue; /* another fault: wait for the next epoch */
     }
     int t = (int)c, left = (rank + nranks - 1) % nranks, right = (rank + 1) % nranks;
+    /* A rank's state survives in its left neighbour's replica only: when both lost theirs (two
+     * neighbours' executors went at once), no copy is left anywhere. Every rank then starts over
+     * from iteration 0, whose state is a function of the rank: still the fault-free computation,
+     * never a silently different one. */
+    int *lost_by = malloc((size_t)nranks * sizeof *lost_by), gone = -1;
+    MPI_Allgather(&lost, 1, MPI_INT, lost_by, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int r = 0; r < nranks && gone < 0; r++)
+      if (lost_by[r] && lost_by[(r + nranks - 1) % nranks]) gone = r;
+    free(lost_by);
+    if (gone >= 0) {
+      start_over();
+      fprintf(stderr, "rank %d: recovered at epoch %llu after %s: ranks %d and %d both lost their state, so no "
+              "replica of rank %d's survives: every rank starts again from iteration 0 (this rank had completed %d)\n",
+              rank, (unsigned long long)epoch_before, acx_status_name(why), (gone + nranks - 1) % nranks, gone, gone,
+              completed);
+      return 0;
+    }
     export_all();
     /* This rank's state of iteration t lives on in the replica its left neighbour holds. */
     if (lost) CHECK(acx_token_get_sync(world, &toks[left][SLOTS + t % SLOTS], 0, (uint64_t)n * 8, state[t % SLOTS], 0, -1));
@@ -206,9 +261,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--n") && i + 1 < argc) n = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--fault-at") && i + 1 < argc) fault_at = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--fault") && i + 1 < argc) fault_kill = strcmp(argv[++i], "inject") != 0;
+    else if (!strcmp(argv[i], "--fault-ranks") && i + 1 < argc) fault_ranks = argv[++i];
     else if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
     else {
-      if (rank == 0) fprintf(stderr, "usage: %s [--iters K] [--n ELEMS] [--fault-at K] [--fault kill|inject] [--cuda]\n", argv[0]);
+      if (rank == 0) fprintf(stderr, "usage: %s [--iters K] [--n ELEMS] [--fault-at K] [--fault kill|inject] [--fault-ranks LIST] [--cuda]\n", argv[0]);
       MPI_Finalize();
       return 2;
     }
@@ -248,13 +304,7 @@ int main(int argc, char **argv) {
   toks = calloc((size_t)nranks, sizeof *toks);
   res = calloc((size_t)iters + 1, sizeof *res);
   alloc_all(1);
-  double *x0 = malloc((size_t)n * 8);
-  for (int i = 0; i < n; i++) x0[i] = rank + 1e-3 * i;
-  CHECK(acx_buffer_write(state[0], 0, x0, (size_t)n * 8, 0, TMO));
-  free(x0);
-  export_all();
-  MPI_Barrier(MPI_COMM_WORLD);
-  CHECK(acx_token_get_sync(world, &toks[(rank + 1) % nranks][0], 0, (uint64_t)n * 8, replica[0], 0, -1));
+  start_over();
 
   int completed = 0, faulted = 0;
   for (int k = 1; k <= iters;) {
@@ -307,8 +357,8 @@ int main(int argc, char **argv) {
   CHECK(acx_world_unsupervise(world, TMO));
   CHECK(acx_remote_stop(world, TMO));
   for (int s = 0; s < SLOTS; s++) {
-    acx_buffer_unexport(state[s]);
-    acx_buffer_unexport(replica[s]);
+    unexport_slot(s);
+    unexport_slot(SLOTS + s);
     acx_buffer_release(state[s]);
     acx_buffer_release(replica[s]);
   }
