@@ -153,6 +153,15 @@ static acx_status_t do_alloc(acxi_engine_t *e, const acxi_cmd_t *c) {
     ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": bytes=%" PRIu64 " is zero or too large", c->req_id, c->bytes);
     return c->bytes == 0 ? ACX_ERR_INVALID_ARG : ACX_ERR_OVERFLOW;
   }
+  /* The host kind's device memory is this machine's (ACXI_OP_MEM_INFO says so): more than its RAM
+   * and swap together never fits, and is refused before malloc sees it, which may abort instead
+   * of returning NULL (ASan's allocator does above 1 TiB: test_buffer's test_log_names). */
+  struct sysinfo si;
+  if (sysinfo(&si) == 0 && c->bytes / si.mem_unit > (uint64_t)si.totalram + si.totalswap) {
+    ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": %" PRIu64 " bytes exceed this machine's memory (%" PRIu64 " bytes "
+             "of RAM and swap)", c->req_id, c->bytes, ((uint64_t)si.totalram + si.totalswap) * si.mem_unit);
+    return ACX_ERR_DEVICE_OOM;
+  }
   hbuf_t b = {.id = c->buf[0], .bytes = c->bytes, .kind = (uint32_t)c->arg[0]};
   b.ptr = aligned_alloc(64, (size_t)((c->bytes + 63) & ~(uint64_t)63));
   if (!b.ptr) {
