@@ -3,8 +3,10 @@
 # projects against it, one through find_package(acx), one through pkg-config, then runs both.
 #   install_test.sh <build dir> <consumer source dir> <C compiler> <cmake generator> <version>
 # ACX_CONSUMER_CFLAGS: extra flags for the consumers (the sanitizer flags of a sanitizer build).
-# ACX_DOC_PROGRAM=<page.md> ACX_MPIEXEC=<mpiexec>: also extract the C program that follows the
-# "getting-started:program" marker of the page, build it with pkg-config and run it on 2 ranks
+# ACX_DOC_PROGRAM=<page.md> ACX_MPIEXEC=<mpiexec>: also assemble the walk-through program from the
+# page's C blocks (doc_blocks.sh: each follows a "getting-started:program" marker), build it with
+# pkg-config and with the page's CMake project (the "getting-started:cmake" block), run the first
+# on 2 ranks of the host device kind and check the lines the page says it prints
 # (ACX_MPIEXEC_OVERSUBSCRIBE: the launcher's flag for more ranks than cores, default --oversubscribe).
 set -euo pipefail
 build=$1 consumer=$2 cc=$3 generator=$4 version=$5
@@ -106,19 +108,32 @@ if [ -x "$build/examples/resilient_allreduce" ]; then # built where acx has MPI
   echo "install_test: share/acx/examples/resilient_allreduce.c builds against the install"
 fi
 if [ -n "${ACX_DOC_PROGRAM:-}" ]; then
-  echo "install_test: the program of $(basename "$ACX_DOC_PROGRAM")"
-  # The first ```c block after the marker, fences excluded.
-  awk '/getting-started:program/ {m = 1} m && /^```c$/ {p = 1; next} p && /^```$/ {exit} p' \
-    "$ACX_DOC_PROGRAM" >"$tmp/doc_program.c"
-  [ -s "$tmp/doc_program.c" ] || fail "no program after the getting-started:program marker in $ACX_DOC_PROGRAM"
+  page=$ACX_DOC_PROGRAM
+  blocks=$(dirname "$0")/doc_blocks.sh
+  echo "install_test: the walk-through of $(basename "$page")"
+  mkdir "$tmp/doc"
+  "$blocks" "$page" program c >"$tmp/doc/walkthrough.c" || fail "the C blocks of $page (see above)"
+  "$blocks" "$page" cmake cmake >"$tmp/doc/CMakeLists.txt" || fail "the CMake block of $page (see above)"
   # shellcheck disable=SC2046,SC2086
-  run_logged "$tmp/doc-build.log" "$cc" -std=c17 -Wall -Wextra -Werror $flags -o "$tmp/doc_program" \
-    "$tmp/doc_program.c" $(pkg-config --cflags --libs acx) -Wl,-rpath,"$libdir"
+  run_logged "$tmp/doc-build.log" "$cc" -std=c17 -Wall -Wextra -Werror $flags -o "$tmp/doc/walkthrough" \
+    "$tmp/doc/walkthrough.c" $(pkg-config --cflags --libs acx) -Wl,-rpath,"$libdir"
+  run_logged "$tmp/doc-cmake-configure.log" cmake -S "$tmp/doc" -B "$tmp/doc/build" -G "$generator" \
+    -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$flags -Wall -Wextra -Werror" -DCMAKE_PREFIX_PATH="$prefix"
+  run_logged "$tmp/doc-cmake-build.log" cmake --build "$tmp/doc/build"
+  [ -x "$tmp/doc/build/walkthrough" ] || fail "the page's CMake project built no walkthrough"
+  echo "install_test: built with pkg-config and with the page's CMakeLists.txt; running on 2 ranks"
+  # stdout alone: acx's log lines (stderr) may land in the middle of a printed line.
   # shellcheck disable=SC2086 # the flag is one word or none
-  out=$(timeout 60 "$ACX_MPIEXEC" -n 2 ${ACX_MPIEXEC_OVERSUBSCRIBE---oversubscribe} "$tmp/doc_program" 2>&1) ||
-    { echo "$out" >&2; fail "the getting-started program failed under $ACX_MPIEXEC -n 2"; }
+  out=$(timeout 120 "$ACX_MPIEXEC" -n 2 ${ACX_MPIEXEC_OVERSUBSCRIBE---oversubscribe} "$tmp/doc/walkthrough" \
+    2>"$tmp/doc/stderr") || { echo "$out"; cat "$tmp/doc/stderr"; fail "the walk-through failed under $ACX_MPIEXEC -n 2"; } >&2
   echo "$out"
-  [ "$(grep -c "^rank [01] of 2 on node 0 of 1 .*: the actor says [23]^2 = [49]\$" <<<"$out")" = 2 ] ||
-    fail "the getting-started program did not print one line per rank as the page says"
+  expect_lines() { # count, regular expression: lines of the output the page shows
+    [ "$(grep -cE "$2" <<<"$out")" = "$1" ] ||
+      { cat "$tmp/doc/stderr" >&2; fail "the walk-through printed not $1 line(s) matching '$2', as the page shows"; }
+  }
+  expect_lines 2 '^rank [01] of 2 on node 0 of 1 \(.*\): the actor says (2\^2 = 4|3\^2 = 9)$'
+  expect_lines 1 '^rank 1: executor restarted, generation 1 -> 2 \(.+\)$'
+  expect_lines 2 '^rank [01]: world rebuilt at epoch 1 \(started by rank 1: ACX_ERR_DEVICE_LOST\)$'
+  expect_lines 2 '^rank [01]: buffers, all-reduce, tokens, remote get/put, rebuild and teardown: all checked$'
 fi
 echo "install_test: PASS"
