@@ -78,6 +78,8 @@ static sup_t *sup_of(const acx_world_t *w) {
   return s;
 }
 
+int acxc_world_supervised(const acx_world_t *w) { return sup_of(w) != NULL; }
+
 static uint64_t epoch_of(const sup_t *s) {
   uint64_t e = 0;
   acx_world_epoch(s->w, &e);

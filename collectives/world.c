@@ -385,6 +385,15 @@ acx_status_t acx_world_finalize(acx_world_t *w) {
              "nothing done");
     return ACX_ERR_INVALID_STATE;
   }
+  /* Their threads read the world (the control plane's progress thread, the supervisor): freeing it
+   * under them would be a use after free. */
+  int sup = acxc_world_supervised(w), rem = acxc_remote_running(w);
+  if (sup || rem) {
+    ACX_WARN(INIT, "acx_world_finalize: argument 'world' is still in use by %s%s%s: call %s first; nothing done",
+             sup ? "supervision" : "", sup && rem ? " and " : "", rem ? "remote access" : "",
+             sup && rem ? "acx_world_unsupervise and acx_remote_stop" : sup ? "acx_world_unsupervise" : "acx_remote_stop");
+    return ACX_ERR_INVALID_STATE;
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) {

@@ -27,6 +27,11 @@ struct acx_world {
  * has an unmatched collective on it (the world must be rebuilt). */
 acx_status_t acxc_world_bcast_bytes(acx_world_t *w, int root, void *buf, size_t len);
 
+/* 1 while acx_remote_start's remote access (remote/remote.c), or acx_world_supervise's
+ * supervision (rebuild.c), runs on w: their threads read the world, so it must outlive them. */
+int acxc_remote_running(const acx_world_t *w);
+int acxc_world_supervised(const acx_world_t *w);
+
 /* The NCCL bootstrap step: `root` made an ncclUniqueId (its executor did: acxc_nccl_make_id) with
  * status `root_status`, and every rank receives the same 128 bytes in id. The root's failure
  * reaches every rank (the status travels with the id), so no rank waits for an id that will not

@@ -181,6 +181,8 @@ static remote_t *remote_of(const acx_world_t *w) {
   return rm;
 }
 
+int acxc_remote_running(const acx_world_t *w) { return remote_of(w) != NULL; }
+
 static void add(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 
 static int64_t left_ns(int64_t deadline) {

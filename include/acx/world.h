@@ -74,7 +74,8 @@ acx_status_t acx_world_init(MPI_Comm comm, const acx_world_config_t *cfg, acx_wo
  * it only frees memory (logged). The token identity leaves with the world: exports made without
  * a world name rank 0, node 0 and an epoch above the world's last, and the world's tokens are
  * stale from now on. NULL is ignored (ACX_OK); ACX_ERR_INVALID_STATE (logged, nothing done) for
- * anything but this rank's live world, e.g. a world already finalized. */
+ * anything but this rank's live world, e.g. a world already finalized, and while supervision or
+ * remote access still runs on it (their threads read the world: unsupervise and stop them first). */
 acx_status_t acx_world_finalize(acx_world_t *world);
 
 /* Accessors. Any thread; the values never change for the world's lifetime, except the epoch. */

@@ -335,6 +335,8 @@ static void test_world_second_init_refused(void) {
     CU_ASSERT_EQUAL(wrong, 0);
     MPI_Barrier(MPI_COMM_WORLD); /* every get served before any rank stops serving */
   }
+  /* Remote access still runs (its progress thread reads the world): finalize refuses, nothing done. */
+  if (rs == ACX_OK) CU_ASSERT_EQUAL(acx_world_finalize(w), ACX_ERR_INVALID_STATE);
   if (rs == ACX_OK) CU_ASSERT_EQUAL(acx_remote_stop(w, T_LONG), ACX_OK);
   acx_buffer_unexport(mine);
   acx_buffer_release(mine);
@@ -378,6 +380,8 @@ static void test_world_stale_token_across_reinit(void) {
     CU_ASSERT(e1 > e0);
     MPI_Barrier(MPI_COMM_WORLD); /* every rank rebuilt before any leaves the supervision */
   }
+  /* Supervised: finalize refuses (the supervisor reads the world), nothing done. */
+  if (s == ACX_OK) CU_ASSERT_EQUAL(acx_world_finalize(w), ACX_ERR_INVALID_STATE);
   if (s == ACX_OK) CU_ASSERT_EQUAL(acx_world_unsupervise(w, T_LONG), ACX_OK);
   res = NULL;
   CU_ASSERT_EQUAL(acx_token_local_buffer(&before, ACX_TOKEN_READ, &res), ACX_ERR_STALE_TOKEN);
