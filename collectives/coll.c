@@ -836,6 +836,20 @@ static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
   ACX_WARN(COLL, "acx_coll_create: a cuda device needs NCCL, and this libacx was built without it");
   return ACX_ERR_NOT_SUPPORTED;
 #else
+  /* NCCL refuses two ranks of one communicator on one GPU (it fails the init with an invalid-usage
+   * code that says nothing of why); every rank sees the world's largest sharing, so all refuse. */
+  int sharers = acxc_world_gpu_sharers(c->world);
+  if (sharers > 1) {
+    acx_topo_binding_t b;
+    acx_world_binding(c->world, &b);
+    char peers[256];
+    acxc_world_gpu_peers_str(c->world, peers, sizeof peers);
+    ACX_WARN(COLL, "acx_coll_create: a cuda coll needs one rank per GPU (NCCL takes no two ranks of a communicator "
+             "on one GPU), and up to %d ranks share a GPU in this world; this rank's GPU %s on node %d serves "
+             "ranks %s. Run one rank per GPU, or use the host kind for these ranks", sharers,
+             b.pci_bus_id[0] ? b.pci_bus_id : "(none)", c->world->node, peers);
+    return ACX_ERR_NOT_SUPPORTED;
+  }
   if (!c->region) ACXCHECK(acx_host_alloc(c->dev, sizeof(acxc_region_t), &c->region)); /* kept by rebuilds */
   void *p;
   size_t bytes;

@@ -139,7 +139,16 @@ typedef struct boot {
   uint64_t agree[2], agreed[2];   /* {topology failed, epoch floor}, combined with MPI_MAX */
   char own[ACX_TOPO_CPUSET_STRLEN];
   char *masks;                    /* every local rank's launcher mask */
+  struct gpu_claim *claims;       /* every local rank's GPU (share_gpus) */
+  int share[2], shared[2];        /* {a rank failed its binding, sharers of my GPU}, MPI_MAX */
 } boot_t;
+
+/* One local rank's GPU, for share_gpus. */
+typedef struct gpu_claim {
+  int32_t status; /* its binding's acx_status_t */
+  int32_t rank;   /* in the world */
+  char bus_id[ACX_TOPO_BUSID_STRLEN];
+} gpu_claim_t;
 
 /* Polls a non-blocking exchange until it completes or `deadline` passes. Sleeping between polls
  * keeps oversubscribed launches (more ranks than cores) moving. ACX_ERR_TIMEOUT (logged with the
@@ -185,6 +194,7 @@ static void boot_end(boot_t *b) {
   if (b->dup != MPI_COMM_NULL) MPI_Comm_free(&b->dup);
   free(b->leaders);
   free(b->masks);
+  free(b->claims);
   free(b);
 }
 
@@ -278,6 +288,46 @@ err_free_peers:
   return res;
 }
 
+/* Which ranks share a GPU: every local rank's bus id over the node, then the most sharers of any
+ * GPU over the world. A rank whose binding failed (bind_res) says so in both exchanges, so the
+ * others fail with it instead of waiting for it. */
+static acx_status_t share_gpus(acx_world_t *w, boot_t *b, acx_status_t bind_res) {
+  acx_status_t res = ACX_ERR_NO_MEMORY;
+  gpu_claim_t me = {.status = bind_res, .rank = w->rank};
+  if (bind_res == ACX_OK) snprintf(me.bus_id, sizeof me.bus_id, "%s", w->binding.pci_bus_id);
+  b->claims = calloc((size_t)w->local_size, sizeof *b->claims);
+  w->gpu_peers = calloc((size_t)w->local_size, sizeof *w->gpu_peers);
+  if (!b->claims || !w->gpu_peers) return res;
+  MPICHECKGOTO(MPI_Iallgather(&me, sizeof me, MPI_BYTE, b->claims, sizeof me, MPI_BYTE, w->local_comm, &b->req),
+               res, err_mpi);
+  ACXCHECKGOTO(boot_wait(b, "GPU sharing exchange"), res, err_mpi);
+  int failed = 0;
+  w->n_gpu_peers = 0;
+  for (int r = 0; r < w->local_size; r++) {
+    gpu_claim_t *c = &b->claims[r];
+    c->bus_id[ACX_TOPO_BUSID_STRLEN - 1] = '\0';
+    failed |= c->status != ACX_OK;
+    if (c->rank == w->rank || (me.bus_id[0] && !strcmp(c->bus_id, me.bus_id))) w->gpu_peers[w->n_gpu_peers++] = c->rank;
+  }
+  b->share[0] = failed;
+  b->share[1] = w->n_gpu_peers;
+  MPICHECKGOTO(MPI_Iallreduce(b->share, b->shared, 2, MPI_INT, MPI_MAX, w->comm, &b->req), res, err_mpi);
+  ACXCHECKGOTO(boot_wait(b, "GPU sharing agreement"), res, err_mpi);
+  if (b->shared[0]) {
+    if (bind_res == ACX_OK) ACX_WARN(INIT, "acx_world_init: another rank could not choose its GPU");
+    return bind_res != ACX_OK ? bind_res : ACX_ERR_PEER_LOST;
+  }
+  w->max_gpu_sharers = b->shared[1];
+  if (w->n_gpu_peers > 1) {
+    char list[256];
+    acxc_world_gpu_peers_str(w, list, sizeof list);
+    ACX_INFO(TOPO, "rank %d shares GPU %s of node %d with %d other rank(s): ranks %s", w->rank, me.bus_id, w->node,
+             w->n_gpu_peers - 1, list);
+  }
+err_mpi:
+  return res;
+}
+
 /* Every rank's topology loaded (a rank that failed must not strand the others in the mask
  * exchange, and no rank keeps a world the others gave up), and the world's first epoch: above
  * every epoch any of its ranks used before. */
@@ -350,7 +400,12 @@ acx_status_t acx_world_init(MPI_Comm comm, const acx_world_config_t *cfg, acx_wo
   ACXCHECKGOTO(number_nodes(w, b), res, err_end_boot);
   ACXCHECKGOTO(agree_start(w, b, acx_topo_create(c.topo_xml, &w->topo), epoch_floor), res, err_destroy_topo);
   int device = c.device >= 0 ? c.device : (int)acxi_param_int("ACX_DEVICE");
-  ACXCHECKGOTO(choose_binding(w, b, device), res, err_destroy_topo);
+  acx_status_t bind_res = choose_binding(w, b, device);
+  if (b->pending) { /* its exchange timed out: parked; no further exchange on these communicators */
+    res = bind_res;
+    goto err_destroy_topo;
+  }
+  ACXCHECKGOTO(share_gpus(w, b, bind_res), res, err_destroy_topo);
   if (c.bind_caller) ACXCHECKGOTO(acx_topo_bind_thread(w->binding.cpuset), res, err_destroy_topo);
 
   char line[ACX_TOPO_CPUSET_STRLEN + 128];
@@ -365,6 +420,7 @@ acx_status_t acx_world_init(MPI_Comm comm, const acx_world_config_t *cfg, acx_wo
 
 err_destroy_topo:
   acx_topo_destroy(w->topo); /* NULL when it did not load */
+  free(w->gpu_peers);
 err_end_boot:
   boot_end(b); /* frees the communicators too, unless an exchange is parked on them */
   b = NULL;
@@ -403,6 +459,7 @@ acx_status_t acx_world_finalize(acx_world_t *w) {
     MPI_Comm_free(&w->comm);
   }
   acx_topo_destroy(w->topo);
+  free(w->gpu_peers);
   uint64_t last = atomic_load_explicit(&w->epoch, memory_order_relaxed);
   pthread_mutex_lock(&proc_lock);
   /* The world's tokens end with it: exports made without a world carry an epoch above its last,
@@ -440,6 +497,25 @@ WORLD_GETTER(acx_world_rank, int, rank, world->rank)
 WORLD_GETTER(acx_world_size, int, size, world->size)
 WORLD_GETTER(acx_world_local_rank, int, local_rank, world->local_rank)
 WORLD_GETTER(acx_world_local_size, int, local_size, world->local_size)
+
+acx_status_t acx_world_gpu_peers(const acx_world_t *world, int *ranks, int cap, int *count) {
+  ACX_CHECK_NULL_AS(world, "world");
+  ACX_CHECK_NULL_AS(count, "count");
+  ACX_CHECK_ARG(cap >= 0 && (cap == 0 || ranks), "acx_world_gpu_peers: argument 'ranks' is NULL or 'cap'=%d < 0", cap);
+  *count = world->n_gpu_peers;
+  for (int i = 0; i < world->n_gpu_peers && i < cap; i++) ranks[i] = world->gpu_peers[i];
+  return ACX_OK;
+}
+
+int acxc_world_gpu_sharers(const acx_world_t *w) { return w->max_gpu_sharers; }
+
+char *acxc_world_gpu_peers_str(const acx_world_t *w, char *buf, size_t len) {
+  size_t at = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < w->n_gpu_peers && at + 16 < len; i++)
+    at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? "," : "", w->gpu_peers[i]);
+  return buf;
+}
 WORLD_GETTER(acx_world_binding, acx_topo_binding_t, binding, world->binding)
 WORLD_GETTER(acx_world_comm, MPI_Comm, comm, world->comm)
 /* Relaxed: the epoch is a counter read for tagging; the rebuild protocol orders its own steps. */

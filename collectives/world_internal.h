@@ -19,6 +19,10 @@ struct acx_world {
   acx_topo_t *topo;
   acx_topo_binding_t binding;
   int64_t timeout_ns; /* acx_world_config_t.timeout_ms, or ACX_WORLD_TIMEOUT */
+  /* The world ranks bound to this rank's GPU (same node, same bus id), this rank included, in
+   * rank order; 1 entry (this rank) without a GPU. max_gpu_sharers: the most ranks on one GPU
+   * anywhere in the world. */
+  int *gpu_peers, n_gpu_peers, max_gpu_sharers;
 };
 
 /* Broadcasts len bytes from root over the world's communicator, waiting at most the world's
@@ -30,6 +34,10 @@ acx_status_t acxc_world_bcast_bytes(acx_world_t *w, int root, void *buf, size_t 
 /* 1 while acx_remote_start's remote access (remote/remote.c), or acx_world_supervise's
  * supervision (rebuild.c), runs on w: their threads read the world, so it must outlive them. */
 int acxc_remote_running(const acx_world_t *w);
+/* The most ranks bound to one GPU anywhere in the world (1: one rank per GPU, or no GPUs). */
+int acxc_world_gpu_sharers(const acx_world_t *w);
+/* "r1,r2,...": the world ranks on this rank's GPU (acx_world_gpu_peers), into buf. */
+char *acxc_world_gpu_peers_str(const acx_world_t *w, char *buf, size_t len);
 int acxc_world_supervised(const acx_world_t *w);
 
 /* The NCCL bootstrap step: `root` made an ncclUniqueId (its executor did: acxc_nccl_make_id) with

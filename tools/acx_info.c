@@ -42,6 +42,7 @@ typedef struct map_entry {
   char bus_id[ACX_TOPO_BUSID_STRLEN];
   char visible[64]; /* CUDA_VISIBLE_DEVICES, "(unset)" */
   char cpuset[ACX_TOPO_CPUSET_STRLEN];
+  char sharing[64]; /* the other ranks on this GPU, "-" when none */
 } map_entry_t;
 
 static acx_status_t map_entry_fill(acx_world_t *w, map_entry_t *e) {
@@ -58,14 +59,22 @@ static acx_status_t map_entry_fill(acx_world_t *w, map_entry_t *e) {
   const char *vis = getenv("CUDA_VISIBLE_DEVICES");
   snprintf(e->visible, sizeof e->visible, "%s", vis ? vis : "(unset)");
   snprintf(e->cpuset, sizeof e->cpuset, "%s", b.cpuset);
+  int peers[16], n = 0, me = 0;
+  if ((s = acx_world_gpu_peers(w, peers, 16, &n)) != ACX_OK) return s;
+  acx_world_rank(w, &me);
+  size_t at = 0;
+  snprintf(e->sharing, sizeof e->sharing, "-");
+  for (int i = 0; i < n && i < 16 && at + 8 < sizeof e->sharing; i++)
+    if (peers[i] != me) at += (size_t)snprintf(e->sharing + at, sizeof e->sharing - at, "%s%d", at ? "," : "", peers[i]);
+  if (n > 16 && at + 4 < sizeof e->sharing) snprintf(e->sharing + at, sizeof e->sharing - at, ",...");
   return ACX_OK;
 }
 
 static void map_print(const map_entry_t *all, int size) {
   printf("# acx rank map: %d rank(s) on %d node(s); GPU: the CUDA ordinal among the rank's visible GPUs\n", size,
          all[0].nodes);
-  printf("# %4s  %-20s %6s %7s  %-24s %-20s %s\n", "rank", "host", "node", "local", "GPU", "CUDA_VISIBLE_DEVICES",
-         "cpuset");
+  printf("# %4s  %-20s %6s %7s  %-24s %-12s %-20s %s\n", "rank", "host", "node", "local", "GPU", "shared with",
+         "CUDA_VISIBLE_DEVICES", "cpuset");
   for (int r = 0; r < size; r++) {
     const map_entry_t *e = &all[r];
     char dev[48];
@@ -75,7 +84,8 @@ static void map_print(const map_entry_t *all, int size) {
       snprintf(dev, sizeof dev, "none: host kind");
     char local[24];
     snprintf(local, sizeof local, "%d/%d", e->local_rank, e->local_size);
-    printf("  %4d  %-20s %6d %7s  %-24s %-20s %s\n", r, e->host, e->node, local, dev, e->visible, e->cpuset);
+    printf("  %4d  %-20s %6d %7s  %-24s %-12s %-20s %s\n", r, e->host, e->node, local, dev, e->sharing, e->visible,
+           e->cpuset);
   }
 }
 

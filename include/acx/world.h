@@ -86,6 +86,14 @@ acx_status_t acx_world_local_rank(const acx_world_t *world, int *local_rank);
 acx_status_t acx_world_local_size(const acx_world_t *world, int *local_size);
 /* Node index (0..nodes-1, in order of each node's lowest rank) and the node count. */
 acx_status_t acx_world_node(const acx_world_t *world, int *node, int *nodes);
+/* The world ranks bound to this rank's GPU (same node, same PCI bus id), this rank included, in
+ * rank order: more than one when there are more ranks than GPUs on the node (or ACX_DEVICE puts
+ * several on one). *count is their number (1 without a GPU: this rank alone); the first
+ * min(count, cap) go to ranks (may be NULL when cap is 0). acx_world_init logs the sharing at
+ * INFO, and `acx-info --map` prints it. NCCL takes one rank per GPU in a communicator: a cuda
+ * acx_coll_create over a world where ranks share a GPU returns ACX_ERR_NOT_SUPPORTED, naming the
+ * GPU and the ranks. ACX_ERR_NULL_ARG, ACX_ERR_INVALID_ARG (cap < 0, or ranks NULL with cap > 0). */
+acx_status_t acx_world_gpu_peers(const acx_world_t *world, int *ranks, int cap, int *count);
 /* The GPU and cpuset chosen for this rank (gpu = -1: no GPU, host device kind). To put acx's
  * threads and the executor there, hand it on:
  *   acx_topo_binding_t b;

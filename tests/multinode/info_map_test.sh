@@ -28,8 +28,11 @@ while read -r rank host node local dev rest; do
   [ -z "${seen_local[$node/$local]:-}" ] || fail "rank $rank: local rank $local twice on node $node"
   seen_local[$node/$local]=1
   if [ -n "$gpus" ] && [ "$gpus" -gt 0 ]; then
-    # dev is the ordinal, rest starts "(bus id) CUDA_VISIBLE_DEVICES cpuset".
-    read -r bus visible _ <<<"$rest"
+    # dev is the ordinal, rest starts "(bus id) shared-with CUDA_VISIBLE_DEVICES cpuset".
+    read -r bus sharing visible _ <<<"$rest"
+    if [ "$per_node" -le "$gpus" ]; then
+      [ "$sharing" = "-" ] || fail "rank $rank: shares its GPU with '$sharing' although its node has a GPU per rank"
+    fi
     [[ $dev =~ ^[0-9]+$ ]] && [ "$dev" -lt "$gpus" ] || fail "rank $rank: GPU '$dev' is not one of its node's $gpus"
     [ "${bus_node[$bus]:-$node}" = "$node" ] || fail "rank $rank: bus id $bus is also on node ${bus_node[$bus]}"
     bus_node[$bus]=$node

@@ -77,6 +77,16 @@ static void test_init_this_machine(void) {
   ACX_ASSERT_STATUS(acx_world_finalize(w), ACX_OK);
 }
 
+/* 1 when this node runs at most `n` ranks (MPI_COMM_TYPE_SHARED). */
+static int ls_all_at_most(int n) {
+  MPI_Comm nc;
+  int size = 0;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &nc);
+  MPI_Comm_size(nc, &size);
+  MPI_Comm_free(&nc);
+  return size <= n;
+}
+
 static void binding_on_recorded_node(void) {
   /* The 4-GPU node: local ranks deal over its GPUs in PCI order, cores of the GPU's socket. */
   static const char *bus[4] = {"0000:18:00.0", "0000:3b:00.0", "0000:86:00.0", "0000:af:00.0"};
@@ -93,6 +103,15 @@ static void binding_on_recorded_node(void) {
   CU_ASSERT_EQUAL(b.gpu, lr % 4);
   CU_ASSERT_STRING_EQUAL(b.pci_bus_id, bus[lr % 4]);
   CU_ASSERT_STRING_EQUAL(b.cpuset, cpus[lr % 4]);
+  /* One rank per GPU up to 4 ranks a node; past 4 the node's ranks share (dealt in turn). */
+  int peers[64], n_peers = 0;
+  ACX_ASSERT_STATUS(acx_world_gpu_peers(w, peers, 64, &n_peers), ACX_OK);
+  CU_ASSERT(n_peers >= 1);
+  if (ls_all_at_most(4)) CU_ASSERT_EQUAL(n_peers, 1);
+  CU_ASSERT(n_peers >= 1 && (peers[0] == mpi_rank || n_peers > 1));
+  ACX_ASSERT_STATUS(acx_world_gpu_peers(w, NULL, 0, &n_peers), ACX_OK);
+  ACX_ASSERT_STATUS(acx_world_gpu_peers(w, NULL, 4, &n_peers), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_world_gpu_peers(w, peers, 4, NULL), ACX_ERR_NULL_ARG);
   /* No two ranks of the node on one GPU while another is idle (each node is the recorded one). */
   int gpus[64] = {0};
   int ls = 0;
@@ -111,6 +130,16 @@ static void binding_on_recorded_node(void) {
   ACX_ASSERT_STATUS(acx_world_init(MPI_COMM_WORLD, &cfg, &w), ACX_OK);
   ACX_ASSERT_STATUS(acx_world_binding(w, &b), ACX_OK);
   CU_ASSERT_STRING_EQUAL(b.pci_bus_id, "0000:86:00.0");
+  /* ... so every rank of a node is on that one GPU: each sees all of its node's ranks as sharers
+   * (issue 16: the world discovers which ranks share a GPU). */
+  int sharers[64], n_sharers = 0, node_ranks[64];
+  ACX_ASSERT_STATUS(acx_world_gpu_peers(w, sharers, 64, &n_sharers), ACX_OK);
+  CU_ASSERT_EQUAL(n_sharers, ls);
+  MPI_Comm nc;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &nc);
+  MPI_Allgather(&mpi_rank, 1, MPI_INT, node_ranks, 1, MPI_INT, nc);
+  MPI_Comm_free(&nc);
+  for (int i = 0; i < n_sharers && i < ls; i++) CU_ASSERT_EQUAL(sharers[i], node_ranks[i]);
   ACX_ASSERT_STATUS(acx_world_finalize(w), ACX_OK);
   /* A device the node does not have fails on every rank, and nobody hangs. */
   cfg.device = 9;
