@@ -13,6 +13,7 @@
 #include "collectives/coll_internal.h"
 #include "collectives/world_internal.h"
 #include "runtime/base/clock.h"
+#include "runtime/device/buffer.h"
 #include "runtime/device/device_internal.h"
 #include "runtime/actor/future.h"
 #include "runtime/base/log.h"
@@ -54,24 +55,7 @@ static acx_status_t broken(const acx_coll_t *c) {
  * generation, the operation's dtype, and at least `elems` elements. */
 static acx_status_t check_buf(const acx_coll_t *c, const char *fn, const char *name, acx_buffer_t *b,
                               acx_dtype_t dtype, size_t elems) {
-  if (!b) {
-    ACX_WARN(COLL, "%s: argument '%s' is NULL", fn, name);
-    return ACX_ERR_NULL_ARG;
-  }
-  if (b->dev != c->dev) {
-    ACX_WARN(COLL, "%s: argument '%s' (buffer %" PRIu64 ") belongs to another device than the coll's", fn, name, b->id);
-    return ACX_ERR_INVALID_ARG;
-  }
-  if (atomic_load_explicit(&b->freed, memory_order_acquire)) {
-    ACX_WARN(COLL, "%s: argument '%s' (buffer %" PRIu64 ") was freed", fn, name, b->id);
-    return ACX_ERR_INVALID_STATE;
-  }
-  uint64_t gen = atomic_load_explicit(&c->dev->generation, memory_order_acquire);
-  if (b->generation != gen) {
-    ACX_WARN(COLL, "%s: argument '%s' (buffer %" PRIu64 ") is from device generation %" PRIu64
-             ", the device is at %" PRIu64 " (its executor was restarted)", fn, name, b->id, b->generation, gen);
-    return ACX_ERR_STALE_BUFFER;
-  }
+  ACXCHECK(acxi_buffer_check_on(fn, name, b, c->dev, "the coll's"));
   if (b->dtype != ACX_DTYPE_BYTE && b->dtype != dtype) {
     ACX_WARN(COLL, "%s: argument '%s' holds %s, argument 'dtype' is %s", fn, name, acx_dtype_name(b->dtype),
              acx_dtype_name(dtype));
@@ -338,7 +322,7 @@ static acx_status_t nccl_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_futur
   acx_status_t st = acxi_device_submit(c->dev, &cmd, ba, nb, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)),
                                        done ? &f : NULL);
   if (st != ACX_OK) return st;
-  atomic_fetch_or_explicit(&c->streams_used, 1ull << (d->stream & 63), memory_order_relaxed);
+  atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(d->stream), memory_order_relaxed);
   if (f) {
     st = track(c, f);
     if (st != ACX_OK) {
@@ -567,12 +551,12 @@ acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
   }
   ACXCHECK(broken(c));
   uint64_t used = atomic_load_explicit(&c->streams_used, memory_order_relaxed);
-  acx_future_t *fs[64];
+  acx_future_t *fs[ACXI_MAX_STREAMS];
   int n = 0;
   acx_status_t st = lock_submit(c, __func__);
   int locked = st == ACX_OK;
-  for (int s = 0; st == ACX_OK && s < 64; s++) {
-    if (!(used & (1ull << s))) continue;
+  for (int s = 0; st == ACX_OK && s < ACXI_MAX_STREAMS; s++) {
+    if (!(used & ACXI_STREAM_BIT(s))) continue;
     acxi_cmd_t cmd = {.op = ACXC_OP_FENCE, .stream = (uint32_t)s, .arg = {c->comm_id}};
     st = acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)), &fs[n]);
     if (st == ACX_OK && (st = track(c, fs[n])) != ACX_OK) acx_future_release(fs[n]);
@@ -713,7 +697,7 @@ acx_status_t acx_coll_group_end(acx_coll_t *c, acx_future_t **done) {
     int want = done || g->n > 0;
     st = acxi_device_submit(c->dev, &cmd, ba, nb, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)),
                             want ? &f : NULL);
-    if (st == ACX_OK) atomic_fetch_or_explicit(&c->streams_used, 1ull << (c->gstream & 63), memory_order_relaxed);
+    if (st == ACX_OK) atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(c->gstream), memory_order_relaxed);
     if (st == ACX_OK && f) st = track(c, f);
   }
   if (st != ACX_OK) {
@@ -913,7 +897,7 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   c->sys = sys;
   c->rank = world->rank;
   c->size = world->size;
-  c->host = strcmp(dev->kind, "host") == 0;
+  c->host = dev->kind_id == ACXI_KIND_HOST;
   c->timeout_ns = conf.timeout_ns > 0 ? conf.timeout_ns : acxi_param_int("ACX_COLL_TIMEOUT") * 1000000;
   if (c->timeout_ns <= 0) c->timeout_ns = 60000000000LL;
   int64_t init_ns = conf.init_timeout_ns > 0 ? conf.init_timeout_ns : acxi_param_int("ACX_NCCL_INIT_TIMEOUT") * 1000000;

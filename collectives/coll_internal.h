@@ -46,7 +46,8 @@ struct acx_coll {
    * their group). Recursive so the group owner's own calls pass. */
   pthread_mutex_t submit_lock;
   uint64_t seq;
-  _Atomic uint64_t streams_used; /* bit s: stream s carried a collective (synchronize fences them) */
+  _Atomic uint64_t streams_used; /* ACXI_STREAM_BIT(s): stream s carried a collective (synchronize
+                                   fences them) */
 
   /* Group being built by the thread holding submit_lock. */
   int in_group;

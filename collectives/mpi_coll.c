@@ -444,7 +444,7 @@ acx_status_t acxc_mpi_submit(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, 
   m->submitted++;
   pthread_cond_signal(&m->cond);
   pthread_mutex_unlock(&m->lock);
-  atomic_fetch_or_explicit(&c->streams_used, 1ull << (ops[0].stream & 63), memory_order_relaxed);
+  atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(ops[0].stream), memory_order_relaxed);
   if (done) *done = f;
   return ACX_OK;
 }

@@ -76,10 +76,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (!kind || (generation < 1) == !standby || standby > 1 || shm_fd < 0 || sock_fd < 0 || streams > 1024 ||
-      strlen(pci) >= 32) {
+  if (!kind || (generation < 1) == !standby || standby > 1 || shm_fd < 0 || sock_fd < 0 ||
+      streams > ACXI_MAX_STREAMS || strlen(pci) >= ACXI_PCI_BUS_ID_LEN) {
     fprintf(stderr, "acx-executor: --kind, --shm-fd, --sock-fd and one of --generation or --standby 1 are "
-                    "required (streams <= 1024, PCI bus id < 32 chars)\n");
+                    "required (streams <= %d, PCI bus id < %d chars)\n", ACXI_MAX_STREAMS, ACXI_PCI_BUS_ID_LEN);
     usage();
     return 2;
   }

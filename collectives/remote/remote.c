@@ -199,7 +199,7 @@ static int same_device_id(const acx_token_t *a, const acx_token_t *b) {
   return a->devid_type == b->devid_type && memcmp(&a->device, &b->device, sizeof a->device) == 0;
 }
 
-static int on_gpu(const acx_buffer_t *b) { return strcmp(b->dev->kind, "cuda") == 0; }
+static int on_gpu(const acx_buffer_t *b) { return b->dev->kind_id == ACXI_KIND_CUDA; }
 
 /* Tells the executor to drop the channel's communicator and frees what the channel holds. A
  * failed channel is aborted first (operations in flight fail at once); a healthy one (remote

@@ -136,7 +136,7 @@ static acx_status_t random_key(uint64_t *key) {
 static void device_identity(acx_device_t *dev, acx_token_t *t) {
   t->devid_type = ACX_TOKEN_DEVID_NONE;
   memset(&t->device, 0, sizeof t->device);
-  if (strcmp(dev->kind, "host") == 0 || dev->pci_bus_id[0] == '\0') return;
+  if (dev->kind_id == ACXI_KIND_HOST || dev->pci_bus_id[0] == '\0') return;
   t->devid_type = ACX_TOKEN_DEVID_PCI;
   snprintf(t->device.pci_bus_id, sizeof t->device.pci_bus_id, "%s", dev->pci_bus_id);
   if (acxi_token_check_fields(t) == ACXI_TOKEN_BAD_DEVID) {

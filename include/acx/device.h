@@ -88,7 +88,7 @@ typedef struct acx_device_config {
   acx_transport_t transport;
   int cuda_ordinal;            /* < 0: ACX_DEVICE, and 0 when that is -1 */
   const char *pci_bus_id;      /* e.g. "0000:18:00.0"; NULL or "": use cuda_ordinal */
-  int streams;                 /* executor streams; <= 0: ACX_DEVICE_STREAMS */
+  int streams;                 /* executor streams, at most 64; <= 0: ACX_DEVICE_STREAMS */
   int max_restarts;            /* < 0: ACX_MAX_RESTARTS; 0: the first loss makes it unavailable */
   int64_t restart_window_ns;   /* <= 0: ACX_RESTART_WINDOW_MS */
   int64_t heartbeat_ns;        /* <= 0: ACX_HEARTBEAT_MS: the liveness limit. An executor process

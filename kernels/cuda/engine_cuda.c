@@ -25,7 +25,6 @@ typedef enum completion { COMPLETION_EVENT = 0, COMPLETION_HOSTFN = 1 } completi
  * TO BE CONFIRMED by acx-launch-bench on the GPU host (docs/cuda-engine.md holds the numbers). */
 #define AUTO_COMPLETION COMPLETION_EVENT
 
-#define MAX_STREAMS 64 /* readers of a buffer are a 64-bit stream mask */
 #define EVENT_POOL_INIT 64
 #define HEALTH_CHECK_NS 100000 /* hostfn mode: how often progress() looks for a sticky error */
 #define KEY_EMPTY 0u
@@ -1339,8 +1338,8 @@ static acx_status_t cuda_create(const acxi_engine_params_t *params, acxi_complet
   ACX_CHECK_NULL(complete);
   ACX_CHECK_NULL(out);
   *out = NULL;
-  ACX_CHECK_ARG(params->streams >= 1 && params->streams <= MAX_STREAMS,
-                "cuda engine: streams = %d is outside [1, %d]", params->streams, MAX_STREAMS);
+  ACX_CHECK_ARG(params->streams >= 1 && params->streams <= ACXI_MAX_STREAMS,
+                "cuda engine: streams = %d is outside [1, %d]", params->streams, ACXI_MAX_STREAMS);
   completion_t mode;
   ACXCHECK(parse_completion(params->completion, &mode));
   acx_status_t st = ACX_OK;

@@ -11,6 +11,7 @@
 #include "acx/status.h"
 #include "runtime/proto/cmd.h"
 #include "runtime/proto/exec_api.h"
+#include "runtime/proto/limits.h"
 
 
 struct acxi_engine_ops {
@@ -67,7 +68,7 @@ typedef struct acxi_engine_api {
   const acxi_engine_params_t *(*params)(acxi_engine_t *e);
 } acxi_engine_api_t;
 
-#define ACXI_EXT_MAX 16
+/* ACXI_EXT_MAX and the slot each extension takes: runtime/proto/limits.h. */
 typedef struct acxi_ext_ops {
   const char *name;
   uint32_t op_first, op_last;

@@ -387,7 +387,10 @@ static acx_status_t host_create(const acxi_engine_params_t *params, acxi_complet
   ACX_CHECK_NULL(params);
   ACX_CHECK_NULL(complete);
   ACX_CHECK_NULL(engine);
-  ACX_CHECK_ARG(params->streams >= 1, "host engine: streams=%d must be >= 1", params->streams);
+  /* The host kind has no stream objects, but it takes what the cuda kind takes: the rank's
+   * stream masks are as wide for both. */
+  ACX_CHECK_ARG(params->streams >= 1 && params->streams <= ACXI_MAX_STREAMS,
+                "host engine: streams=%d is outside [1, %d]", params->streams, ACXI_MAX_STREAMS);
   acxi_engine_t *e = calloc(1, sizeof *e);
   if (!e) return ACX_ERR_NO_MEMORY;
   e->params = *params;

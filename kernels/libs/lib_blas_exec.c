@@ -11,10 +11,9 @@
 #include "kernels/libs/lib_exec.h"
 #include "runtime/base/log.h"
 
-#define MAX_STREAMS 64 /* the engine's limit */
 
 typedef struct blas_state {
-  cublasHandle_t h[MAX_STREAMS];
+  cublasHandle_t h[ACXI_MAX_STREAMS];
 } blas_state_t;
 
 #define BLASCHECK(c, call)                                                                          \
@@ -33,7 +32,7 @@ static acx_status_t handle(acxk_lib_call_t *c, cublasHandle_t *out) {
   }
   blas_state_t *s = *slot;
   uint32_t i = c->cmd->stream;
-  if (i >= MAX_STREAMS) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream index beyond the cuBLAS handle table");
+  if (i >= ACXI_MAX_STREAMS) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream index beyond the cuBLAS handle table");
   if (!s->h[i]) {
     cublasHandle_t h = NULL;
     BLASCHECK(c, cublasCreate(&h));
@@ -50,7 +49,7 @@ static acx_status_t handle(acxk_lib_call_t *c, cublasHandle_t *out) {
 
 void acxk_blas_exec_destroy(void *state) {
   blas_state_t *s = state;
-  for (int i = 0; i < MAX_STREAMS; i++)
+  for (int i = 0; i < ACXI_MAX_STREAMS; i++)
     if (s->h[i]) (void)cublasDestroy(s->h[i]);
   free(s);
 }

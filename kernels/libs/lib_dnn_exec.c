@@ -19,10 +19,9 @@
 #include "kernels/libs/lib_exec.h"
 #include "runtime/base/log.h"
 
-#define MAX_STREAMS 64 /* the engine's limit */
 
 typedef struct dnn_state {
-  cudnnHandle_t h[MAX_STREAMS];
+  cudnnHandle_t h[ACXI_MAX_STREAMS];
 } dnn_state_t;
 
 static acx_status_t fail(acxk_lib_call_t *c, cudnnStatus_t s, const char *call) {
@@ -43,7 +42,7 @@ static acx_status_t fail(acxk_lib_call_t *c, cudnnStatus_t s, const char *call) 
 
 void acxk_dnn_exec_destroy(void *state) {
   dnn_state_t *s = state;
-  for (int i = 0; i < MAX_STREAMS; i++)
+  for (int i = 0; i < ACXI_MAX_STREAMS; i++)
     if (s->h[i]) (void)cudnnDestroy(s->h[i]);
   free(s);
 }
@@ -53,7 +52,7 @@ static acx_status_t handle(acxk_lib_call_t *c, cudnnHandle_t *out) {
   if (!*slot && !(*slot = calloc(1, sizeof(dnn_state_t)))) return ACX_ERR_NO_MEMORY;
   dnn_state_t *s = *slot;
   uint32_t i = c->cmd->stream;
-  if (i >= MAX_STREAMS) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream index beyond the cuDNN handle table");
+  if (i >= ACXI_MAX_STREAMS) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream index beyond the cuDNN handle table");
   if (!s->h[i]) {
     cudnnHandle_t h = NULL;
     cudnnStatus_t ds = cudnnCreate(&h);

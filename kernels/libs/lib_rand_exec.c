@@ -11,7 +11,6 @@
 #include "kernels/libs/lib_exec.h"
 #include "runtime/base/log.h"
 
-#define MAX_STREAMS 64
 #define NRNG 3
 
 typedef struct gen {
@@ -21,7 +20,7 @@ typedef struct gen {
 } gen_t;
 
 typedef struct rand_state {
-  gen_t gen[MAX_STREAMS][NRNG];
+  gen_t gen[ACXI_MAX_STREAMS][NRNG];
 } rand_state_t;
 
 static const char *status_name(curandStatus_t s) {
@@ -53,7 +52,7 @@ static const char *status_name(curandStatus_t s) {
 
 void acxk_rand_exec_destroy(void *state) {
   rand_state_t *s = state;
-  for (int i = 0; i < MAX_STREAMS; i++)
+  for (int i = 0; i < ACXI_MAX_STREAMS; i++)
     for (int r = 0; r < NRNG; r++)
       if (s->gen[i][r].g) (void)curandDestroyGenerator(s->gen[i][r].g);
   free(s);
@@ -63,7 +62,8 @@ static acx_status_t generator(acxk_lib_call_t *c, uint32_t rng, gen_t **out) {
   static const curandRngType_t types[NRNG] = {CURAND_RNG_PSEUDO_PHILOX4_32_10, CURAND_RNG_PSEUDO_XORWOW,
                                               CURAND_RNG_PSEUDO_MRG32K3A};
   if (rng >= NRNG) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "unknown generator type");
-  if (c->cmd->stream >= MAX_STREAMS) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream beyond the generator table");
+  if (c->cmd->stream >= ACXI_MAX_STREAMS)
+    return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream beyond the generator table");
   void **slot = acxk_lib_state(c, ACX_LIB_CURAND);
   if (!*slot && !(*slot = calloc(1, sizeof(rand_state_t)))) return ACX_ERR_NO_MEMORY;
   gen_t *g = &((rand_state_t *)*slot)->gen[c->cmd->stream][rng];

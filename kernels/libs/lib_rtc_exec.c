@@ -26,7 +26,6 @@
 #include "runtime/base/log.h"
 #include "runtime/base/param.h"
 
-#define MAX_STREAMS 64 /* the engine's limit: a module's streams fit a 64-bit mask */
 #define STATIC_SHARED_LIMIT (48u << 10) /* dynamic shared memory above this needs the opt-in */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -105,7 +104,7 @@ typedef struct job {
   char *region; /* COMPILE, LOAD: the request's host region in this process */
   uint64_t region_bytes;
   rtc_module_t *module; /* UNLOAD: detached from the table */
-  cudaEvent_t ev[MAX_STREAMS];
+  cudaEvent_t ev[ACXI_MAX_STREAMS];
   int nev;
   struct job *next;
 } job_t;
@@ -550,7 +549,7 @@ static acx_status_t launch(acxk_lib_call_t *c, rtc_state_t *s) {
     return acxk_lib_fail(c, ACX_LIB_CUDA_DRIVER, (int)r, cu_name(r),
                          q->u.launch.cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel",
                          r == CUDA_ERROR_OUT_OF_MEMORY);
-  if (c->cmd->stream < MAX_STREAMS) m->streams |= (uint64_t)1 << c->cmd->stream;
+  if (c->cmd->stream < ACXI_MAX_STREAMS) m->streams |= ACXI_STREAM_BIT(c->cmd->stream);
   return ACX_OK; /* the reply follows the kernel (complete_after) */
 }
 
@@ -570,7 +569,7 @@ static acx_status_t unload(acxk_lib_call_t *c, rtc_state_t *s) {
   j->req_id = c->cmd->req_id;
   j->module = m;
   /* Behind everything queued so far on each stream that launched from the module. */
-  for (uint32_t i = 0; i < MAX_STREAMS; i++) {
+  for (uint32_t i = 0; i < ACXI_MAX_STREAMS; i++) {
     if (!(m->streams & ((uint64_t)1 << i))) continue;
     void *sp = c->api->stream(c->e, i);
     if (!sp) continue;

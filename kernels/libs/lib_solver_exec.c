@@ -12,7 +12,6 @@
 #include "kernels/libs/lib_exec.h"
 #include "runtime/base/log.h"
 
-#define MAX_STREAMS 64 /* the engine's limit */
 
 typedef struct solver_stream {
   cusolverDnHandle_t h;
@@ -22,7 +21,7 @@ typedef struct solver_stream {
 } solver_stream_t;
 
 typedef struct solver_state {
-  solver_stream_t s[MAX_STREAMS];
+  solver_stream_t s[ACXI_MAX_STREAMS];
 } solver_state_t;
 
 static const char *status_name(cusolverStatus_t s) {
@@ -54,7 +53,7 @@ static const char *status_name(cusolverStatus_t s) {
 
 void acxk_solver_exec_destroy(void *state) {
   solver_state_t *st = state;
-  for (int i = 0; i < MAX_STREAMS; i++) {
+  for (int i = 0; i < ACXI_MAX_STREAMS; i++) {
     if (st->s[i].params) (void)cusolverDnDestroyParams(st->s[i].params);
     if (st->s[i].h) (void)cusolverDnDestroy(st->s[i].h);
     free(st->s[i].host_ws);
@@ -67,7 +66,7 @@ static acx_status_t stream_state(acxk_lib_call_t *c, solver_stream_t **out) {
   if (!*slot && !(*slot = calloc(1, sizeof(solver_state_t)))) return ACX_ERR_NO_MEMORY;
   solver_state_t *st = *slot;
   uint32_t i = c->cmd->stream;
-  if (i >= MAX_STREAMS) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream index beyond the cuSOLVER handle table");
+  if (i >= ACXI_MAX_STREAMS) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream index beyond the cuSOLVER handle table");
   solver_stream_t *s = &st->s[i];
   if (!s->h) {
     cusolverDnHandle_t h = NULL;

@@ -12,10 +12,9 @@
 #include "kernels/libs/lib_exec.h"
 #include "runtime/base/log.h"
 
-#define MAX_STREAMS 64 /* the engine's limit */
 
 typedef struct sparse_state {
-  cusparseHandle_t h[MAX_STREAMS];
+  cusparseHandle_t h[ACXI_MAX_STREAMS];
 } sparse_state_t;
 
 static acx_status_t fail(acxk_lib_call_t *c, cusparseStatus_t s, const char *call) {
@@ -34,7 +33,7 @@ static acx_status_t fail(acxk_lib_call_t *c, cusparseStatus_t s, const char *cal
 
 void acxk_sparse_exec_destroy(void *state) {
   sparse_state_t *s = state;
-  for (int i = 0; i < MAX_STREAMS; i++)
+  for (int i = 0; i < ACXI_MAX_STREAMS; i++)
     if (s->h[i]) (void)cusparseDestroy(s->h[i]);
   free(s);
 }
@@ -44,7 +43,7 @@ static acx_status_t handle(acxk_lib_call_t *c, cusparseHandle_t *out) {
   if (!*slot && !(*slot = calloc(1, sizeof(sparse_state_t)))) return ACX_ERR_NO_MEMORY;
   sparse_state_t *s = *slot;
   uint32_t i = c->cmd->stream;
-  if (i >= MAX_STREAMS) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream index beyond the cuSPARSE handle table");
+  if (i >= ACXI_MAX_STREAMS) return acxk_lib_bad(c, ACX_ERR_INVALID_ARG, "stream index beyond the cuSPARSE handle table");
   if (!s->h[i]) {
     cusparseHandle_t h = NULL;
     cusparseStatus_t ss = cusparseCreate(&h);

@@ -28,7 +28,6 @@
 #include "runtime/base/log.h"
 #include "runtime/base/param.h"
 
-#define NCCL_EXT_SLOT 2
 /* While a communicator is healthy and idle-ish, how often progress asks NCCL for async errors. */
 #define ASYNC_POLL_NS 200000
 /* A collective is captured into a graph the second time it is seen: one-off operations never pay
@@ -173,7 +172,7 @@ static void finish(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cm
 }
 
 static ext_t *ext_get(acxi_engine_t *e, const acxi_engine_api_t *api, int create) {
-  void **slot = api->ext_state(e, NCCL_EXT_SLOT);
+  void **slot = api->ext_state(e, ACXC_EXT_SLOT);
   if (!slot) return NULL;
   if (!*slot && create) *slot = calloc(1, sizeof(ext_t));
   return *slot;
@@ -1781,7 +1780,7 @@ static int nccl_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
 }
 
 static void nccl_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) {
-  void **slot = api->ext_state(e, NCCL_EXT_SLOT);
+  void **slot = api->ext_state(e, ACXC_EXT_SLOT);
   if (!slot || !*slot) return;
   ext_t *x = *slot;
   while (x->n) {
@@ -1800,7 +1799,7 @@ static const acxi_ext_ops_t nccl_ext_ops = {
     .name = "nccl",
     .op_first = ACXC_OP_FIRST,
     .op_last = ACXC_OP_LAST,
-    .slot = NCCL_EXT_SLOT,
+    .slot = ACXC_EXT_SLOT,
     .submit = nccl_submit,
     .progress = nccl_progress,
     .engine_destroy = nccl_engine_destroy,

@@ -21,32 +21,43 @@ static acx_status_t usable(acx_device_t *dev) {
   return st == ACX_ERR_INVALID_STATE ? st : ACX_OK; /* the other states are reported by submit */
 }
 
-/* fn == NULL: no line (the caller says why in its own words). */
-static acx_status_t check_buffer(const char *fn, const char *name, acx_buffer_t *b) {
+/* The one buffer check of every public call (buffers here, libraries, collectives, remote
+ * access). fn == NULL: no line (the caller says why in its own words). */
+acx_status_t acxi_buffer_check_on(const char *fn, const char *name, acx_buffer_t *b, acx_device_t *dev,
+                                  const char *whose) {
   if (!b) {
     if (fn) ACX_WARN(BUFFER, "%s: argument '%s' is NULL", fn, name);
     return ACX_ERR_NULL_ARG;
   }
+  /* acquire: pairs with acx_buffer_free's exchange (a free that happened before this call is
+   * seen); a free racing with the call is caught again by acxi_device_submit. */
   if (atomic_load_explicit(&b->freed, memory_order_acquire)) {
     if (fn) ACX_WARN(BUFFER, "%s: argument '%s' (buffer %" PRIu64 ") was freed", fn, name, b->id);
     return ACX_ERR_INVALID_STATE;
+  }
+  if (dev && b->dev != dev) {
+    if (fn)
+      ACX_WARN(BUFFER, "%s: argument '%s' (buffer %" PRIu64 ") belongs to another device than %s", fn, name, b->id,
+               whose ? whose : "the call's");
+    return ACX_ERR_INVALID_ARG;
   }
   if (usable(b->dev) != ACX_OK) {
     if (fn) ACX_WARN(BUFFER, "%s: argument '%s': its device is closed", fn, name);
     return ACX_ERR_INVALID_STATE;
   }
+  /* relaxed: a hint; the submission checks again where the generation cannot move. */
   uint64_t gen = atomic_load_explicit(&b->dev->generation, memory_order_relaxed);
   if (b->generation != gen) {
     if (fn)
       ACX_WARN(BUFFER, "%s: argument '%s' (buffer %" PRIu64 ") is from device generation %" PRIu64
-               ", the device is at %" PRIu64, fn, name, b->id, b->generation, gen);
+               ", the device is at %" PRIu64 " (its executor was restarted)", fn, name, b->id, b->generation, gen);
     return ACX_ERR_STALE_BUFFER;
   }
   return ACX_OK;
 }
 
 acx_status_t acxi_buffer_check(const char *fn, const char *name, acx_buffer_t *buf) {
-  return check_buffer(fn, name, buf);
+  return acxi_buffer_check_on(fn, name, buf, NULL, NULL);
 }
 
 /* [off, off + *bytes) within size; *bytes == ACX_WHOLE means "to the end". */
@@ -266,12 +277,12 @@ acx_status_t acx_buffer_query(acx_buffer_t *buf, acx_buffer_info_t *info) {
   return ACX_OK;
 }
 
-acx_status_t acx_buffer_check(acx_buffer_t *buf) { return check_buffer(__func__, "buf", buf); }
+acx_status_t acx_buffer_check(acx_buffer_t *buf) { return acxi_buffer_check(__func__, "buf", buf); }
 
 static acx_status_t fill_common(acx_buffer_t *buf, size_t offset, size_t bytes, uint64_t pattern, unsigned width,
                                 uint32_t stream, int64_t timeout_ns, acx_future_t **done) {
   static const char fn[] = "acx_buffer_fill";
-  ACXCHECK(check_buffer(fn, "buf", buf));
+  ACXCHECK(acxi_buffer_check(fn, "buf", buf));
   ACX_CHECK_ARG(width == 1 || width == 2 || width == 4 || width == 8, "%s: argument 'width'=%u is not 1, 2, 4 or 8",
                 fn, width);
   if (buf->dtype != ACX_DTYPE_BYTE && width != acx_dtype_size(buf->dtype)) {
@@ -305,7 +316,7 @@ acx_status_t acx_buffer_fill_async(acx_buffer_t *buf, size_t offset, size_t byte
 static acx_status_t h2d_common(acx_buffer_t *dst, size_t dst_offset, acx_host_mem_t *src, size_t src_offset,
                                size_t bytes, uint32_t stream, int64_t timeout_ns, acx_future_t **done,
                                const char *fn) {
-  ACXCHECK(check_buffer(fn, "dst", dst));
+  ACXCHECK(acxi_buffer_check(fn, "dst", dst));
   ACXCHECK(check_host(fn, "src", src, dst->dev));
   ACXCHECK(check_stream(dst->dev, fn, stream));
   if (bytes == ACX_WHOLE) {
@@ -339,7 +350,7 @@ acx_status_t acx_buffer_copy_from_host_async(acx_buffer_t *dst, size_t dst_offse
 static acx_status_t d2h_common(acx_host_mem_t *dst, size_t dst_offset, acx_buffer_t *src, size_t src_offset,
                                size_t bytes, uint32_t stream, int64_t timeout_ns, acx_future_t **done,
                                const char *fn) {
-  ACXCHECK(check_buffer(fn, "src", src));
+  ACXCHECK(acxi_buffer_check(fn, "src", src));
   ACXCHECK(check_host(fn, "dst", dst, src->dev));
   ACXCHECK(check_stream(src->dev, fn, stream));
   ACXCHECK(check_range(fn, "src", src_offset, &bytes, src->bytes));
@@ -366,9 +377,8 @@ acx_status_t acx_buffer_copy_to_host_async(acx_host_mem_t *dst, size_t dst_offse
 static acx_status_t d2d_common(acx_buffer_t *dst, size_t dst_offset, acx_buffer_t *src, size_t src_offset,
                                size_t bytes, uint32_t stream, int64_t timeout_ns, acx_future_t **done,
                                const char *fn) {
-  ACXCHECK(check_buffer(fn, "dst", dst));
-  ACXCHECK(check_buffer(fn, "src", src));
-  ACX_CHECK_ARG(dst->dev == src->dev, "%s: 'dst' and 'src' belong to different devices", fn);
+  ACXCHECK(acxi_buffer_check(fn, "dst", dst));
+  ACXCHECK(acxi_buffer_check_on(fn, "src", src, dst->dev, "argument 'dst'"));
   if (dst->dtype != src->dtype && dst->dtype != ACX_DTYPE_BYTE && src->dtype != ACX_DTYPE_BYTE) {
     ACX_WARN(BUFFER, "%s: 'dst' holds %s, 'src' holds %s", fn, acx_dtype_name(dst->dtype), acx_dtype_name(src->dtype));
     return ACX_ERR_BAD_DTYPE;
@@ -654,7 +664,7 @@ static void staging_finish(acx_device_t *dev, const char *fn, acxi_staging_t *s,
 acx_status_t acx_buffer_write(acx_buffer_t *dst, size_t dst_offset, const void *src, size_t bytes, uint32_t stream,
                               int64_t timeout_ns) {
   static const char fn[] = "acx_buffer_write";
-  ACXCHECK(check_buffer(fn, "dst", dst));
+  ACXCHECK(acxi_buffer_check(fn, "dst", dst));
   ACX_CHECK_NULL(src);
   acx_device_t *dev = dst->dev;
   ACXCHECK(check_stream(dev, fn, stream));
@@ -686,7 +696,7 @@ acx_status_t acx_buffer_write(acx_buffer_t *dst, size_t dst_offset, const void *
 acx_status_t acx_buffer_read(acx_buffer_t *src, size_t src_offset, void *dst, size_t bytes, uint32_t stream,
                              int64_t timeout_ns) {
   static const char fn[] = "acx_buffer_read";
-  ACXCHECK(check_buffer(fn, "src", src));
+  ACXCHECK(acxi_buffer_check(fn, "src", src));
   ACX_CHECK_NULL(dst);
   acx_device_t *dev = src->dev;
   ACXCHECK(check_stream(dev, fn, stream));
@@ -733,7 +743,7 @@ static acx_status_t check_managed(const char *fn, acx_buffer_t *buf) {
 acx_status_t acx_buffer_prefetch(acx_buffer_t *buf, size_t offset, size_t bytes, int to_host, uint32_t stream,
                                  int64_t timeout_ns) {
   static const char fn[] = "acx_buffer_prefetch";
-  ACXCHECK(check_buffer(fn, "buf", buf));
+  ACXCHECK(acxi_buffer_check(fn, "buf", buf));
   ACXCHECK(check_managed(fn, buf));
   ACX_CHECK_ARG(to_host == 0 || to_host == 1, "%s: argument 'to_host'=%d must be 0 or 1", fn, to_host);
   ACXCHECK(check_stream(buf->dev, fn, stream));
@@ -747,7 +757,7 @@ acx_status_t acx_buffer_prefetch(acx_buffer_t *buf, size_t offset, size_t bytes,
 acx_status_t acx_buffer_advise(acx_buffer_t *buf, size_t offset, size_t bytes, acx_advice_t advice,
                                int64_t timeout_ns) {
   static const char fn[] = "acx_buffer_advise";
-  ACXCHECK(check_buffer(fn, "buf", buf));
+  ACXCHECK(acxi_buffer_check(fn, "buf", buf));
   ACXCHECK(check_managed(fn, buf));
   ACX_CHECK_ARG(advice >= ACX_ADVISE_READ_MOSTLY && advice <= ACX_ADVISE_UNSET_READ_MOSTLY,
                 "%s: argument 'advice'=%d is not an acx_advice_t", fn, (int)advice);
@@ -762,7 +772,7 @@ acx_status_t acx_buffer_device_ptr(acx_buffer_t *buf, void **ptr, int64_t timeou
   static const char fn[] = "acx_buffer_device_ptr";
   ACX_CHECK_NULL(ptr);
   *ptr = NULL;
-  ACXCHECK(check_buffer(fn, "buf", buf));
+  ACXCHECK(acxi_buffer_check(fn, "buf", buf));
   if (!buf->dev->inline_mode) {
     ACX_WARN(BUFFER, "%s: raw device pointers exist only with the inline transport (ACX_EXECUTOR=inline); this "
              "device's executor is another process", fn);

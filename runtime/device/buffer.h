@@ -12,8 +12,16 @@ typedef struct acxi_staging acxi_staging_t;
 acx_status_t acxi_host_mem_register(acx_device_t *dev, acx_host_mem_t *mem, unsigned flags);
 /* Registers every live host region with a new executor (the DeviceActor, state STARTING). */
 acx_status_t acxi_host_mem_register_all(acx_device_t *dev);
-/* acx_buffer_check for another public call: a rejection's line names fn (the function the user
- * called) and name (its parameter); fn NULL logs nothing. */
+/* The checks every public call makes of a buffer argument, written once: not NULL
+ * (ACX_ERR_NULL_ARG), not freed (ACX_ERR_INVALID_STATE), of `dev` unless dev is NULL
+ * (ACX_ERR_INVALID_ARG; `whose` says in the line whose device that is: "the coll's"), its device
+ * not closed (ACX_ERR_INVALID_STATE), of its device's current generation (ACX_ERR_STALE_BUFFER;
+ * acxi_device_submit checks again where a restart cannot interleave). A rejection is logged once,
+ * naming fn (the public function the user called) and name (its parameter); fn NULL logs
+ * nothing. Any thread. */
+acx_status_t acxi_buffer_check_on(const char *fn, const char *name, acx_buffer_t *buf, acx_device_t *dev,
+                                  const char *whose);
+/* acxi_buffer_check_on for a buffer of any device (acx_buffer_check and the like). */
 acx_status_t acxi_buffer_check(const char *fn, const char *name, acx_buffer_t *buf);
 /* The device is closed and its executor reaped: release the staging region. */
 void acxi_device_staging_destroy(acx_device_t *dev);

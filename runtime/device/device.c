@@ -1566,21 +1566,18 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
                   "acx_device_open: cfg->size=%zu; initialise the config with ACX_DEVICE_CONFIG_INIT", in->size);
     memcpy(&cfg, in, in->size);
   }
-  const char *kind = NULL;
   switch (cfg.kind) {
   case ACX_DEVICE_KIND_HOST:
-    kind = "host";
+    dev->kind_id = ACXI_KIND_HOST;
     break;
   case ACX_DEVICE_KIND_CUDA:
-    kind = "cuda";
+    dev->kind_id = ACXI_KIND_CUDA;
     break;
   case ACX_DEVICE_KIND_DEFAULT: {
     const char *p = acxi_param_str("ACX_DEVICE_KIND");
     if (!strcmp(p, "auto")) {
-      kind = ACX_HAVE_CUDA && gpu_visible() ? "cuda" : "host";
-    } else if (!strcmp(p, "host") || !strcmp(p, "cuda")) {
-      kind = p;
-    } else {
+      dev->kind_id = ACX_HAVE_CUDA && gpu_visible() ? ACXI_KIND_CUDA : ACXI_KIND_HOST;
+    } else if (acxi_kind_parse(p, &dev->kind_id) != 0) {
       ACX_WARN(DEVICE, "ACX_DEVICE_KIND='%s': expected auto, cuda or host", p);
       return ACX_ERR_BAD_PARAM;
     }
@@ -1590,11 +1587,11 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
     ACX_WARN(DEVICE, "acx_device_open: cfg->kind=%d is not an acx_device_kind_t", (int)cfg.kind);
     return ACX_ERR_INVALID_ARG;
   }
-  if (strcmp(kind, "host") != 0 && !(ACX_HAVE_CUDA && strcmp(kind, "cuda") == 0)) {
-    ACX_WARN(DEVICE, "device kind '%s' is not in this build of acx (CUDA %s)", kind, ACX_HAVE_CUDA ? "on" : "off");
+  if (dev->kind_id == ACXI_KIND_CUDA && !ACX_HAVE_CUDA) {
+    ACX_WARN(DEVICE, "device kind 'cuda' is not in this build of acx (CUDA off)");
     return ACX_ERR_NO_DEVICE;
   }
-  snprintf(dev->kind, sizeof dev->kind, "%s", kind);
+  snprintf(dev->kind, sizeof dev->kind, "%s", acxi_kind_name(dev->kind_id));
   switch (cfg.transport) {
   case ACX_TRANSPORT_PROCESS:
     dev->inline_mode = 0;
@@ -1629,8 +1626,20 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
                   cfg.pci_bus_id);
     snprintf(dev->pci_bus_id, sizeof dev->pci_bus_id, "%s", cfg.pci_bus_id);
   }
-  dev->streams = cfg.streams > 0 ? cfg.streams : (int)acxi_param_int("ACX_DEVICE_STREAMS");
-  ACX_CHECK_ARG(dev->streams >= 1 && dev->streams <= 1024, "acx_device_open: streams=%d not in [1, 1024]", dev->streams);
+  /* Checked here, before any executor starts: the executor refuses more streams than it has room
+   * for, and would only say so once spawned. */
+  if (cfg.streams > ACXI_MAX_STREAMS) {
+    ACX_WARN(DEVICE, "acx_device_open: argument 'cfg->streams'=%d is not in [1, %d] (the executor's stream limit)",
+             cfg.streams, ACXI_MAX_STREAMS);
+    return ACX_ERR_INVALID_ARG;
+  }
+  int64_t streams = cfg.streams > 0 ? cfg.streams : acxi_param_int("ACX_DEVICE_STREAMS");
+  if (streams < 1 || streams > ACXI_MAX_STREAMS) {
+    ACX_WARN(DEVICE, "acx_device_open: cfg->streams=%d leaves it to ACX_DEVICE_STREAMS=%" PRId64 ", which is not in "
+             "[1, %d] (the executor's stream limit)", cfg.streams, streams, ACXI_MAX_STREAMS);
+    return ACX_ERR_BAD_PARAM;
+  }
+  dev->streams = (int)streams;
   dev->max_restarts = cfg.max_restarts >= 0 ? cfg.max_restarts : (int)acxi_param_int("ACX_MAX_RESTARTS");
   if (dev->max_restarts < 0) dev->max_restarts = 0;
   dev->restart_window_ns = cfg.restart_window_ns > 0 ? cfg.restart_window_ns
@@ -1639,8 +1648,9 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
   dev->exec_timeout_ns = acxi_param_int("ACX_EXEC_TIMEOUT_MS") * 1000000;
   dev->spin_ns = acxi_exec_spin_ns(dev->kind);
   int64_t slots = acxi_param_int("ACX_RING_SLOTS");
-  if (slots < 2 || slots > (1 << 20) || (slots & (slots - 1))) {
-    ACX_WARN(DEVICE, "ACX_RING_SLOTS=%" PRId64 " must be a power of two in [2, 2^20]", slots);
+  if (slots < ACXI_RING_SLOTS_MIN || slots > ACXI_RING_SLOTS_MAX || (slots & (slots - 1))) {
+    ACX_WARN(DEVICE, "ACX_RING_SLOTS=%" PRId64 " must be a power of two in [%u, %u]", slots, ACXI_RING_SLOTS_MIN,
+             ACXI_RING_SLOTS_MAX);
     return ACX_ERR_BAD_PARAM;
   }
   dev->slots = (uint32_t)slots;

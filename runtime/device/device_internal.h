@@ -5,15 +5,41 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "acx/device.h"
 #include "acx/topo.h"
 #include "runtime/proto/cmd.h"
 #include "runtime/proto/exec_api.h"
+#include "runtime/proto/limits.h"
 #include "runtime/proto/shm.h"
 
 struct acxi_cpuset; /* runtime/base/bind.h */
+
+/* The device kinds the rank knows. Choices that depend on the kind (where buffers live, the
+ * collectives' path, remote transfers) compare this, never a string; the name is for logs and for
+ * the executor, whose engine registry is keyed by it (acx-executor --kind, engine_find). */
+typedef enum acxi_kind {
+  ACXI_KIND_HOST = 0, /* buffers in host memory, collectives through MPI: runs without a GPU */
+  ACXI_KIND_CUDA = 1,
+} acxi_kind_t;
+#define ACXI_KIND_COUNT 2
+
+static inline const char *acxi_kind_name(acxi_kind_t kind) {
+  static const char *const names[ACXI_KIND_COUNT] = {[ACXI_KIND_HOST] = "host", [ACXI_KIND_CUDA] = "cuda"};
+  return (unsigned)kind < ACXI_KIND_COUNT ? names[kind] : "unknown";
+}
+
+/* The kind named `name` (ACX_DEVICE_KIND's spelling); -1 when none is. */
+static inline int acxi_kind_parse(const char *name, acxi_kind_t *kind) {
+  for (int k = 0; k < ACXI_KIND_COUNT; k++)
+    if (!strcmp(name, acxi_kind_name((acxi_kind_t)k))) {
+      *kind = (acxi_kind_t)k;
+      return 0;
+    }
+  return -1;
+}
 
 /* Device states. Submissions from users are accepted in RUNNING only; internal ones (host
  * region re-registration, SHUTDOWN) also in STARTING and CLOSING. */
@@ -66,11 +92,12 @@ struct acx_device {
   acx_ref_t actor;
 
   /* Resolved configuration. */
-  char kind[16];
+  acxi_kind_t kind_id;
+  char kind[16]; /* acxi_kind_name(kind_id), for logs and the executor's --kind */
   int inline_mode;
   int cuda_ordinal;
-  char pci_bus_id[32];
-  int streams;
+  char pci_bus_id[ACXI_PCI_BUS_ID_LEN];
+  int streams; /* 1 to ACXI_MAX_STREAMS */
   int max_restarts;
   int64_t restart_window_ns, heartbeat_ns, exec_timeout_ns, spin_ns;
   uint32_t slots;

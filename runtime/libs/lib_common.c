@@ -10,6 +10,7 @@
 
 #include "runtime/libs/lib_internal.h"
 #include "runtime/base/clock.h"
+#include "runtime/device/buffer.h"
 #include "runtime/device/device_internal.h"
 #include "runtime/base/log.h"
 
@@ -102,7 +103,7 @@ acx_status_t acxk_lib_ctx_create(acx_device_t *dev, const acx_lib_config_t *cfg,
   x->lib = lib;
   x->stream = c.stream;
   x->timeout_ns = acxi_device_timeout(dev, c.timeout_ns);
-  x->host_kind = strcmp(dev->kind, "host") == 0;
+  x->host_kind = dev->kind_id == ACXI_KIND_HOST;
   if (c.name && *c.name) snprintf(x->name, sizeof x->name, "%s", c.name);
   else snprintf(x->name, sizeof x->name, "%s-%u", acx_lib_name(lib), atomic_fetch_add(&counter, 1) + 1);
   if (pthread_mutex_init(&x->lock, NULL) != 0) {
@@ -216,30 +217,8 @@ void acxk_req_init(acxk_req_t *req, uint32_t op) {
 
 acx_status_t acxk_lib_check_buf(const acxk_lib_ctx_t *x, const char *fn, const char *name, acx_buffer_t *b,
                                 int optional, uint32_t dtype_mask) {
-  if (!b) {
-    if (optional) return ACX_OK;
-    ACX_WARN(LIB, "%s: argument '%s' is NULL", fn, name);
-    return ACX_ERR_NULL_ARG;
-  }
-  if (atomic_load_explicit(&b->freed, memory_order_acquire)) {
-    ACX_WARN(LIB, "%s: argument '%s' (buffer %" PRIu64 ") was freed", fn, name, b->id);
-    return ACX_ERR_INVALID_STATE;
-  }
-  if (b->dev != x->dev) {
-    ACX_WARN(LIB, "%s: argument '%s' is a buffer of another device than the context's", fn, name);
-    return ACX_ERR_INVALID_ARG;
-  }
-  if (acxi_device_state_status(b->dev) == ACX_ERR_INVALID_STATE) {
-    ACX_WARN(LIB, "%s: argument '%s': its device is closed", fn, name);
-    return ACX_ERR_INVALID_STATE;
-  }
-  /* relaxed: a hint; the submission checks again where the generation cannot move. */
-  uint64_t gen = atomic_load_explicit(&b->dev->generation, memory_order_relaxed);
-  if (b->generation != gen) {
-    ACX_WARN(LIB, "%s: argument '%s' (buffer %" PRIu64 ") is from device generation %" PRIu64
-             ", the device is at %" PRIu64, fn, name, b->id, b->generation, gen);
-    return ACX_ERR_STALE_BUFFER;
-  }
+  if (!b && optional) return ACX_OK;
+  ACXCHECK(acxi_buffer_check_on(fn, name, b, x->dev, "the context's"));
   if (dtype_mask && !(dtype_mask & ACXK_DT(b->dtype))) {
     ACX_WARN(LIB, "%s: argument '%s' has dtype %s, which this operation does not take here", fn, name,
              acx_dtype_name(b->dtype));

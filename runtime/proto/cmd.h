@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "runtime/proto/limits.h"
+
 #define ACXI_PROTOCOL_VERSION 3u /* 2: standby executors (acxi_ctrl_t.promote); 3: progress_ns */
 
 typedef enum acxi_op {
@@ -33,8 +35,11 @@ typedef enum acxi_op {
   ACXI_OP_SHUTDOWN = 18,    /* finish queued work, reply, exit the executor loop */
   ACXI_OP_BUFFER_INFO = 19, /* reply value[0] = bytes of buf[0], value[1] = device pointer
                                (inline mode only: meaningless in another process) */
-  ACXI_OP_EXT_BASE = 0x100  /* ops handled by registered extensions (libraries, collectives) */
+  /* ACXI_OP_EXT_BASE and up (runtime/proto/limits.h): ops handled by registered extensions
+   * (collectives, libraries) */
 } acxi_op_t;
+_Static_assert(ACXI_OP_NOP >= ACXI_OP_CORE_FIRST && ACXI_OP_BUFFER_INFO <= ACXI_OP_CORE_LAST,
+               "core ops stay inside their range (runtime/proto/limits.h)");
 
 typedef enum acxi_mem_kind {
   ACXI_MEM_DEVICE = 0,  /* stream-ordered pool (cudaMallocAsync); host kind: malloc */

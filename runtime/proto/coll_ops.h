@@ -1,6 +1,7 @@
-/* The collectives' executor protocol: op codes 0x200-0x2ff of the command record (runtime/proto/cmd.h)
- * and the host region every coll shares with its executor (NCCL unique id, group lists). Plain
- * data, no nccl.h: the rank side (coll.c) writes it, the NCCL extension (nccl_exec.c) reads it. */
+/* The collectives' executor protocol: op codes ACXC_OP_FIRST..ACXC_OP_LAST (runtime/proto/limits.h)
+ * of the command record (runtime/proto/cmd.h) and the host region every coll shares with its
+ * executor (NCCL unique id, group lists). Plain data, no nccl.h: the rank side (coll.c) writes it,
+ * the NCCL extension (nccl_exec.c) reads it. */
 #ifndef ACXC_COLL_OPS_H
 #define ACXC_COLL_OPS_H
 
@@ -8,9 +9,7 @@
 #include <stdint.h>
 
 #include "runtime/proto/cmd.h"
-
-#define ACXC_OP_FIRST 0x200u
-#define ACXC_OP_LAST 0x2ffu
+#include "runtime/proto/limits.h"
 
 /* Every command: arg[0] = communicator id (per rank process, never 0). Collectives: stream, dtype
  * (acx_dtype_t), buf[0] = send, buf[1] = recv (ids, 0 = none), bytes = count in elements,
@@ -44,6 +43,8 @@ typedef enum acxc_op {
                                 executor stores it in the region's `consumed` once it has read
                                 the entries (the rank may then reuse the slot) */
 } acxc_op_t;
+_Static_assert(ACXC_OP_INIT >= ACXC_OP_FIRST && ACXC_OP_GROUP <= ACXC_OP_LAST,
+               "collective ops stay inside their range (runtime/proto/limits.h)");
 
 /* INIT options (off[0]). PRIVATE_STREAM: the communicator carries point-to-point operations only,
  * on a CUDA stream of its own (ordered after the command's engine stream), with completions of its
@@ -64,8 +65,7 @@ typedef struct acxc_group_entry {
 } acxc_group_entry_t;
 _Static_assert(sizeof(acxc_group_entry_t) == 40, "acxc_group_entry_t is a fixed 40-byte record");
 
-#define ACXC_GROUP_MAX 512  /* members per group */
-#define ACXC_GROUP_SLOTS 8  /* groups in flight between the rank and the executor */
+/* ACXC_GROUP_MAX members per group, ACXC_GROUP_SLOTS groups in flight: runtime/proto/limits.h. */
 #define ACXC_REGION_MAGIC 0x61637863636f6c6cull /* "acxccoll" */
 
 /* The coll's host region (acx_host_alloc: both processes map it). */

@@ -11,6 +11,7 @@
 
 #include "acx/status.h"
 #include "runtime/proto/cmd.h"
+#include "runtime/proto/limits.h"
 #include "runtime/proto/shm.h"
 
 typedef struct acxi_engine acxi_engine_t;
@@ -23,8 +24,8 @@ typedef void (*acxi_complete_fn)(void *sink, const acxi_cpl_t *cpl);
 
 typedef struct acxi_engine_params {
   int cuda_ordinal;       /* CUDA device ordinal inside the executor (cuda kind) */
-  char pci_bus_id[32];    /* preferred over the ordinal when non-empty */
-  int streams;            /* stream pool size (>= 1) */
+  char pci_bus_id[ACXI_PCI_BUS_ID_LEN]; /* preferred over the ordinal when non-empty */
+  int streams;            /* stream pool size, 1 to ACXI_MAX_STREAMS */
   uint64_t generation;    /* this incarnation's generation */
   int inline_mode;        /* 1: running on a thread of the rank process */
   const char *completion; /* "auto", "event" or "hostfn" */

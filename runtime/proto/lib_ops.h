@@ -8,23 +8,11 @@
 #include <stdint.h>
 
 #include "runtime/proto/cmd.h"
+#include "runtime/proto/limits.h"
 
-/* Op ranges, one per library, inside the one extension "acx-libs" (0x300-0x3ff). 0x200-0x2ff
- * belongs to the collectives. */
-#define ACXK_OP_LIB_FIRST 0x300u
-#define ACXK_OP_BLAS_FIRST 0x300u   /* 0x300-0x33f cuBLAS */
-#define ACXK_OP_BLASLT_FIRST 0x340u /* 0x340-0x35f cuBLASLt */
-#define ACXK_OP_FFT_FIRST 0x360u    /* 0x360-0x37f cuFFT */
-#define ACXK_OP_RAND_FIRST 0x380u   /* 0x380-0x39f cuRAND */
-#define ACXK_OP_SOLVER_FIRST 0x3a0u /* 0x3a0-0x3bf cuSOLVER */
-#define ACXK_OP_SPARSE_FIRST 0x3c0u /* 0x3c0-0x3cf cuSPARSE */
-#define ACXK_OP_DNN_FIRST 0x3d0u    /* 0x3d0-0x3df cuDNN */
-#define ACXK_OP_RTC_FIRST 0x3e0u    /* 0x3e0-0x3ef NVRTC and modules */
-#define ACXK_OP_TENSOR_FIRST 0x3f0u /* 0x3f0-0x3ff cuTENSOR */
-#define ACXK_OP_LIB_LAST 0x3ffu
-
-/* The ext_state slot of the library extension (collectives use others). */
-#define ACXK_LIB_EXT_SLOT 8
+/* The op ranges (ACXK_OP_LIB_FIRST..ACXK_OP_LIB_LAST, one ACXK_OP_<LIB>_FIRST per library, inside
+ * the one extension "acx-libs"), its ext_state slot (ACXK_LIB_EXT_SLOT) and the descriptor's
+ * limits (operands, tensor modes, kernel arguments, names) are in runtime/proto/limits.h. */
 
 enum {
   ACXK_OP_BLAS_GEMM = ACXK_OP_BLAS_FIRST, /* gemm and strided batched gemm */
@@ -86,6 +74,14 @@ enum {
   ACXK_OP_SOLVER_SYEVD,
 };
 
+/* Each library's ops stay inside its sub-range (runtime/proto/limits.h). */
+_Static_assert(ACXK_OP_BLAS_LAST_ < ACXK_OP_BLASLT_FIRST && ACXK_OP_BLASLT_MATMUL < ACXK_OP_FFT_FIRST &&
+                   ACXK_OP_FFT_EXEC < ACXK_OP_RAND_FIRST && ACXK_OP_RAND_GENERATE < ACXK_OP_SOLVER_FIRST &&
+                   ACXK_OP_SOLVER_SYEVD < ACXK_OP_SPARSE_FIRST && ACXK_OP_SPARSE_SPMM < ACXK_OP_DNN_FIRST &&
+                   ACXK_OP_DNN_BATCHNORM_INFER < ACXK_OP_RTC_FIRST && ACXK_OP_RTC_UNLOAD < ACXK_OP_TENSOR_FIRST &&
+                   ACXK_OP_TENSOR_CONTRACT <= ACXK_OP_LIB_LAST,
+               "a library's ops overflow into the next library's range");
+
 /* One buffer operand: the executor resolves id to a device pointer, checks [off, off + extent)
  * against the buffer's size again (the rank checked it first), and orders the access on the
  * command's stream (readers wait for the last writer, writers for everyone). id 0: absent. */
@@ -96,8 +92,6 @@ typedef struct acxk_operand {
   uint32_t writes;
   uint32_t dtype;  /* acx_dtype_t */
 } acxk_operand_t;
-
-#define ACXK_MAX_OPERANDS 8
 
 /* BLAS: column-major, as cuBLAS. Operands: gemm A B C; gemv A x y; axpy x y; dot x y [result];
  * nrm2 x - [result]; scal x. */
@@ -196,8 +190,6 @@ typedef struct acxk_dnn_desc {
 /* cuTENSOR contraction D = alpha A B + beta C with D = C. Operands: 0 A, 1 B, 2 C. Each tensor
  * names its modes; a mode's extent is in the label table (the rank checked that the tensors
  * agree). Strides in elements. */
-#define ACXK_TENSOR_MAX_MODES 8
-#define ACXK_TENSOR_MAX_LABELS 12
 typedef struct acxk_tensor_modes {
   uint32_t nmodes;
   int32_t modes[ACXK_TENSOR_MAX_MODES];
@@ -214,8 +206,6 @@ typedef struct acxk_tensor_desc {
 
 /* NVRTC and modules. A launch argument: a buffer operand (opnd) or a scalar's bits (4-byte
  * scalars in the low half). */
-#define ACXK_RTC_MAX_ARGS 24
-#define ACXK_RTC_NAME_MAX 256
 typedef struct acxk_rtc_arg {
   uint32_t type; /* acx_kernel_arg_type_t */
   uint32_t opnd; /* operand index for buffer arguments */
@@ -262,7 +252,6 @@ typedef struct acxk_rtc_out {
 } acxk_rtc_out_t;
 
 #define ACXK_DESC_MAGIC 0x4c584341u /* "ACXL" */
-#define ACXK_DESC_BODY 512
 
 typedef struct acxk_desc {
   uint32_t magic;

@@ -30,7 +30,9 @@ static inline void *cell_data(cell_t *c) { return (unsigned char *)c + sizeof(ce
 static size_t stride_of(uint32_t rec_size) { return (sizeof(cell_t) + rec_size + 63) & ~(size_t)63; }
 
 size_t acxi_ring_bytes(uint32_t slots, uint32_t rec_size) {
-  if (slots < 2 || (slots & (slots - 1)) != 0 || rec_size == 0 || rec_size > (1u << 20)) return 0;
+  if (slots < ACXI_RING_SLOTS_MIN || slots > ACXI_RING_SLOTS_MAX || (slots & (slots - 1)) != 0 || rec_size == 0 ||
+      rec_size > (1u << 20))
+    return 0;
   return sizeof(acxi_ring_t) + (size_t)slots * stride_of(rec_size);
 }
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "acx/status.h"
+#include "runtime/proto/limits.h"
 
 #define ACXI_RING_MAGIC 0x61637872696e6731ull /* "acxring1" */
 
@@ -54,7 +55,7 @@ typedef struct acxi_ring_view {
                                  other process wrote garbage (logged); stop using the ring */
 
 /* Bytes a ring of `slots` records of `rec_size` bytes occupies (0 when slots is not a power of
- * two >= 2 or the size overflows). */
+ * two in [ACXI_RING_SLOTS_MIN, ACXI_RING_SLOTS_MAX] or the size overflows). */
 size_t acxi_ring_bytes(uint32_t slots, uint32_t rec_size);
 /* Initialises a ring in `mem` (at least acxi_ring_bytes, 64-byte aligned). Not thread-safe: do
  * it before the ring is shared. ACX_ERR_INVALID_ARG for a bad slot count or record size. */

@@ -98,8 +98,9 @@ acx_status_t acxi_ctrl_view_init(acxi_ctrl_view_t *v, void *addr, uint32_t slots
   ACX_CHECK_NULL(v);
   ACX_CHECK_NULL(addr);
   size_t cmd_off, cpl_off;
-  ACX_CHECK_ARG(ctrl_layout(slots, &cmd_off, &cpl_off) != 0, "acxi_ctrl_view_init: slots=%u is not a power of two >= 2",
-                slots);
+  ACX_CHECK_ARG(ctrl_layout(slots, &cmd_off, &cpl_off) != 0,
+                "acxi_ctrl_view_init: slots=%u is not a power of two in [%u, %u]", slots, ACXI_RING_SLOTS_MIN,
+                ACXI_RING_SLOTS_MAX);
   unsigned char *base = addr;
   v->ctrl = addr;
   ACXCHECK(acxi_ring_view_init(&v->cmds, (acxi_ring_t *)(base + cmd_off), slots, sizeof(acxi_cmd_t)));
@@ -112,7 +113,8 @@ acx_status_t acxi_ctrl_create(uint32_t slots, uint64_t generation, acxi_shm_t *s
   size_t cmd_off, cpl_off;
   size_t total = ctrl_layout(slots, &cmd_off, &cpl_off);
   if (!total) {
-    ACX_WARN(EXEC, "ACX_RING_SLOTS=%u must be a power of two >= 2", slots);
+    ACX_WARN(EXEC, "ACX_RING_SLOTS=%u must be a power of two in [%u, %u]", slots, ACXI_RING_SLOTS_MIN,
+             ACXI_RING_SLOTS_MAX);
     return ACX_ERR_BAD_PARAM;
   }
   ACXCHECK(acxi_shm_create("acx-ctrl", total, shm));

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "acx/config.h"
 #include "acx/device.h"
 #include "acx_test.h"
 #include "runtime/base/clock.h"
@@ -182,6 +183,41 @@ static void test_open_rejects_bad_config(void) {
   CU_ASSERT_PTR_NULL(dev);
   ACX_ASSERT_STATUS(acx_device_ping(NULL, 0), ACX_ERR_NULL_ARG);
   ACX_ASSERT_STATUS(acx_device_close(NULL, 0), ACX_ERR_NULL_ARG);
+}
+
+/* Issue 14: the rank took up to 1024 streams and the engine 64, so cfg->streams = 100 passed the
+ * open's checks and failed only in the spawned executor (cuda kind), or not at all (host kind,
+ * whose stream masks then wrapped). One limit now, checked before anything is started: the open
+ * is refused, its line names the argument and the limit, and no executor was spawned (nor an
+ * inline executor thread started). */
+static void test_open_rejects_streams_beyond_limit(void) {
+  acx_device_t *dev = NULL;
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.kind = ACX_DEVICE_KIND_HOST;
+  cfg.transport = inline_mode ? ACX_TRANSPORT_INLINE : ACX_TRANSPORT_PROCESS;
+  cfg.streams = 100;
+  acx_test_log_begin();
+  setenv("ACX_DEBUG", "INFO", 1); /* the executor's start lines are INFO; log_end restores the level */
+  acx_log_reinit();
+  acx_status_t st = acx_device_open(sys, &cfg, &dev);
+  char *log = acx_test_log_end();
+  if (dev) ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  CU_ASSERT_EQUAL(st, ACX_ERR_INVALID_ARG);
+  CU_ASSERT_PTR_NULL(dev);
+  char want[96];
+  snprintf(want, sizeof want, "argument 'cfg->streams'=100 is not in [1, %d]", ACXI_MAX_STREAMS);
+  CU_ASSERT_PTR_NOT_NULL(strstr(log, want));
+  CU_ASSERT_PTR_NULL(strstr(log, "spawned"));             /* process transport, standby included */
+  CU_ASSERT_PTR_NULL(strstr(log, "executor generation")); /* inline transport's thread */
+  if (strstr(log, "spawned") || strstr(log, "executor generation")) fprintf(stderr, "log:\n%s", log);
+  free(log);
+  /* The limit itself is taken, and every stream of it works. */
+  cfg.streams = ACXI_MAX_STREAMS;
+  dev = NULL;
+  ACX_ASSERT_STATUS(acx_device_open(sys, &cfg, &dev), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACXI_MAX_STREAMS - 1, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACXI_MAX_STREAMS, T_LONG), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
 }
 
 typedef struct stream_arg {
@@ -1132,7 +1168,8 @@ int main(int argc, char **argv) {
   }
   inline_mode = !strcmp(mode, "inline");
   static const acx_test_case_t cases[] = {
-      ACX_TEST(test_open_close),      ACX_TEST(test_open_rejects_bad_config), ACX_TEST(test_round_trips),
+      ACX_TEST(test_open_close),      ACX_TEST(test_open_rejects_bad_config),
+      ACX_TEST(test_open_rejects_streams_beyond_limit), ACX_TEST(test_round_trips),
       ACX_TEST(test_host_mem_zero_copy), ACX_TEST(test_injected_faults),   ACX_TEST(test_kill9_mid_stream),
       ACX_TEST(test_missed_heartbeat), ACX_TEST(test_restart_limit),        ACX_TEST(test_use_after_close),
       ACX_TEST(test_fire_and_forget),   ACX_TEST(test_standby_promotion),  ACX_TEST(test_standby_replaced),

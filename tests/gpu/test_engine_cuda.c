@@ -571,8 +571,8 @@ static void body_pipelined(void) {
 static void test_pipelined(void) { each_mode(body_pipelined); }
 
 /* An extension using the engine API the way library handlers will. */
-#define EXT_OP (ACXI_OP_EXT_BASE + 0x3e00) /* far above the libraries (0x300-0x3ff) and NCCL */
-#define TEST_EXT_SLOT (ACXI_EXT_MAX - 1)
+#define EXT_OP ACXI_OP_TEST_FIRST /* above every product range (runtime/proto/limits.h) */
+#define TEST_EXT_SLOT ACXI_EXT_SLOT_TEST
 static int ext_destroyed;
 
 static void ext_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *c) {
@@ -712,7 +712,7 @@ static void test_registered(void) {
   acxi_engine_params_t p = params_for("event", 0);
   ACX_ASSERT_STATUS(o->create(&p, sink_post, &sink, &e), ACX_ERR_INVALID_ARG);
   CU_ASSERT_PTR_NULL(e);
-  p.streams = 65;
+  p.streams = ACXI_MAX_STREAMS + 1;
   ACX_ASSERT_STATUS(o->create(&p, sink_post, &sink, &e), ACX_ERR_INVALID_ARG);
   p = params_for("sometimes", 2);
   ACX_ASSERT_STATUS(o->create(&p, sink_post, &sink, &e), ACX_ERR_BAD_PARAM);
