@@ -16,7 +16,6 @@
 #include "collectives/remote/ctrl_plane.h"
 #include "collectives/world_internal.h"
 #include "runtime/base/clock.h"
-#include "runtime/device/device_internal.h"
 #include "runtime/base/log.h"
 #include "runtime/base/param.h"
 #include "runtime/proto/token_internal.h"
@@ -299,7 +298,8 @@ static acx_status_t attempt(sup_t *s, uint64_t target, int64_t deadline) {
   int all = 0;
   ACXCHECK(agree_min(s, st == ACX_OK, &all, deadline));
   if (!all) return st != ACX_OK ? st : ACX_ERR_PEER_LOST;
-  uint64_t gen = atomic_load_explicit(&s->dev->generation, memory_order_acquire);
+  uint64_t gen;
+  ACXCHECK(acx_device_generation(s->dev, &gen));
   if (s->coll) {
     int64_t left = deadline - acxi_now_ns();
     ACXCHECK(acxc_coll_reinit(s->coll, left > 1000000 ? left : 1000000));

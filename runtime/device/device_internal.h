@@ -1,5 +1,6 @@
-/* Rank-side device state shared by device.c (lifecycle, supervision, submission, reply poller)
- * and buffer.c (buffers, host memory, events). One acx_device per open device. */
+/* Rank-side device state shared by the device's pieces (device.c and those device_impl.h lists:
+ * lifecycle, supervision, submission, reply poller) and buffer.c (buffers, host memory, events).
+ * One acx_device per open device. */
 #ifndef ACXI_DEVICE_INTERNAL_H
 #define ACXI_DEVICE_INTERNAL_H
 
