@@ -44,7 +44,7 @@ struct acxk_lib_ctx {
 /* The actor is the context's place in the supervision tree (/user/<device>/<name>) and the one
  * that hears about executor restarts. Requests do not pass through its mailbox: validation is a
  * pure function of the request, so it runs in the caller's thread and the command goes straight
- * into the ring, as the device layer's own requests do (device.c) -- a mailbox hop would add two
+ * into the ring, as the device layer's own requests do (runtime/device/submit.c) -- a mailbox hop would add two
  * thread hand-offs to every request for no decision the actor could make better. */
 typedef struct lib_actor {
   acx_lib_id_t lib;
