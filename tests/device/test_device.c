@@ -1,4 +1,5 @@
-/* Devices of the host kind (runtime/device/: device.c, submit.c, poller.c, incarnation.c, standby.c, device_actor.c): open/close, round trips, both transports, and the
+/* Devices of the host kind (runtime/device/: device.c, submit.c, poller.c, incarnation.c, standby.c,
+ * device_actor.c): open/close, round trips, both transports, and the
  * supervision path with real signals: kill -9 of the executor mid-stream, SIGSTOP (missed
  * heartbeats), the restart limit, injected faults, the ACX_FAULT_INJECT schedule, watchers, and
  * the hot standby executor (promotion, replacement, fallback to spawning, ACX_EXECUTOR_STANDBY=0),
