@@ -290,11 +290,16 @@ int main(int argc, char **argv) {
   int ok = st == ACX_OK, all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all_ok) {
+    /* Said before any rank leaves: a launcher may kill the others as soon as one exits non-zero. */
+    if (rank == 0) {
+      printf("resilient_allreduce: no %s device on every rank: skipped\n", use_cuda ? "cuda" : "host");
+      fflush(stdout);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
     if (dev) acx_device_close(dev, TMO);
     acx_system_destroy(sys, TMO);
     acx_world_finalize(world);
     MPI_Finalize();
-    if (rank == 0) printf("resilient_allreduce: no %s device on every rank: skipped\n", use_cuda ? "cuda" : "host");
     return use_cuda ? 77 : 1;
   }
   CHECK(acx_coll_create(world, dev, sys, NULL, &coll));
