@@ -191,11 +191,13 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
     break;
   case ACX_TRANSPORT_DEFAULT: {
     const char *p = acxi_param_str("ACX_EXECUTOR");
-    if (strcmp(p, "process") && strcmp(p, "inline")) {
+    const acxi_dev_transport_t *const known[] = {&acxi_dev_transport_process, &acxi_dev_transport_inline};
+    for (size_t i = 0; i < sizeof known / sizeof known[0] && !dev->transport; i++)
+      if (!strcmp(p, known[i]->name)) dev->transport = known[i];
+    if (!dev->transport) {
       ACX_WARN(DEVICE, "ACX_EXECUTOR='%s': expected process or inline", p);
       return ACX_ERR_BAD_PARAM;
     }
-    dev->transport = !strcmp(p, "inline") ? &acxi_dev_transport_inline : &acxi_dev_transport_process;
     break;
   }
   default:
