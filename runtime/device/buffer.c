@@ -13,6 +13,7 @@
 #include "runtime/base/clock.h"
 #include "runtime/actor/future.h"
 #include "runtime/base/log.h"
+#include "runtime/device/device_impl.h"
 
 /* ---- validation helpers: each logs the argument it rejects, once ---- */
 
@@ -500,7 +501,7 @@ static acx_status_t staging_create(acx_device_t *dev, const char *fn, acxi_stagi
     goto err_free_mem;
   }
   host_list_add(dev, m);
-  st = acxi_device_submit(dev, &cmd, NULL, 0, 0, dev->inline_mode ? -1 : m->shm.fd, deadline, &f);
+  st = acxi_device_submit(dev, &cmd, NULL, 0, 0, dev->transport->in_rank ? -1 : m->shm.fd, deadline, &f);
   if (st != ACX_OK) host_list_remove(dev, m);
   pthread_mutex_unlock(&dev->host_lock);
   if (st != ACX_OK) goto err_free_mem;
@@ -773,7 +774,7 @@ acx_status_t acx_buffer_device_ptr(acx_buffer_t *buf, void **ptr, int64_t timeou
   ACX_CHECK_NULL(ptr);
   *ptr = NULL;
   ACXCHECK(acxi_buffer_check(fn, "buf", buf));
-  if (!buf->dev->inline_mode) {
+  if (!buf->dev->transport->in_rank) {
     ACX_WARN(BUFFER, "%s: raw device pointers exist only with the inline transport (ACX_EXECUTOR=inline); this "
              "device's executor is another process", fn);
     return ACX_ERR_NOT_SUPPORTED;
@@ -790,12 +791,12 @@ acx_status_t acx_buffer_device_ptr(acx_buffer_t *buf, void **ptr, int64_t timeou
 
 static acxi_cmd_t host_register_cmd(acx_device_t *dev, acx_host_mem_t *m) {
   return (acxi_cmd_t){.op = ACXI_OP_HOST_REGISTER, .bytes = m->bytes,
-                      .arg = {m->id, dev->inline_mode ? (uint64_t)(uintptr_t)m->shm.addr : 0}};
+                      .arg = {m->id, dev->transport->in_rank ? (uint64_t)(uintptr_t)m->shm.addr : 0}};
 }
 
 acx_status_t acxi_host_mem_register(acx_device_t *dev, acx_host_mem_t *m, unsigned flags) {
   acxi_cmd_t cmd = host_register_cmd(dev, m);
-  return acxi_device_call(dev, &cmd, NULL, 0, flags, dev->inline_mode ? -1 : m->shm.fd, -1, NULL);
+  return acxi_device_call(dev, &cmd, NULL, 0, flags, dev->transport->in_rank ? -1 : m->shm.fd, -1, NULL);
 }
 
 acx_status_t acxi_host_mem_register_all(acx_device_t *dev) {

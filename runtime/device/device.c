@@ -1,12 +1,11 @@
 /* Devices, rank side: open (configuration resolved from the config and ACX_* parameters) and
  * close, the public getters, statistics and device-wide commands. The pieces: pend.c (request
  * table), submit.c (submission), poller.c (reply poller, liveness), incarnation.c (executor
- * incarnations), standby.c (hot standby), device_actor.c (the DeviceActor, recovery). */
+ * incarnations), transport.c (process and inline executors), standby.c (hot standby), device_actor.c
+ * (the DeviceActor, recovery). */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,33 +115,6 @@ void acxi_dev_close_device(acx_device_t *dev, int64_t deadline) {
   acxi_device_staging_destroy(dev);
 }
 
-static acx_status_t find_executor(acx_device_t *dev) {
-  const char *env = acxi_param_str("ACX_EXECUTOR_PATH");
-  if (env && *env) {
-    snprintf(dev->exe_path, sizeof dev->exe_path, "%s", env);
-    if (access(dev->exe_path, X_OK) == 0) return ACX_OK;
-    ACX_WARN(DEVICE, "ACX_EXECUTOR_PATH='%s' is not an executable file", env);
-    return ACX_ERR_BAD_PARAM;
-  }
-  Dl_info info;
-  if (dladdr((void *)acx_device_open, &info) && info.dli_fname) {
-    char lib[4096];
-    snprintf(lib, sizeof lib, "%s", info.dli_fname);
-    const char *dir = dirname(lib);
-    /* Beside libacx, the install layout (lib/ -> bin/) and the build tree (tools/). */
-    const char *rel[] = {"acx-executor", "../bin/acx-executor", "tools/acx-executor", "../tools/acx-executor"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-      snprintf(dev->exe_path, sizeof dev->exe_path, "%s/%s", dir, rel[i]);
-      if (access(dev->exe_path, X_OK) == 0) return ACX_OK;
-    }
-  }
-  snprintf(dev->exe_path, sizeof dev->exe_path, "%s/acx-executor", ACX_INSTALL_BINDIR);
-  if (access(dev->exe_path, X_OK) == 0) return ACX_OK;
-  ACX_WARN(DEVICE, "acx-executor not found (ACX_EXECUTOR_PATH unset; not beside libacx; not in %s)",
-           ACX_INSTALL_BINDIR);
-  return ACX_ERR_NO_DEVICE;
-}
-
 static int gpu_visible(void) {
   const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
   if (cvd && (!*cvd || !strcmp(cvd, "-1") || !strcasecmp(cvd, "none"))) return 0;
@@ -212,30 +184,25 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
   snprintf(dev->kind, sizeof dev->kind, "%s", acxi_kind_name(dev->kind_id));
   switch (cfg.transport) {
   case ACX_TRANSPORT_PROCESS:
-    dev->inline_mode = 0;
+    dev->transport = &acxi_dev_transport_process;
     break;
   case ACX_TRANSPORT_INLINE:
-    dev->inline_mode = 1;
+    dev->transport = &acxi_dev_transport_inline;
     break;
   case ACX_TRANSPORT_DEFAULT: {
     const char *p = acxi_param_str("ACX_EXECUTOR");
-    if (strcmp(p, "process") && strcmp(p, "inline")) {
+    const acxi_dev_transport_t *const known[] = {&acxi_dev_transport_process, &acxi_dev_transport_inline};
+    for (size_t i = 0; i < sizeof known / sizeof known[0] && !dev->transport; i++)
+      if (!strcmp(p, known[i]->name)) dev->transport = known[i];
+    if (!dev->transport) {
       ACX_WARN(DEVICE, "ACX_EXECUTOR='%s': expected process or inline", p);
       return ACX_ERR_BAD_PARAM;
     }
-    dev->inline_mode = !strcmp(p, "inline");
     break;
   }
   default:
     ACX_WARN(DEVICE, "acx_device_open: cfg->transport=%d is not an acx_transport_t", (int)cfg.transport);
     return ACX_ERR_INVALID_ARG;
-  }
-  if (dev->inline_mode) {
-    ACXCHECK(acxi_exec_lib(&dev->exec));
-    if (!dev->exec->engine_find(dev->kind)) {
-      ACX_WARN(DEVICE, "device kind '%s' is not in the executor library loaded for the inline transport", dev->kind);
-      return ACX_ERR_NO_DEVICE;
-    }
   }
   dev->cuda_ordinal = cfg.cuda_ordinal >= 0 ? cfg.cuda_ordinal : (int)acxi_param_int("ACX_DEVICE");
   if (dev->cuda_ordinal < 0) dev->cuda_ordinal = 0;
@@ -302,10 +269,10 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
     ACX_WARN(DEVICE, "ACX_EXECUTOR_STANDBY=%" PRId64 ": expected 0 or 1", standby);
     return ACX_ERR_BAD_PARAM;
   }
-  dev->standby_enabled = !dev->inline_mode && standby == 1; /* inline: no process to stand in for */
+  /* A standby replaces a lost executor: only one that can be replaced has any. */
+  dev->standby_enabled = dev->transport->restartable && standby == 1;
   ACXCHECK(resolve_cpuset(dev, cfg.cpuset));
-  if (!dev->inline_mode) ACXCHECK(find_executor(dev));
-  return ACX_OK;
+  return dev->transport->prepare(dev); /* the executable, or the executor library */
 }
 
 acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, acx_device_t **out) {
@@ -378,8 +345,7 @@ acx_status_t acx_device_open(acx_system_t *sys, const acx_device_config_t *cfg, 
   if (res != ACX_OK) goto err_stop_actor;
   char where[ACX_TOPO_CPUSET_STRLEN];
   ACX_INFO(DEVICE, "%s device open: %s transport, %d streams, generation 1, executor %s %d, cpuset %s, poller on %s",
-           dev->kind, dev->inline_mode ? "inline" : "process", dev->streams, dev->inline_mode ? "in rank pid" : "pid",
-           dev->inline_mode ? (int)getpid() : (int)atomic_load_explicit(&dev->pid, memory_order_relaxed),
+           dev->kind, dev->transport->name, dev->streams, dev->transport->pid_label, (int)dev->transport->pid(dev),
            dev->cpuset[0] ? dev->cpuset : "unbound", acxi_thread_cpuset_str(dev->poller, where, sizeof where));
   *out = dev;
   return ACX_OK;

@@ -215,9 +215,9 @@ void acxi_dev_actor_props(acx_device_t *dev, acx_props_t *out) {
 
 acx_status_t acxi_device_restart(acx_device_t *dev, const char *reason) {
   ACX_CHECK_NULL(dev);
-  if (dev->inline_mode) {
-    ACX_WARN(DEVICE, "restart of the %s device refused: its executor is a thread of this process (inline "
-             "transport) and cannot be killed", dev->kind);
+  if (!dev->transport->restartable) {
+    ACX_WARN(DEVICE, "restart of the %s device refused: its executor is a thread of this process (%s "
+             "transport) and cannot be killed", dev->kind, dev->transport->name);
     return ACX_ERR_NOT_SUPPORTED;
   }
   /* As a submitter (see acxi_device_submit): while we are counted and see RUNNING, the control

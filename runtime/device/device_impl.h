@@ -1,9 +1,11 @@
 /* What the pieces of the rank-side device share, and nothing outside runtime/device/ sees: the
- * DeviceActor's messages, the loss reports, the state and clock helpers, and the functions each
- * piece (pend, submit, poller, incarnation, standby, device_actor, device) offers the others. */
+ * DeviceActor's messages, the loss reports, the executor transports, the state and clock helpers,
+ * and the functions each piece (pend, submit, poller, incarnation, transport, standby,
+ * device_actor, device) offers the others. buffer.c reads the transport's properties. */
 #ifndef ACXI_DEVICE_IMPL_H
 #define ACXI_DEVICE_IMPL_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -41,6 +43,40 @@ typedef struct acxi_dev_sb_loss {
  * safe way out (never unmapping memory the stuck thread may still touch). */
 #define POLL_PAUSE_NS 10000000000LL
 #define SUBMITTERS_WAIT_NS 5000000000LL
+
+/* An executor transport: what differs between an executor that is a process of its own and one
+ * that is a thread of the rank. One constant table per transport (transport.c); acx_device_open
+ * picks one (dev->transport) and nothing else asks which one it is. */
+typedef struct acxi_dev_transport {
+  const char *name; /* ACX_EXECUTOR's spelling, for logs */
+  /* The executor runs in the rank's process: it reads host memory at the rank's addresses (no fd
+   * travels with HOST_REGISTER) and its device pointers are valid here (acx_buffer_device_ptr). */
+  int in_rank;
+  /* A lost executor can be killed and replaced: a loss is ACX_ERR_DEVICE_LOST (an executor's
+   * DEVICE_FATAL included) and recovered (restarts, the hot standby, acxi_device_restart), and
+   * the poller also declares it lost when it exits, goes silent or hangs. Otherwise only a sticky
+   * fault ends it, and that is ACX_ERR_DEVICE_FATAL, for good (ACXI_DEV_FATAL). */
+  int restartable;
+  /* Completions come through the reply ring, which the poller drains, spinning while requests
+   * wait; otherwise the executor completes the futures itself (acxi_dev_complete_direct). */
+  int ring_replies;
+  const char *pid_label; /* what pid() is, for the open's log line */
+  /* At open, once the rest of the configuration is resolved: finds what the transport needs (the
+   * acx-executor executable, the executor library). Logs and returns a status when it cannot. */
+  acx_status_t (*prepare)(acx_device_t *dev);
+  /* Starts generation gen's executor on the control block just installed (dev->shm, dev->cv); it
+   * reports READY there (acxi_dev_finish_start waits for it). */
+  acx_status_t (*start)(acx_device_t *dev, uint64_t gen);
+  /* Stops the current executor: grace_ns to leave on its own, then it is made to; records its wait
+   * status in dev->loss_exit_status where it has one. No executor: nothing happens. */
+  void (*stop)(acx_device_t *dev, int64_t grace_ns);
+  /* 1 when the current executor has died (not reaped yet); *si says how. */
+  int (*exited)(acx_device_t *dev, siginfo_t *si);
+  pid_t (*pid)(const acx_device_t *dev); /* the process the executor runs in */
+} acxi_dev_transport_t;
+
+extern const acxi_dev_transport_t acxi_dev_transport_process; /* acx-executor */
+extern const acxi_dev_transport_t acxi_dev_transport_inline;  /* a thread of the rank */
 
 static inline int acxi_dev_load_state(acx_device_t *dev) {
   /* seq_cst: pairs with the submitters counter (Dekker, see acxi_device_submit). */

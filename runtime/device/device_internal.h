@@ -16,7 +16,8 @@
 #include "runtime/proto/limits.h"
 #include "runtime/proto/shm.h"
 
-struct acxi_cpuset; /* runtime/base/bind.h */
+struct acxi_cpuset;       /* runtime/base/bind.h */
+struct acxi_dev_transport; /* runtime/device/device_impl.h */
 
 /* The device kinds the rank knows. Choices that depend on the kind (where buffers live, the
  * collectives' path, remote transfers) compare this, never a string; the name is for logs and for
@@ -95,7 +96,7 @@ struct acx_device {
   /* Resolved configuration. */
   acxi_kind_t kind_id;
   char kind[16]; /* acxi_kind_name(kind_id), for logs and the executor's --kind */
-  int inline_mode;
+  const struct acxi_dev_transport *transport; /* process or inline (ACX_EXECUTOR), chosen at open */
   int cuda_ordinal;
   char pci_bus_id[ACXI_PCI_BUS_ID_LEN];
   int streams; /* 1 to ACXI_MAX_STREAMS */

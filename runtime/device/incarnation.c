@@ -1,6 +1,6 @@
-/* Executor incarnations, rank side: spawning acx-executor (or starting the inline executor's
- * thread), waiting for READY, installing and retiring control blocks, and reaping what is left
- * of a lost or closed executor. */
+/* Executor incarnations, rank side: installing and retiring control blocks, starting an
+ * executor through the device's transport (transport.c) and waiting for READY, spawning
+ * acx-executor, and reaping what is left of a lost or closed executor. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,13 +64,6 @@ acx_status_t acxi_dev_ctrl_swap(acx_device_t *dev, acxi_shm_t *next, int submitt
     if (old.fd >= 0) close(old.fd);
   }
   return ACX_OK;
-}
-
-static void *inline_main(void *arg) {
-  acx_device_t *dev = arg;
-  dev->exec->log_set_rank(acxi_log_rank()); /* the executor library logs through its own copy */
-  dev->exec->loop_run(&dev->loop);
-  return NULL;
 }
 
 /* Spawns acx-executor with the control block on fd 3 and the socket on fd 4: generation `gen`,
@@ -177,80 +169,21 @@ int acxi_dev_reap_pid(pid_t pid, int64_t grace_ns) {
   return ws;
 }
 
-/* Kills (when still running) and reaps the current executor; records its wait status. */
+/* Stops (kills when still running) and reaps the current executor; records its wait status (-1:
+ * none, an inline executor has none). */
 void acxi_dev_reap_executor(acx_device_t *dev, int64_t grace_ns) {
   dev->loss_exit_status = -1;
-  if (dev->inline_mode) {
-    if (!dev->exec_thread_live) return;
-    atomic_store_explicit(&dev->exec_stop, 1, memory_order_relaxed);
-    if (dev->cv.ctrl) acxi_ring_wake(&dev->cv.cmds);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* pthread_timedjoin_np takes CLOCK_REALTIME */
-    int64_t dl = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + (grace_ns > 0 ? grace_ns : 0) + 5000000000LL;
-    ts = acxi_ts_from_ns(dl);
-    if (pthread_timedjoin_np(dev->exec_thread, NULL, &ts) != 0) {
-      ACX_WARN(DEVICE, "inline executor thread did not leave its loop within its deadline; detached");
-      pthread_detach(dev->exec_thread);
-    }
-    dev->exec_thread_live = 0;
-    return;
-  }
-  if (dev->pid <= 0) return;
-  dev->loss_exit_status = acxi_dev_reap_pid(dev->pid, grace_ns);
-  dev->pid = 0;
-  if (dev->sock >= 0) close(dev->sock);
-  dev->sock = -1;
+  dev->transport->stop(dev, grace_ns);
 }
 
 /* Brings up generation `gen`: control block, executor, READY, host regions, RUNNING. */
 acx_status_t acxi_dev_start_incarnation(acx_device_t *dev, uint64_t gen) {
-  acx_status_t res;
   acxi_shm_t shm;
   ACXCHECK(acxi_ctrl_create(dev->slots, gen, &shm));
   ACXCHECK(acxi_dev_ctrl_swap(dev, &shm, 1)); /* RECOVERING or STARTING: no submitter (waited for by our caller) */
   /* relaxed: no submitter is inside (state is STARTING or RECOVERING). */
   atomic_store_explicit(&dev->generation, gen, memory_order_relaxed);
-  if (dev->inline_mode) {
-    atomic_store_explicit(&dev->exec_stop, 0, memory_order_relaxed);
-    dev->loop = (acxi_exec_loop_params_t){
-        .view = dev->cv,
-        .ops = dev->exec->engine_find(dev->kind),
-        .engine = {.cuda_ordinal = dev->cuda_ordinal, .streams = dev->streams, .generation = gen,
-                   .inline_mode = 1, .completion = dev->completion, .fault_inject = dev->fault_inject},
-        .sock_fd = -1,
-        .heartbeat_period_ns = dev->heartbeat_ns / 4,
-        .spin_ns = dev->spin_ns,
-        .stop = &dev->exec_stop,
-        .direct = acxi_dev_complete_direct, /* no reply ring, no poller hop: the future completes here */
-        .direct_sink = dev,
-    };
-    memcpy(dev->loop.engine.pci_bus_id, dev->pci_bus_id, sizeof dev->pci_bus_id);
-    /* Bound from its first instruction: the engine's context and streams are made there. */
-    int rc = acxi_thread_create(&dev->exec_thread, dev->cpuset_mask, inline_main, dev);
-    if (rc) {
-      ACX_WARN(DEVICE, "pthread_create of the inline executor failed: %s", strerror(rc));
-      return ACX_ERR_SYSTEM;
-    }
-    dev->exec_thread_live = 1;
-    char where[ACX_TOPO_CPUSET_STRLEN];
-    ACX_INFO(DEVICE, "inline %s executor generation %" PRIu64 " thread on cpuset %s%s", dev->kind, gen,
-             acxi_thread_cpuset_str(dev->exec_thread, where, sizeof where), dev->cpuset[0] ? "" : " (unbound)");
-  } else {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-      ACX_WARN(DEVICE, "socketpair failed: %s", strerror(errno));
-      return ACX_ERR_SYSTEM;
-    }
-    pid_t pid = 0;
-    res = acxi_dev_spawn_executor(dev, gen, dev->shm.fd, sv[1], &pid);
-    close(sv[1]);
-    if (res != ACX_OK) {
-      close(sv[0]);
-      return res;
-    }
-    atomic_store_explicit(&dev->pid, pid, memory_order_relaxed); /* the poller reads it once RUNNING */
-    dev->sock = sv[0];
-  }
+  ACXCHECK(dev->transport->start(dev, gen));
   return acxi_dev_finish_start(dev, gen, acxi_deadline(dev->exec_timeout_ns));
 }
 
@@ -273,14 +206,11 @@ acx_status_t acxi_dev_finish_start(acx_device_t *dev, uint64_t gen, int64_t dead
                (int)sizeof ctrl->sticky_msg, ctrl->sticky_msg[0] ? ctrl->sticky_msg : "no reason given");
       return res;
     }
-    if (!dev->inline_mode) {
-      pid_t pid = dev->pid;
-      siginfo_t si = {0};
-      if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
-        ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " (%s) died before it was ready (code %d, status %d)",
-                 dev->kind, gen, dev->exe_path, si.si_code, si.si_status);
-        return ACX_ERR_DEVICE_LOST;
-      }
+    siginfo_t si;
+    if (dev->transport->exited(dev, &si)) {
+      ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " (%s) died before it was ready (code %d, status %d)",
+               dev->kind, gen, dev->exe_path, si.si_code, si.si_status);
+      return ACX_ERR_DEVICE_LOST;
     }
     if (acxi_now_ns() >= deadline) {
       ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " not ready before its deadline", dev->kind, gen);

@@ -80,13 +80,14 @@ static void note_ff_failure(acx_device_t *dev, acx_status_t st) {
                                           memory_order_relaxed);
 }
 
-/* The status an executor's reply or sticky error means to the caller. In the process transport a
- * poisoned context is a loss of that incarnation, which the device restarts: ACX_ERR_DEVICE_LOST,
- * retryable, as the cuda engine already says for the fault itself; ACX_ERR_DEVICE_FATAL (never
- * retryable) belongs to the inline transport. A poisoned host engine answers the commands it still
- * pops with DEVICE_FATAL, and a call that raced the loss report got that (issue 12 item 6). */
+/* The status an executor's reply or sticky error means to the caller. Where the executor can be
+ * replaced (the process transport) a poisoned context is a loss of that incarnation, which the
+ * device restarts: ACX_ERR_DEVICE_LOST, retryable, as the cuda engine already says for the fault
+ * itself; ACX_ERR_DEVICE_FATAL (never retryable) belongs to the inline transport. A poisoned host
+ * engine answers the commands it still pops with DEVICE_FATAL, and a call that raced the loss
+ * report got that (issue 12 item 6). */
 acx_status_t acxi_dev_executor_status(const acx_device_t *dev, acx_status_t st) {
-  return st == ACX_ERR_DEVICE_FATAL && !dev->inline_mode ? ACX_ERR_DEVICE_LOST : st;
+  return st == ACX_ERR_DEVICE_FATAL && dev->transport->restartable ? ACX_ERR_DEVICE_LOST : st;
 }
 
 /* Completes the request of one reply. The poller calls it (process transport), or the inline
@@ -173,11 +174,8 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, acxi
     snprintf(loss->reason, sizeof loss->reason, "sticky error: %.110s", ctrl->sticky_msg);
     return 1;
   }
-  if (dev->inline_mode) return 0;
-  pid_t pid = atomic_load_explicit(&dev->pid, memory_order_relaxed); /* set before RUNNING */
   siginfo_t si;
-  memset(&si, 0, sizeof si);
-  if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
+  if (dev->transport->exited(dev, &si)) {
     loss->cause = ACX_ERR_DEVICE_LOST;
     if (si.si_code == CLD_EXITED)
       snprintf(loss->reason, sizeof loss->reason, "executor exited with status %d", si.si_status);
@@ -186,6 +184,8 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, acxi
                strsignal(si.si_status));
     return 1;
   }
+  /* One that cannot be replaced is never declared lost for being slow: it would be lost for good. */
+  if (!dev->transport->restartable) return 0;
   /* relaxed: lone timestamps. */
   int64_t beat = atomic_load_explicit(&ctrl->heartbeat_ns, memory_order_relaxed);
   if (now - beat > dev->heartbeat_ns) {
@@ -207,7 +207,7 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, acxi
 /* The common path of every loss: stop accepting, fail every outstanding request, hand the
  * restart to the DeviceActor. Runs on the poller with poll_lock held. */
 static void begin_loss(acx_device_t *dev, acxi_dev_loss_t *loss) {
-  int fatal = dev->inline_mode;
+  int fatal = !dev->transport->restartable;
   if (!acxi_dev_cas_state(dev, ACXI_DEV_RUNNING, fatal ? ACXI_DEV_FATAL : ACXI_DEV_RECOVERING)) return;
   uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_relaxed);
   loss->generation = gen;
@@ -222,10 +222,10 @@ static void begin_loss(acx_device_t *dev, acxi_dev_loss_t *loss) {
   uint64_t failed = acxi_dev_pend_fail_all(dev, fail_with);
   acxi_dev_mark_failed(dev, gen);
   if (fatal) {
-    ACX_WARN(DEVICE, "FATAL: %s device (inline transport) generation %" PRIu64 ": %s. This process can no longer use "
+    ACX_WARN(DEVICE, "FATAL: %s device (%s transport) generation %" PRIu64 ": %s. This process can no longer use "
              "the GPU (a sticky fault poisons every context of the process); %" PRIu64 " outstanding requests failed "
-             "with ACX_ERR_DEVICE_FATAL. Use ACX_EXECUTOR=process to survive such faults.", dev->kind, gen,
-             loss->reason, failed);
+             "with ACX_ERR_DEVICE_FATAL. Use ACX_EXECUTOR=process to survive such faults.", dev->kind,
+             dev->transport->name, gen, loss->reason, failed);
   } else {
     ACX_WARN(DEVICE, "%s executor generation %" PRIu64 " (pid %d) lost: %s; %" PRIu64 " outstanding requests failed "
              "with ACX_ERR_DEVICE_LOST; restarting", dev->kind, gen, (int)dev->pid, loss->reason, failed);
@@ -268,7 +268,7 @@ void *acxi_dev_poller_main(void *arg) {
                      atomic_load_explicit(&dev->generation, memory_order_relaxed);
     /* While requests wait (and we spin anyway), look for a dead executor every millisecond: they
      * fail, and the device recovers, that much sooner. */
-    int64_t period = !dev->inline_mode && acxi_dev_pend_outstanding(dev) > 0 ? 1000000 : check_period;
+    int64_t period = dev->transport->ring_replies && acxi_dev_pend_outstanding(dev) > 0 ? 1000000 : check_period;
     if ((s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING) && (sticky || now - last_check >= period)) {
       last_check = now;
       acxi_dev_loss_t loss = {.detected_ns = now, .cause = ACX_ERR_DEVICE_LOST};
@@ -288,7 +288,7 @@ void *acxi_dev_poller_main(void *arg) {
     }
     if (n) continue;
     /* Inline, replies do not come through the ring (acxi_dev_complete_direct): nothing to spin for. */
-    if (!dev->inline_mode && (acxi_dev_pend_outstanding(dev) > 0 || now - last_active < dev->spin_ns)) {
+    if (dev->transport->ring_replies && (acxi_dev_pend_outstanding(dev) > 0 || now - last_active < dev->spin_ns)) {
       acxi_cpu_relax();
       continue;
     }
