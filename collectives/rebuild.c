@@ -49,6 +49,7 @@ typedef struct sup {
   int again;            /* a fault of the next epoch arrived during a rebuild */
   uint64_t again_gen;   /* ... and when each such fault was a device restart, the newest generation
                            (0: some fault was not a restart, it always calls for another rebuild) */
+  acx_status_t again_cause; /* ... the cause the next rebuild reports (a non-restart fault's first) */
   uint64_t rebuilt_gen; /* the device generation the last rebuild made its collectives on */
   uint64_t from_epoch;  /* the epoch the pending/running rebuild leaves */
   int64_t fault_ns;     /* when this rank learned of the fault */
@@ -103,11 +104,18 @@ static void notify_all(sup_t *s, acx_status_t cause, uint64_t old_gen, uint64_t 
 }
 
 /* A fault seen on this rank (new_gen: the device generation a restart moved to, 0 for other
- * faults). Returns 1 when it starts a rebuild (the caller then tells the others). */
-static int trigger_local(sup_t *s, acx_status_t cause, const char *why, int64_t fault_ns, uint64_t new_gen) {
-  int start = 0;
+ * faults). Returns 1 when it starts a rebuild (the caller then tells the others). A request
+ * (the application's) made while a rebuild is under way is covered by it: the world that rebuild
+ * makes is a new epoch, after whatever the application saw go wrong in the old one. */
+static int trigger_local(sup_t *s, acx_status_t cause, const char *why, int64_t fault_ns, uint64_t new_gen,
+                         int request) {
+  int start = 0, covered = 0;
+  uint64_t leaving = 0;
   pthread_mutex_lock(&s->lock);
   if (s->stop || s->state == S_FAILED) {
+  } else if (request && (s->state == S_REBUILDING || s->pending)) {
+    covered = 1;
+    leaving = s->from_epoch;
   } else if (s->state == S_READY && !s->pending && new_gen && new_gen <= s->rebuilt_gen) {
     /* A restart whose event came after the rebuild that already built on it. */
     ACX_INFO(COLL, "rebuild: %s: covered by the last rebuild (collectives made on generation %" PRIu64 ")", why,
@@ -123,11 +131,19 @@ static int trigger_local(sup_t *s, acx_status_t cause, const char *why, int64_t 
   } else if (s->state == S_REBUILDING) {
     /* The rebuild under way may have been made before this fault. A device restart it has
      * already built on (its collectives were made on that generation, or a later one) is not. */
-    if (!s->again) s->again_gen = new_gen;
-    else if (s->again_gen) s->again_gen = new_gen && new_gen > s->again_gen ? new_gen : 0;
+    if (!s->again) {
+      s->again_gen = new_gen;
+      s->again_cause = cause;
+    } else if (s->again_gen) {
+      s->again_gen = new_gen && new_gen > s->again_gen ? new_gen : 0;
+      if (!new_gen) s->again_cause = cause;
+    }
     s->again = 1;
   }
   pthread_mutex_unlock(&s->lock);
+  if (covered)
+    ACX_INFO(COLL, "rebuild: %s (%s): covered by the rebuild under way from epoch %" PRIu64, why,
+             acx_status_name(cause), leaving);
   if (start)
     ACX_WARN(COLL, "rebuild: rank %d starts a world rebuild from epoch %" PRIu64 ": %s (%s)", acxc_ctrl_rank(s->cp),
              s->from_epoch, why, acx_status_name(cause));
@@ -164,7 +180,11 @@ static void on_notice(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_
              acx_status_name(n->cause), gens, now_epoch);
     return;
   }
-  if (s->state == S_REBUILDING) s->again = 1;
+  if (s->state == S_REBUILDING) {
+    if (!s->again || s->again_gen) s->again_cause = n->cause;
+    s->again = 1;
+    s->again_gen = 0;
+  }
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -228,7 +248,7 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
     int ready = s->state == S_READY && !s->pending;
     pthread_mutex_unlock(&s->lock);
     if (ready && cs != ACX_OK && cs != ACX_ERR_WORLD_REBUILDING &&
-        trigger_local(s, cs, "the collectives failed", acxi_now_ns(), 0))
+        trigger_local(s, cs, "the collectives failed", acxi_now_ns(), 0, 0))
       notify_all(s, cs, 0, 0);
     return ACX_OK;
   }
@@ -242,7 +262,7 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
     acx_device_stats_t ds = {.size = sizeof ds};
     int64_t lost_ns = acxi_now_ns();
     if (acx_device_stats(s->dev, &ds) == ACX_OK && ds.last_recovery_ns > 0) lost_ns -= ds.last_recovery_ns;
-    if (trigger_local(s, cause, why, lost_ns, ev->new_generation))
+    if (trigger_local(s, cause, why, lost_ns, ev->new_generation, 0))
       notify_all(s, cause, ev->old_generation, ev->new_generation);
     return ACX_OK;
   }
@@ -377,6 +397,7 @@ static void *rebuild_thread(void *arg) {
 
     pthread_mutex_lock(&s->lock);
     int again = 0;
+    acx_status_t again_cause = s->again_cause;
     if (st == ACX_OK) {
       s->state = S_READY;
       s->rebuilds++;
@@ -402,8 +423,8 @@ static void *rebuild_thread(void *arg) {
     }
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
-    if (again && trigger_local(s, cause, "a fault arrived while the world was rebuilt", acxi_now_ns(), 0))
-      notify_all(s, cause, 0, 0);
+    if (again && trigger_local(s, again_cause, "a fault arrived while the world was rebuilt", acxi_now_ns(), 0, 0))
+      notify_all(s, again_cause, 0, 0);
     pthread_mutex_lock(&s->lock);
   }
   pthread_mutex_unlock(&s->lock);
@@ -599,7 +620,7 @@ acx_status_t acx_world_request_rebuild(acx_world_t *world, acx_status_t cause) {
     ACX_WARN(COLL, "acx_world_request_rebuild: this world is not supervised");
     return ACX_ERR_INVALID_STATE;
   }
-  if (trigger_local(s, cause, "requested by the application", acxi_now_ns(), 0)) notify_all(s, cause, 0, 0);
+  if (trigger_local(s, cause, "requested by the application", acxi_now_ns(), 0, 1)) notify_all(s, cause, 0, 0);
   return ACX_OK;
 }
 

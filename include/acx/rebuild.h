@@ -68,7 +68,9 @@ acx_status_t acx_world_wait_ready(acx_world_t *world, int64_t timeout_ns);
 acx_status_t acx_world_wait_epoch(acx_world_t *world, uint64_t epoch, int64_t timeout_ns);
 /* Starts a rebuild from this rank as if its collectives had failed with `cause` (an error
  * status; ACX_ERR_INVALID_ARG for ACX_OK). For applications that detect a fault acx cannot see.
- * ACX_ERR_INVALID_STATE (not supervised). Any thread. */
+ * A request made while a rebuild is already under way (or about to start) is covered by it: that
+ * rebuild moves the world to a new epoch, and no second one follows (logged at INFO). Wait for
+ * the new epoch with acx_world_wait_epoch. ACX_ERR_INVALID_STATE (not supervised). Any thread. */
 acx_status_t acx_world_request_rebuild(acx_world_t *world, acx_status_t cause);
 
 typedef struct acx_rebuild_stats {
