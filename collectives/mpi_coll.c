@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "collectives/coll_internal.h"
-#include "collectives/half.h"
+#include "runtime/base/half.h"
 #include "collectives/world_internal.h"
 #include "runtime/base/clock.h"
 #include "runtime/device/device_internal.h"

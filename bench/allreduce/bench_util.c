@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/half.h"
+#include "runtime/base/half.h"
 
 static const struct {
   const char *name;

@@ -1,22 +1,37 @@
 /* The host device kind: an engine whose "device memory" is host memory. Every command of cmd.h
  * runs synchronously on the executor thread with the same validation the CUDA engine does, so
- * the whole device layer (rings, supervision, buffers, generations) runs without a GPU. */
+ * the whole device layer (rings, supervision, buffers, generations) runs without a GPU.
+ * Shareable memory is a memfd; another executor maps it through /proc/<pid>/fd/<fd>. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/sysinfo.h>
 
+#include "acx/coll.h" /* acx_redop_t, acx_dtype_t (acx/device.h) */
 #include "kernels/exec/engine.h"
+#include "runtime/base/half.h"
 #include "runtime/base/log.h"
+#include "runtime/proto/shm.h"
 
 typedef struct hbuf {
   uint64_t id; /* 0: empty slot; TOMB: deleted */
   void *ptr;
   uint64_t bytes;
   uint32_t kind; /* acxi_mem_kind_t */
+  /* ACXI_MEM_SHAREABLE: ptr is a MAP_SHARED mapping of `bytes`. An export owns its memfd (fd,
+   * and its identity for the handle); an import (imported = 1) keeps only the mapping, which
+   * keeps the memory alive after the exporter freed it. */
+  int imported;
+  int fd;
+  uint64_t st_dev, st_ino;
 } hbuf_t;
 
 #define TOMB UINT64_MAX
@@ -87,6 +102,16 @@ static acx_status_t buf_insert(acxi_engine_t *e, const hbuf_t *b) {
   return ACX_OK;
 }
 
+/* Gives back a live entry's memory. */
+static void hbuf_release(hbuf_t *b) {
+  if (b->kind != ACXI_MEM_SHAREABLE) {
+    free(b->ptr);
+    return;
+  }
+  munmap(b->ptr, (size_t)b->bytes);
+  if (!b->imported) close(b->fd);
+}
+
 /* ---- validation helpers: each logs the argument it rejects ---- */
 
 static acx_status_t get_buf(acxi_engine_t *e, const acxi_cmd_t *c, int i, hbuf_t **out) {
@@ -141,12 +166,34 @@ static int event_known(acxi_engine_t *e, uint64_t id) {
 
 /* ---- commands ---- */
 
+/* A memfd mapped MAP_SHARED, with the identity an importer checks (fstat's device and inode). */
+static acx_status_t alloc_shareable(const acxi_cmd_t *c, hbuf_t *b) {
+  acxi_shm_t shm;
+  acx_status_t st = acxi_shm_create("acx-shareable", (size_t)c->bytes, &shm);
+  if (st != ACX_OK) {
+    ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": %" PRIu64 " bytes of shareable memory not available: %s", c->req_id,
+             c->bytes, acx_status_name(st));
+    return st == ACX_ERR_NO_MEMORY ? ACX_ERR_DEVICE_OOM : st;
+  }
+  struct stat sb;
+  if (fstat(shm.fd, &sb) != 0) {
+    ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": fstat of the shareable memfd failed: %s", c->req_id, strerror(errno));
+    acxi_shm_destroy(&shm);
+    return ACX_ERR_SYSTEM;
+  }
+  b->ptr = shm.addr;
+  b->fd = shm.fd;
+  b->st_dev = (uint64_t)sb.st_dev;
+  b->st_ino = (uint64_t)sb.st_ino;
+  return ACX_OK;
+}
+
 static acx_status_t do_alloc(acxi_engine_t *e, const acxi_cmd_t *c) {
   if (c->buf[0] == 0 || c->buf[0] == TOMB || buf_find(e, c->buf[0])) {
     ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": buf[0]=%" PRIu64 " is reserved or already in use", c->req_id, c->buf[0]);
     return ACX_ERR_INVALID_ARG;
   }
-  if (c->arg[0] != ACXI_MEM_DEVICE && c->arg[0] != ACXI_MEM_MANAGED) {
+  if (c->arg[0] != ACXI_MEM_DEVICE && c->arg[0] != ACXI_MEM_MANAGED && c->arg[0] != ACXI_MEM_SHAREABLE) {
     ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": arg[0]=%" PRIu64 " is not a memory kind", c->req_id, c->arg[0]);
     return ACX_ERR_INVALID_ARG;
   }
@@ -163,21 +210,25 @@ static acx_status_t do_alloc(acxi_engine_t *e, const acxi_cmd_t *c) {
              c->req_id, c->bytes, (uint64_t)pages * (uint64_t)page);
     return ACX_ERR_DEVICE_OOM;
   }
-  hbuf_t b = {.id = c->buf[0], .bytes = c->bytes, .kind = (uint32_t)c->arg[0]};
-  b.ptr = aligned_alloc(64, (size_t)((c->bytes + 63) & ~(uint64_t)63));
-  if (!b.ptr) {
-    ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": %" PRIu64 " bytes of host memory not available", c->req_id, c->bytes);
-    return ACX_ERR_DEVICE_OOM;
+  hbuf_t b = {.id = c->buf[0], .bytes = c->bytes, .kind = (uint32_t)c->arg[0], .fd = -1};
+  if (b.kind == ACXI_MEM_SHAREABLE) {
+    ACXCHECK(alloc_shareable(c, &b));
+  } else {
+    b.ptr = aligned_alloc(64, (size_t)((c->bytes + 63) & ~(uint64_t)63));
+    if (!b.ptr) {
+      ACX_WARN(EXEC, "ALLOC request %" PRIu64 ": %" PRIu64 " bytes of host memory not available", c->req_id, c->bytes);
+      return ACX_ERR_DEVICE_OOM;
+    }
   }
   acx_status_t st = buf_insert(e, &b);
-  if (st != ACX_OK) free(b.ptr);
+  if (st != ACX_OK) hbuf_release(&b);
   return st;
 }
 
 static acx_status_t do_free(acxi_engine_t *e, const acxi_cmd_t *c) {
   hbuf_t *b;
   ACXCHECK(get_buf(e, c, 0, &b));
-  free(b->ptr);
+  hbuf_release(b);
   memset(b, 0, sizeof *b);
   b->id = TOMB;
   return ACX_OK;
@@ -289,6 +340,261 @@ static acx_status_t do_managed(acxi_engine_t *e, const acxi_cmd_t *c) {
   return ACX_OK;
 }
 
+/* ---- shareable memory ---- */
+
+/* The handle's bytes in host region arg[0] at off[0]. */
+static acx_status_t handle_at(acxi_engine_t *e, const acxi_cmd_t *c, unsigned char **p) {
+  region_t *r;
+  ACXCHECK(get_region(e, c, &r));
+  ACXCHECK(check_range(c, "host region (off[0])", c->off[0], ACXI_IPC_HANDLE_BYTES, r->bytes));
+  *p = (unsigned char *)r->addr + c->off[0];
+  return ACX_OK;
+}
+
+static acx_status_t do_ipc_export(acxi_engine_t *e, const acxi_cmd_t *c) {
+  hbuf_t *b;
+  unsigned char *p;
+  ACXCHECK(get_buf(e, c, 0, &b));
+  if (b->kind != ACXI_MEM_SHAREABLE || b->imported) {
+    ACX_WARN(EXEC, "IPC_EXPORT request %" PRIu64 ": buf[0]=%" PRIu64 " is not a shareable allocation of this executor",
+             c->req_id, b->id);
+    return ACX_ERR_INVALID_ARG;
+  }
+  ACXCHECK(handle_at(e, c, &p));
+  acxi_ipc_wire_t w = {.magic = ACXI_IPC_MAGIC, .kind = ACXI_IPC_KIND_HOST, .pid = (int32_t)getpid(),
+                       .bytes = b->bytes, .addr = (uint64_t)(uintptr_t)b->ptr};
+  acxi_ipc_host_t h = {.fd = b->fd, .dev = b->st_dev, .ino = b->st_ino};
+  memcpy(w.body, &h, sizeof h);
+  memcpy(p, &w, sizeof w);
+  return ACX_OK;
+}
+
+/* Reads a handle and checks what the rank cannot: its kind and its fields' ranges. */
+static acx_status_t read_handle(acxi_engine_t *e, const acxi_cmd_t *c, acxi_ipc_wire_t *w, acxi_ipc_host_t *h) {
+  unsigned char *p;
+  ACXCHECK(handle_at(e, c, &p));
+  memcpy(w, p, sizeof *w);
+  memcpy(h, w->body, sizeof *h);
+  if (w->magic != ACXI_IPC_MAGIC) {
+    ACX_WARN(EXEC, "IPC_IMPORT request %" PRIu64 ": host region arg[0]=%" PRIu64 " at off[0]=%" PRIu64
+             " holds no shareable-memory handle (magic %#" PRIx64 ")", c->req_id, c->arg[0], c->off[0], w->magic);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (w->kind != ACXI_IPC_KIND_HOST) {
+    ACX_WARN(EXEC, "IPC_IMPORT request %" PRIu64 ": the handle is of device kind %s, this executor is of kind host",
+             c->req_id, w->kind == ACXI_IPC_KIND_CUDA ? "cuda" : "unknown");
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (w->pid <= 0 || h->fd < 0 || w->bytes == 0 || w->bytes > SIZE_MAX) {
+    ACX_WARN(EXEC, "IPC_IMPORT request %" PRIu64 ": the handle's pid %" PRId32 ", fd %" PRId32 " or bytes %" PRIu64
+             " is out of range", c->req_id, w->pid, h->fd, w->bytes);
+    return ACX_ERR_INVALID_ARG;
+  }
+  return ACX_OK;
+}
+
+/* Opens the exporter's memfd through /proc (its process, inline or not, is on this machine) and
+ * maps it. The exporter gone, or its buffer freed: ACX_ERR_PEER_LOST. */
+static acx_status_t do_ipc_import(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl) {
+  if (c->buf[0] == 0 || c->buf[0] == TOMB || buf_find(e, c->buf[0])) {
+    ACX_WARN(EXEC, "IPC_IMPORT request %" PRIu64 ": buf[0]=%" PRIu64 " is reserved or already in use", c->req_id,
+             c->buf[0]);
+    return ACX_ERR_INVALID_ARG;
+  }
+  acxi_ipc_wire_t w;
+  acxi_ipc_host_t h;
+  ACXCHECK(read_handle(e, c, &w, &h));
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%" PRId32 "/fd/%" PRId32, w.pid, h.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    ACX_WARN(EXEC, "IPC_IMPORT request %" PRIu64 ": the exporter's memory (%s) cannot be opened: %s (the exporting "
+             "executor is gone or freed the buffer%s)", c->req_id, path, strerror(errno),
+             errno == EACCES || errno == EPERM ? ", or it runs as another user" : "");
+    return ACX_ERR_PEER_LOST;
+  }
+  acx_status_t st = ACX_OK;
+  struct stat sb;
+  SYSCHECKGOTO(fstat(fd, &sb), st, err_close_fd);
+  if ((uint64_t)sb.st_dev != h.dev || (uint64_t)sb.st_ino != h.ino || (uint64_t)sb.st_size != w.bytes) {
+    ACX_WARN(EXEC, "IPC_IMPORT request %" PRIu64 ": %s is another file than the exported one (%lld bytes, %" PRIu64
+             " exported): the exporter freed the buffer", c->req_id, path, (long long)sb.st_size, w.bytes);
+    st = ACX_ERR_PEER_LOST;
+    goto err_close_fd;
+  }
+  hbuf_t b = {.id = c->buf[0], .bytes = w.bytes, .kind = ACXI_MEM_SHAREABLE, .imported = 1, .fd = -1};
+  b.ptr = mmap(NULL, (size_t)w.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (b.ptr == MAP_FAILED) {
+    ACX_WARN(EXEC, "IPC_IMPORT request %" PRIu64 ": mmap of %" PRIu64 " shared bytes failed: %s", c->req_id, w.bytes,
+             strerror(errno));
+    st = errno == ENOMEM ? ACX_ERR_DEVICE_OOM : ACX_ERR_SYSTEM;
+    goto err_close_fd;
+  }
+  close(fd); /* the mapping holds the memory */
+  st = buf_insert(e, &b);
+  if (st != ACX_OK) {
+    hbuf_release(&b);
+    return st;
+  }
+  cpl->value[0] = b.bytes;
+  return ACX_OK;
+err_close_fd:
+  close(fd);
+  return st;
+}
+
+/* ---- elementwise arithmetic: REDUCE and DIV ---- */
+
+/* The element size of the command's dtype, for the ten dtypes NCCL reduces. */
+static acx_status_t arith_dtype(const acxi_cmd_t *c, const char *what, size_t *es) {
+  switch (c->dtype) {
+  case ACX_DTYPE_I8: case ACX_DTYPE_U8: case ACX_DTYPE_I32: case ACX_DTYPE_U32: case ACX_DTYPE_I64:
+  case ACX_DTYPE_U64: case ACX_DTYPE_F16: case ACX_DTYPE_BF16: case ACX_DTYPE_F32: case ACX_DTYPE_F64:
+    *es = acx_dtype_size((acx_dtype_t)c->dtype);
+    return ACX_OK;
+  default:
+    ACX_WARN(EXEC, "%s request %" PRIu64 ": dtype %u (%s) is not one of i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64", what,
+             c->req_id, c->dtype, acx_dtype_name((acx_dtype_t)c->dtype));
+    return ACX_ERR_NOT_SUPPORTED;
+  }
+}
+
+static acx_status_t check_elems(const acxi_cmd_t *c, const char *what, const char *field, uint64_t off, size_t es) {
+  if (off % es == 0) return ACX_OK;
+  ACX_WARN(EXEC, "%s request %" PRIu64 ": %s=%" PRIu64 " is not a multiple of the %s element size %zu", what,
+           c->req_id, field, off, acx_dtype_name((acx_dtype_t)c->dtype), es);
+  return ACX_ERR_INVALID_ARG;
+}
+
+/* d[i] := d[i] op s[i], a = d[i] and b = s[i] in EXPR; integers through their unsigned type (so a
+ * sum or product wraps, as on the GPU, instead of overflowing a signed type). */
+#define ELEMWISE(T, d, s, n, EXPR)                                                          \
+  do {                                                                                      \
+    T *d_ = (T *)(d);                                                                       \
+    const T *s_ = (const T *)(s);                                                           \
+    for (size_t i_ = 0; i_ < (n); i_++) {                                                   \
+      T a = d_[i_], b = s_[i_];                                                             \
+      d_[i_] = (EXPR);                                                                      \
+    }                                                                                       \
+  } while (0)
+#define INT_REDUCE(T, U, d, s, n, op)                                                       \
+  do {                                                                                      \
+    switch (op) {                                                                           \
+    case ACX_REDOP_SUM: ELEMWISE(T, d, s, n, (T)((U)a + (U)b)); break;                      \
+    case ACX_REDOP_PROD: ELEMWISE(T, d, s, n, (T)((U)a * (U)b)); break;                     \
+    case ACX_REDOP_MAX: ELEMWISE(T, d, s, n, a > b ? a : b); break;                         \
+    default: ELEMWISE(T, d, s, n, a < b ? a : b); break;                                    \
+    }                                                                                       \
+  } while (0)
+#define FLOAT_REDUCE(T, d, s, n, op)                                                        \
+  do {                                                                                      \
+    switch (op) {                                                                           \
+    case ACX_REDOP_SUM: ELEMWISE(T, d, s, n, a + b); break;                                 \
+    case ACX_REDOP_PROD: ELEMWISE(T, d, s, n, a * b); break;                                \
+    case ACX_REDOP_MAX: ELEMWISE(T, d, s, n, a > b ? a : b); break;                         \
+    default: ELEMWISE(T, d, s, n, a < b ? a : b); break;                                    \
+    }                                                                                       \
+  } while (0)
+/* f16/bf16: in float, rounded to nearest even (runtime/base/half.h), as the CUDA kernels do. */
+#define HALF_REDUCE(to_f, from_f, d, s, n, op)                                              \
+  do {                                                                                      \
+    switch (op) {                                                                           \
+    case ACX_REDOP_SUM: ELEMWISE(uint16_t, d, s, n, from_f(to_f(a) + to_f(b))); break;      \
+    case ACX_REDOP_PROD: ELEMWISE(uint16_t, d, s, n, from_f(to_f(a) * to_f(b))); break;     \
+    case ACX_REDOP_MAX: ELEMWISE(uint16_t, d, s, n, to_f(a) > to_f(b) ? a : b); break;      \
+    default: ELEMWISE(uint16_t, d, s, n, to_f(a) < to_f(b) ? a : b); break;                 \
+    }                                                                                       \
+  } while (0)
+
+static void reduce_elems(void *d, const void *s, size_t n, uint32_t dtype, uint64_t op) {
+  switch (dtype) {
+  case ACX_DTYPE_I8: INT_REDUCE(int8_t, uint8_t, d, s, n, op); break;
+  case ACX_DTYPE_U8: INT_REDUCE(uint8_t, uint8_t, d, s, n, op); break;
+  case ACX_DTYPE_I32: INT_REDUCE(int32_t, uint32_t, d, s, n, op); break;
+  case ACX_DTYPE_U32: INT_REDUCE(uint32_t, uint32_t, d, s, n, op); break;
+  case ACX_DTYPE_I64: INT_REDUCE(int64_t, uint64_t, d, s, n, op); break;
+  case ACX_DTYPE_U64: INT_REDUCE(uint64_t, uint64_t, d, s, n, op); break;
+  case ACX_DTYPE_F16: HALF_REDUCE(acxc_half_to_float, acxc_float_to_half, d, s, n, op); break;
+  case ACX_DTYPE_BF16: HALF_REDUCE(acxc_bf16_to_float, acxc_float_to_bf16, d, s, n, op); break;
+  case ACX_DTYPE_F32: FLOAT_REDUCE(float, d, s, n, op); break;
+  default: FLOAT_REDUCE(double, d, s, n, op); break;
+  }
+}
+
+static acx_status_t do_reduce(acxi_engine_t *e, const acxi_cmd_t *c) {
+  hbuf_t *dst, *src;
+  size_t es;
+  ACXCHECK(check_stream(e, c, 0));
+  ACXCHECK(get_buf(e, c, 0, &dst));
+  ACXCHECK(get_buf(e, c, 1, &src));
+  ACXCHECK(arith_dtype(c, "REDUCE", &es));
+  if (c->arg[0] > ACX_REDOP_MIN) {
+    ACX_WARN(EXEC, "REDUCE request %" PRIu64 ": op arg[0]=%" PRIu64 " is not sum, prod, max or min%s", c->req_id,
+             c->arg[0], c->arg[0] == ACX_REDOP_AVG ? " (avg is a sum, then a DIV)" : "");
+    return ACX_ERR_INVALID_ARG;
+  }
+  ACXCHECK(check_elems(c, "REDUCE", "bytes", c->bytes, es));
+  ACXCHECK(check_elems(c, "REDUCE", "off[0]", c->off[0], es));
+  ACXCHECK(check_elems(c, "REDUCE", "off[1]", c->off[1], es));
+  ACXCHECK(check_range(c, "buf[0]", c->off[0], c->bytes, dst->bytes));
+  ACXCHECK(check_range(c, "buf[1]", c->off[1], c->bytes, src->bytes));
+  unsigned char *d = (unsigned char *)dst->ptr + c->off[0], *s = (unsigned char *)src->ptr + c->off[1];
+  if (d != s && d < s + c->bytes && s < d + c->bytes) {
+    ACX_WARN(EXEC, "REDUCE request %" PRIu64 ": buf[0] at off[0]=%" PRIu64 " and buf[1] at off[1]=%" PRIu64
+             " overlap partly (%" PRIu64 " bytes each)", c->req_id, c->off[0], c->off[1], c->bytes);
+    return ACX_ERR_INVALID_ARG;
+  }
+  reduce_elems(d, s, (size_t)(c->bytes / es), c->dtype, c->arg[0]);
+  return ACX_OK;
+}
+
+/* p[i] := p[i] / v: integers truncate (signed ones through int64_t), floats divide in their own
+ * type, f16/bf16 in float, rounded to nearest even. */
+#define DIV_ELEMS(T, W, p, n, v)                                                            \
+  do {                                                                                      \
+    T *p_ = (T *)(p);                                                                       \
+    for (size_t i_ = 0; i_ < (n); i_++) p_[i_] = (T)((W)p_[i_] / (W)(v));                   \
+  } while (0)
+#define HALF_DIV(to_f, from_f, p, n, v)                                                     \
+  do {                                                                                      \
+    uint16_t *p_ = (uint16_t *)(p);                                                         \
+    for (size_t i_ = 0; i_ < (n); i_++) p_[i_] = from_f(to_f(p_[i_]) / (float)(v));         \
+  } while (0)
+
+static void div_elems(void *p, size_t n, uint32_t dtype, uint64_t v) {
+  switch (dtype) {
+  case ACX_DTYPE_I8: DIV_ELEMS(int8_t, int64_t, p, n, v); break;
+  case ACX_DTYPE_U8: DIV_ELEMS(uint8_t, uint64_t, p, n, v); break;
+  case ACX_DTYPE_I32: DIV_ELEMS(int32_t, int64_t, p, n, v); break;
+  case ACX_DTYPE_U32: DIV_ELEMS(uint32_t, uint64_t, p, n, v); break;
+  case ACX_DTYPE_I64: DIV_ELEMS(int64_t, int64_t, p, n, v); break;
+  case ACX_DTYPE_U64: DIV_ELEMS(uint64_t, uint64_t, p, n, v); break;
+  case ACX_DTYPE_F16: HALF_DIV(acxc_half_to_float, acxc_float_to_half, p, n, v); break;
+  case ACX_DTYPE_BF16: HALF_DIV(acxc_bf16_to_float, acxc_float_to_bf16, p, n, v); break;
+  case ACX_DTYPE_F32: DIV_ELEMS(float, float, p, n, v); break;
+  default: DIV_ELEMS(double, double, p, n, v); break;
+  }
+}
+
+static acx_status_t do_div(acxi_engine_t *e, const acxi_cmd_t *c) {
+  hbuf_t *b;
+  size_t es;
+  ACXCHECK(check_stream(e, c, 0));
+  ACXCHECK(get_buf(e, c, 0, &b));
+  ACXCHECK(arith_dtype(c, "DIV", &es));
+  int is_signed = c->dtype == ACX_DTYPE_I8 || c->dtype == ACX_DTYPE_I32 || c->dtype == ACX_DTYPE_I64;
+  if (c->arg[0] == 0 || (is_signed && c->arg[0] > (uint64_t)INT64_MAX)) {
+    ACX_WARN(EXEC, "DIV request %" PRIu64 ": divisor arg[0]=%" PRIu64 " is 0 or exceeds the %s range", c->req_id,
+             c->arg[0], acx_dtype_name((acx_dtype_t)c->dtype));
+    return ACX_ERR_INVALID_ARG;
+  }
+  ACXCHECK(check_elems(c, "DIV", "bytes", c->bytes, es));
+  ACXCHECK(check_elems(c, "DIV", "off[0]", c->off[0], es));
+  ACXCHECK(check_range(c, "buf[0]", c->off[0], c->bytes, b->bytes));
+  div_elems((unsigned char *)b->ptr + c->off[0], (size_t)(c->bytes / es), c->dtype, c->arg[0]);
+  return ACX_OK;
+}
+
 static acx_status_t do_fault(acxi_engine_t *e, const acxi_cmd_t *c) {
   if (!e->params.inline_mode && c->arg[0] == ACXI_FAULT_CRASH) {
     ACX_WARN(EXEC, "FAULT request %" PRIu64 ": host executor generation %" PRIu64 " aborts (injected crash)",
@@ -369,6 +675,18 @@ static void host_submit(acxi_engine_t *e, const acxi_cmd_t *c) {
       }
       break;
     }
+    case ACXI_OP_IPC_EXPORT:
+      st = do_ipc_export(e, c);
+      break;
+    case ACXI_OP_IPC_IMPORT:
+      st = do_ipc_import(e, c, &cpl);
+      break;
+    case ACXI_OP_REDUCE:
+      st = do_reduce(e, c);
+      break;
+    case ACXI_OP_DIV:
+      st = do_div(e, c);
+      break;
     default:
       /* HOST_REGISTER/UNREGISTER are served by the loop and never reach an engine. */
       ACX_WARN(EXEC, "request %" PRIu64 ": op %u is not a host-engine command", c->req_id, c->op);
@@ -407,7 +725,7 @@ static void host_destroy(acxi_engine_t *e) {
     if (x->engine_destroy) x->engine_destroy(e, &host_api);
   }
   for (size_t i = 0; i < e->cap; i++)
-    if (e->bufs[i].id && e->bufs[i].id != TOMB) free(e->bufs[i].ptr);
+    if (e->bufs[i].id && e->bufs[i].id != TOMB) hbuf_release(&e->bufs[i]);
   free(e->bufs);
   free(e->regions);
   free(e->events);

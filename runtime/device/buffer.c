@@ -136,9 +136,11 @@ static void account(acx_device_t *dev, const acx_buffer_t *b, int sign) {
   }
 }
 
-static acx_status_t alloc_common(acx_device_t *dev, size_t bytes, acx_dtype_t dtype, acx_mem_kind_t kind,
-                                 int64_t timeout_ns, acx_buffer_t **out, acx_future_t **done) {
-  static const char fn[] = "acx_buffer_alloc";
+/* share: ACXI_SHARE_NONE (kind as asked) or ACXI_SHARE_EXPORT (device memory another executor may
+ * map: acxi_buffer_alloc_shareable). */
+static acx_status_t alloc_common(const char *fn, acx_device_t *dev, size_t bytes, acx_dtype_t dtype,
+                                 acx_mem_kind_t kind, int share, int64_t timeout_ns, acx_buffer_t **out,
+                                 acx_future_t **done) {
   *out = NULL; /* dev and out: checked by the public callers */
   if (acx_dtype_size(dtype) == 0) {
     ACX_WARN(BUFFER, "%s: argument 'dtype'=%d is not an acx_dtype_t", fn, (int)dtype);
@@ -164,6 +166,16 @@ static acx_status_t alloc_common(acx_device_t *dev, size_t bytes, acx_dtype_t dt
       return ACX_ERR_DEVICE_OOM;
     }
   }
+  uint64_t mem = share == ACXI_SHARE_EXPORT ? ACXI_MEM_SHAREABLE
+                 : kind == ACX_MEM_MANAGED    ? ACXI_MEM_MANAGED
+                                              : ACXI_MEM_DEVICE;
+  acxi_cmd_t cmd = {.op = ACXI_OP_ALLOC, .bytes = bytes, .dtype = (uint32_t)dtype, .arg = {mem}};
+  return acxi_buffer_make(dev, fn, &cmd, bytes, dtype, kind, share, timeout_ns, out, done);
+}
+
+acx_status_t acxi_buffer_make(acx_device_t *dev, const char *fn, acxi_cmd_t *cmd, size_t bytes, acx_dtype_t dtype,
+                              acx_mem_kind_t kind, int share, int64_t timeout_ns, acx_buffer_t **out,
+                              acx_future_t **done) {
   acx_buffer_t *b = calloc(1, sizeof *b);
   if (!b) return ACX_ERR_NO_MEMORY;
   atomic_init(&b->refs, 1);
@@ -174,18 +186,18 @@ static acx_status_t alloc_common(acx_device_t *dev, size_t bytes, acx_dtype_t dt
   b->bytes = bytes;
   b->dtype = dtype;
   b->kind = kind;
-  acxi_cmd_t cmd = {.op = ACXI_OP_ALLOC, .buf = {b->id}, .bytes = bytes, .dtype = (uint32_t)dtype,
-                    .arg = {kind == ACX_MEM_MANAGED ? ACXI_MEM_MANAGED : ACXI_MEM_DEVICE}};
+  b->share = share;
+  cmd->buf[0] = b->id;
   /* The generation is the one the submission stamps on the command. */
   acx_future_t *f = NULL;
-  acx_status_t st = acxi_device_submit(dev, &cmd, NULL, 0, 0, -1, acxi_deadline(acxi_device_timeout(dev, timeout_ns)),
+  acx_status_t st = acxi_device_submit(dev, cmd, NULL, 0, 0, -1, acxi_deadline(acxi_device_timeout(dev, timeout_ns)),
                                        &f);
   if (st != ACX_OK) {
     atomic_store(&b->freed, 1); /* nothing was allocated */
     acx_buffer_release(b);
     return st;
   }
-  b->generation = cmd.generation;
+  b->generation = cmd->generation;
   account(dev, b, +1);
   if (done) {
     *done = f;
@@ -196,8 +208,11 @@ static acx_status_t alloc_common(acx_device_t *dev, size_t bytes, acx_dtype_t dt
   acx_future_release(f);
   if (st != ACX_OK) {
     /* The executor's own line names only a request id: say here what the user asked for. */
-    ACX_WARN(BUFFER, "%s: %zu bytes of %s (%s memory) not allocated: %s", fn, bytes, acx_dtype_name(dtype),
-             kind == ACX_MEM_MANAGED ? "managed" : "device", acx_status_name(st));
+    static const char *const mem[] = {[ACXI_SHARE_NONE] = "", [ACXI_SHARE_EXPORT] = "shareable ",
+                                      [ACXI_SHARE_IMPORT] = "another executor's "};
+    ACX_WARN(BUFFER, "%s: %zu bytes of %s (%s%s memory) not %s: %s", fn, bytes, acx_dtype_name(dtype), mem[share],
+             kind == ACX_MEM_MANAGED ? "managed" : "device", share == ACXI_SHARE_IMPORT ? "imported" : "allocated",
+             acx_status_name(st));
     /* On a timeout the allocation may still happen: the release's FREE follows it in the ring.
      * Otherwise nothing was allocated. */
     if (st != ACX_ERR_TIMEOUT) {
@@ -215,7 +230,15 @@ acx_status_t acx_buffer_alloc(acx_device_t *dev, size_t bytes, acx_dtype_t dtype
                               int64_t timeout_ns, acx_buffer_t **buf) {
   ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(buf);
-  return alloc_common(dev, bytes, dtype, kind, timeout_ns, buf, NULL);
+  return alloc_common("acx_buffer_alloc", dev, bytes, dtype, kind, ACXI_SHARE_NONE, timeout_ns, buf, NULL);
+}
+
+acx_status_t acxi_buffer_alloc_shareable(acx_device_t *dev, size_t bytes, acx_dtype_t dtype, int64_t timeout_ns,
+                                         acx_buffer_t **out) {
+  ACX_CHECK_NULL(dev);
+  ACX_CHECK_NULL(out);
+  return alloc_common("acxi_buffer_alloc_shareable", dev, bytes, dtype, ACX_MEM_DEVICE, ACXI_SHARE_EXPORT, timeout_ns,
+                      out, NULL);
 }
 
 acx_status_t acx_buffer_alloc_async(acx_device_t *dev, size_t bytes, acx_dtype_t dtype, acx_mem_kind_t kind,
@@ -223,7 +246,7 @@ acx_status_t acx_buffer_alloc_async(acx_device_t *dev, size_t bytes, acx_dtype_t
   ACX_CHECK_NULL(dev);
   ACX_CHECK_NULL(buf);
   ACX_CHECK_NULL(done);
-  return alloc_common(dev, bytes, dtype, kind, -1, buf, done);
+  return alloc_common("acx_buffer_alloc", dev, bytes, dtype, kind, ACXI_SHARE_NONE, -1, buf, done);
 }
 
 acx_status_t acx_buffer_free(acx_buffer_t *buf, int64_t timeout_ns) {

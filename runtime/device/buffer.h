@@ -23,6 +23,12 @@ acx_status_t acxi_buffer_check_on(const char *fn, const char *name, acx_buffer_t
                                   const char *whose);
 /* acxi_buffer_check_on for a buffer of any device (acx_buffer_check and the like). */
 acx_status_t acxi_buffer_check(const char *fn, const char *name, acx_buffer_t *buf);
+/* A new buffer handle of dev whose memory cmd makes (ALLOC, IPC_IMPORT; buf[0] := its id): sent,
+ * then, with done, handed over unanswered, else waited for until timeout_ns (a failure logged
+ * naming fn, the call the user made). bytes, dtype, kind, share: the handle's (share: ACXI_SHARE_*). */
+acx_status_t acxi_buffer_make(acx_device_t *dev, const char *fn, acxi_cmd_t *cmd, size_t bytes, acx_dtype_t dtype,
+                              acx_mem_kind_t kind, int share, int64_t timeout_ns, acx_buffer_t **out,
+                              acx_future_t **done);
 /* The device is closed and its executor reaped: release the staging region. */
 void acxi_device_staging_destroy(acx_device_t *dev);
 #endif

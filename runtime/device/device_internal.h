@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "acx/coll.h" /* acx_redop_t */
 #include "acx/device.h"
 #include "acx/topo.h"
 #include "runtime/proto/cmd.h"
@@ -71,6 +72,11 @@ struct acx_host_mem {
   struct acx_host_mem *next, *prev; /* dev->host_list, under host_lock */
 };
 
+/* acx_buffer.share: what other executors on the device may do with the buffer's memory. */
+#define ACXI_SHARE_NONE 0   /* nothing */
+#define ACXI_SHARE_EXPORT 1 /* map it (acxi_buffer_alloc_shareable; acxi_buffer_ipc_export) */
+#define ACXI_SHARE_IMPORT 2 /* it is another executor's (acxi_buffer_ipc_import) */
+
 struct acx_buffer {
   _Atomic int refs;
   acx_device_t *dev; /* a reference */
@@ -78,6 +84,7 @@ struct acx_buffer {
   size_t bytes;
   acx_dtype_t dtype;
   acx_mem_kind_t kind;
+  int share; /* ACXI_SHARE_* */
   uint64_t generation;
   _Atomic int freed;
 };
@@ -255,6 +262,55 @@ acx_status_t acxi_device_state_status(acx_device_t *dev);
  * (closing or closed), ACX_ERR_TIMEOUT (the poller did not act in time; logged). reason may be
  * NULL. */
 acx_status_t acxi_device_restart(acx_device_t *dev, const char *reason);
+
+/* ---- shareable buffers (runtime/device/share.c; issue 16: ranks sharing one GPU) ----
+ * Device memory that another executor on the same device can map: kind cuda, CUDA IPC (the
+ * memory is cudaMalloc'd, so that cudaIpcGetMemHandle applies); kind host, a memfd mapped
+ * MAP_SHARED, which the importing executor opens through /proc/<pid>/fd/<fd>. Lifetime: a host-kind
+ * import keeps the memory alive after its exporter freed it or exited; a CUDA import does not (the
+ * exporter must keep the allocation until every importer closed its import): callers free imports
+ * before exports, and after an executor loss (the buffers are stale) export and import anew. Every
+ * call: any thread; a rejected argument is logged naming it. */
+/* ACXI_IPC_HANDLE_BYTES: runtime/proto/limits.h (the executor writes the same bytes). */
+typedef struct acxi_ipc_handle {
+  unsigned char bytes[ACXI_IPC_HANDLE_BYTES];
+} acxi_ipc_handle_t;
+/* A shareable buffer of `bytes` (a multiple of dtype's size), kind ACX_MEM_DEVICE. Statuses as
+ * acx_buffer_alloc. */
+acx_status_t acxi_buffer_alloc_shareable(acx_device_t *dev, size_t bytes, acx_dtype_t dtype, int64_t timeout_ns,
+                                         acx_buffer_t **out);
+/* The handle of a shareable buffer; it names the memory, for as long as its exporter holds it.
+ * ACX_ERR_INVALID_ARG (logged) for any other buffer (an import included); the buffer checks of
+ * acx_buffer_check; the executor's statuses. */
+acx_status_t acxi_buffer_ipc_export(acx_buffer_t *buf, acxi_ipc_handle_t *h, int64_t timeout_ns);
+/* A buffer of dev's executor that is the memory named by h (of another executor on the same
+ * device, or of this one): reads and writes through it are the exporter's bytes, in
+ * acx_buffer_copy, acx_buffer_read/write, collectives and acxi_buffer_reduce/div like any buffer
+ * of dev. Its size is the export's; dtype must divide it. Freeing or releasing it unmaps it (never
+ * frees the exporter's memory). Work of two executors on the same memory is ordered only by their
+ * replies: wait for one's command before the other's touches the bytes. ACX_ERR_INVALID_ARG: bytes
+ * that are not a handle, or a handle of another device kind; ACX_ERR_PEER_LOST: the exporter is
+ * gone or freed the buffer (both logged). */
+acx_status_t acxi_buffer_ipc_import(acx_device_t *dev, const acxi_ipc_handle_t *h, acx_dtype_t dtype,
+                                    int64_t timeout_ns, acx_buffer_t **out);
+/* dst[dst_off..] := dst[dst_off..] (op) src[src_off..] elementwise over count elements of dtype
+ * (offsets in bytes, multiples of its size; the buffers' own dtypes are not consulted), on
+ * `stream`, waited for up to timeout_ns. op: ACX_REDOP_SUM, PROD, MAX, MIN (AVG, or another value:
+ * ACX_ERR_INVALID_ARG; AVG is a SUM, then acxi_buffer_div). dtypes: the ten of NCCL: I8 U8 I32 U32
+ * I64 U64 F16 BF16 F32 F64 (BYTE, F8: ACX_ERR_NOT_SUPPORTED; no dtype: ACX_ERR_BAD_DTYPE; logged).
+ * Integer sums and products wrap; MAX/MIN keep dst's element unless src's compares greater/less;
+ * f16/bf16 are computed in float, rounded to nearest even, bit-identical between the host kind and
+ * CUDA (NaN payloads aside). Both buffers of the same device; ranges checked (ACX_ERR_OUT_OF_RANGE,
+ * ACX_ERR_OVERFLOW); the same buffer's ranges may be equal, not overlap partly
+ * (ACX_ERR_INVALID_ARG). count 0: ACX_OK, nothing sent. */
+acx_status_t acxi_buffer_reduce(acx_buffer_t *dst, size_t dst_off, acx_buffer_t *src, size_t src_off, size_t count,
+                                acx_dtype_t dtype, acx_redop_t op, uint32_t stream, int64_t timeout_ns);
+/* buf[off..] := buf[off..] / divisor over count elements: integer division (truncation) for
+ * integer dtypes, IEEE division for float ones (f16/bf16 through float): ACX_REDOP_AVG as the sum
+ * divided by the rank count, as the host kind's MPI path does. divisor 0, or above INT64_MAX for a
+ * signed dtype: ACX_ERR_INVALID_ARG. dtypes, ranges, count 0: as acxi_buffer_reduce. */
+acx_status_t acxi_buffer_div(acx_buffer_t *buf, size_t off, size_t count, acx_dtype_t dtype, uint64_t divisor,
+                             uint32_t stream, int64_t timeout_ns);
 
 /* The executor library for the inline transport, loaded on first use (runtime/device/exec_lib.c).
  * ACX_ERR_NOT_SUPPORTED (logged) when it cannot be found, ACX_ERR_BAD_PARAM when ACX_EXEC_LIBRARY

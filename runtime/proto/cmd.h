@@ -35,16 +35,52 @@ typedef enum acxi_op {
   ACXI_OP_SHUTDOWN = 18,    /* finish queued work, reply, exit the executor loop */
   ACXI_OP_BUFFER_INFO = 19, /* reply value[0] = bytes of buf[0], value[1] = device pointer
                                (inline mode only: meaningless in another process) */
+  /* Shareable memory (issue 16: ranks sharing one GPU reduce through each other's buffers). */
+  ACXI_OP_IPC_EXPORT = 20, /* buf[0] (an ACXI_MEM_SHAREABLE allocation) -> its acxi_ipc_handle_t,
+                              ACXI_IPC_HANDLE_BYTES into host region arg[0] at off[0] */
+  ACXI_OP_IPC_IMPORT = 21, /* the acxi_ipc_handle_t in host region arg[0] at off[0] -> new buffer
+                              buf[0], the exporter's memory; reply value[0] = its bytes. FREE of
+                              it unmaps (never frees the exporter's memory) */
+  ACXI_OP_REDUCE = 22,     /* buf[0][off[0], +bytes) := buf[0] (op arg[0], an acx_redop_t: SUM PROD
+                              MAX MIN) buf[1][off[1], +bytes), elementwise in `dtype` */
+  ACXI_OP_DIV = 23,        /* buf[0][off[0], +bytes) /= arg[0] (a uint64_t > 0), elementwise in
+                              `dtype`: truncating for integers, IEEE for floats */
   /* ACXI_OP_EXT_BASE and up (runtime/proto/limits.h): ops handled by registered extensions
    * (collectives, libraries) */
 } acxi_op_t;
-_Static_assert(ACXI_OP_NOP >= ACXI_OP_CORE_FIRST && ACXI_OP_BUFFER_INFO <= ACXI_OP_CORE_LAST,
+_Static_assert(ACXI_OP_NOP >= ACXI_OP_CORE_FIRST && ACXI_OP_DIV <= ACXI_OP_CORE_LAST,
                "core ops stay inside their range (runtime/proto/limits.h)");
 
 typedef enum acxi_mem_kind {
   ACXI_MEM_DEVICE = 0,  /* stream-ordered pool (cudaMallocAsync); host kind: malloc */
   ACXI_MEM_MANAGED = 1, /* cudaMallocManaged; host kind: malloc */
+  ACXI_MEM_SHAREABLE = 2, /* another executor on the device may map it (ACXI_OP_IPC_EXPORT):
+                             cudaMalloc (IPC handles need it); host kind: a memfd, MAP_SHARED */
 } acxi_mem_kind_t;
+
+/* What ACXI_OP_IPC_EXPORT writes and ACXI_OP_IPC_IMPORT reads: a common head, then the engine's
+ * own body. The rank reads only the head (magic, bytes); the importing engine checks the kind. */
+#define ACXI_IPC_MAGIC 0x6163786970633031ull /* "acxipc01" */
+#define ACXI_IPC_KIND_HOST 1u                /* body: acxi_ipc_host_t */
+#define ACXI_IPC_KIND_CUDA 2u                /* body: cudaIpcMemHandle_t (64 bytes) */
+typedef struct acxi_ipc_wire {
+  uint64_t magic;  /* ACXI_IPC_MAGIC */
+  uint32_t kind;   /* ACXI_IPC_KIND_* */
+  int32_t pid;     /* the exporting executor's process */
+  uint64_t bytes;  /* the allocation's size */
+  uint64_t addr;   /* its address in the exporter (same process: an import maps to it) */
+  unsigned char body[64];
+} acxi_ipc_wire_t;
+/* The host kind's body: the exporter's memfd, and its identity (a freed export's fd number may
+ * name another file by the time an importer opens it). */
+typedef struct acxi_ipc_host {
+  int32_t fd;
+  uint32_t pad;
+  uint64_t dev;
+  uint64_t ino;
+} acxi_ipc_host_t;
+_Static_assert(sizeof(acxi_ipc_wire_t) == ACXI_IPC_HANDLE_BYTES, "a handle fills its ACXI_IPC_HANDLE_BYTES");
+_Static_assert(sizeof(acxi_ipc_host_t) <= sizeof(((acxi_ipc_wire_t *)0)->body), "the host body fits");
 
 typedef enum acxi_advice {
   ACXI_ADVISE_READ_MOSTLY = 1,

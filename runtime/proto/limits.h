@@ -49,6 +49,11 @@
 #define ACXC_GROUP_MAX 512
 #define ACXC_GROUP_SLOTS 8
 
+/* Shareable memory (ACXI_OP_IPC_EXPORT/IMPORT): the bytes of one handle, the rank's
+ * acxi_ipc_handle_t and the executor's acxi_ipc_wire_t alike. A CUDA IPC handle is 64 bytes; the
+ * rest is the head both kinds share (cmd.h). */
+#define ACXI_IPC_HANDLE_BYTES 96
+
 /* ---- op ranges of acxi_cmd_t.op ---------------------------------------------------------------- */
 
 /* Core ops (acxi_op_t in cmd.h), served by every engine or by the loop itself. 0 is no op: a

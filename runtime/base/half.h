@@ -1,8 +1,10 @@
-/* IEEE binary16 and bfloat16 conversions (round to nearest even), shared by the MPI collectives of
- * the host device kind (their f16/bf16 reduction ops) and acx-allreduce-bench (its data and check).
+/* IEEE binary16 and bfloat16 conversions (round to nearest even), shared by both processes: the MPI
+ * collectives of the host device kind (their f16/bf16 reduction ops), the host engine's REDUCE and
+ * DIV (kernels/host/engine_host.c: bit for bit what the CUDA kernels' __float2half_rn and
+ * __float2bfloat16_rn give for every non-NaN value) and acx-allreduce-bench (its data and check).
  * Header-only: the benchmark links no acx internals. */
-#ifndef ACXC_HALF_H
-#define ACXC_HALF_H
+#ifndef ACXI_HALF_H
+#define ACXI_HALF_H
 
 #include <stdint.h>
 #include <string.h>
