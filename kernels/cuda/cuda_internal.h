@@ -21,6 +21,15 @@ cudaError_t acxk_cuda_launch_empty(cudaStream_t stream);
 /* dst[0, bytes) := `pattern` (its low `width` bytes, little-endian) repeated. width is 1, 2, 4 or
  * 8; dst and bytes must be multiples of width. Byte-uniform patterns go through cudaMemsetAsync. */
 cudaError_t acxk_cuda_launch_fill(void *dst, uint64_t bytes, uint64_t pattern, int width, cudaStream_t stream);
+/* dst[i] := dst[i] op src[i] for i < n, elements of acx_dtype_t `dtype` (one of the ten NCCL
+ * reduces: i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64), op an acx_redop_t among SUM PROD MAX MIN.
+ * Integer sums and products wrap; f16/bf16 are computed in float and rounded to nearest even;
+ * MAX/MIN keep dst's element unless src's compares greater/less. dst and src are element-aligned
+ * and equal or disjoint. cudaErrorInvalidValue for another dtype or op. */
+cudaError_t acxk_cuda_launch_reduce(void *dst, const void *src, uint64_t n, int dtype, int op, cudaStream_t stream);
+/* p[i] := p[i] / divisor for i < n: integers truncate (signed ones through int64_t: divisor at most
+ * INT64_MAX), floats divide in their type, f16/bf16 in float rounded to nearest even. divisor > 0. */
+cudaError_t acxk_cuda_launch_div(void *p, uint64_t n, int dtype, uint64_t divisor, cudaStream_t stream);
 /* A kernel that stores through an invalid address: the context gets the sticky
  * cudaErrorIllegalAddress once it runs. Fault injection only. */
 cudaError_t acxk_cuda_launch_fault(cudaStream_t stream);

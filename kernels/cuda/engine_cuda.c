@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "acx/coll.h" /* acx_redop_t, acx_dtype_t (acx/device.h) */
 #include "acx_build_config.h"
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/nvtx.h"
@@ -130,11 +132,18 @@ typedef struct track {
   cudaEvent_t *read_ev; /* [nstreams], created on first use */
 } track_t;
 
+/* buffer_t.import: how an ACXI_MEM_SHAREABLE buffer came to be. */
+#define IMPORT_NONE 0  /* our own cudaMalloc, exportable */
+#define IMPORT_IPC 1   /* another process's, opened with cudaIpcOpenMemHandle (FREE closes it) */
+#define IMPORT_ALIAS 2 /* an allocation of this process (CUDA opens no handle of its own process):
+                          ptr is its pointer, FREE forgets it */
+
 typedef struct buffer {
   uint64_t id;
   void *ptr;
   uint64_t bytes;
   acxi_mem_kind_t kind;
+  int import; /* IMPORT_* */
   track_t t;
 } buffer_t;
 
@@ -151,11 +160,12 @@ typedef struct user_event {
   int recorded;
 } user_event_t;
 
-/* One command waiting for its stream: event mode (and deferred managed frees in both modes). */
+/* One command waiting for its stream: event mode (and deferred frees in both modes). */
 typedef struct pending {
   acxi_cpl_t cpl;
   uint32_t flags;
-  void *managed_free; /* cudaFree this once its stream has passed it */
+  void *free_ptr; /* cudaFree this (free_ipc: cudaIpcCloseMemHandle) once its stream has passed it */
+  int free_ipc;
 } pending_t;
 
 /* An event recorded on a stream, covering the `count` oldest pending commands not yet covered. */
@@ -421,12 +431,12 @@ static void CUDART_CB hostfn_done(void *arg) {
   atomic_fetch_sub_explicit(&e->in_flight, 1, memory_order_release);
 }
 
-/* Posts cpl once the work queued so far on `stream` has finished. A managed pointer to free rides
- * on the event queue in both modes: a host function may not call CUDA. */
+/* Posts cpl once the work queued so far on `stream` has finished. A pointer to free (free_ipc: to
+ * close) rides on the event queue in both modes: a host function may not call CUDA. */
 static acx_status_t defer(acxi_engine_t *e, int stream, const acxi_cpl_t *cpl, uint32_t flags,
-                          void *managed_free) {
+                          void *free_ptr, int free_ipc) {
   cudaStream_t s = e->streams[stream];
-  if (e->mode == COMPLETION_HOSTFN && !managed_free) {
+  if (e->mode == COMPLETION_HOSTFN && !free_ptr) {
     hostfn_rec_t *r = malloc(sizeof *r);
     if (!r) {
       ACX_WARN(EXEC, "cmd %" PRIu64 ": out of host memory for a completion record", cpl->req_id);
@@ -459,7 +469,7 @@ static acx_status_t defer(acxi_engine_t *e, int stream, const acxi_cpl_t *cpl, u
     return ACX_OK;
   }
   /* Event mode: the work is in the stream already; progress() records the event covering it. */
-  pending_t p = {.cpl = *cpl, .flags = flags, .managed_free = managed_free};
+  pending_t p = {.cpl = *cpl, .flags = flags, .free_ptr = free_ptr, .free_ipc = free_ipc};
   if (squeue_push(&e->queues[stream], &p) != 0) {
     ACX_WARN(EXEC, "cmd %" PRIu64 ": out of host memory for a completion record", cpl->req_id);
     return ACX_ERR_NO_MEMORY;
@@ -468,12 +478,17 @@ static acx_status_t defer(acxi_engine_t *e, int stream, const acxi_cpl_t *cpl, u
   return ACX_OK;
 }
 
-/* Posts one finished command of a completion queue (cudaFree first for a deferred managed free). */
+/* Gives back memory that is not stream-ordered: managed and shareable allocations (cudaFree), IPC
+ * imports (cudaIpcCloseMemHandle). */
+static cudaError_t free_now(void *ptr, int ipc) { return ipc ? cudaIpcCloseMemHandle(ptr) : cudaFree(ptr); }
+
+/* Posts one finished command of a completion queue (first the deferred free, if any). */
 static void retire(acxi_engine_t *e, pending_t *p, acx_status_t st, int lib_code) {
-  if (st == ACX_OK && p->managed_free) {
-    cudaError_t err = cudaFree(p->managed_free);
+  if (st == ACX_OK && p->free_ptr) {
+    cudaError_t err = free_now(p->free_ptr, p->free_ipc);
     if (err != cudaSuccess) {
-      ACX_WARN(EXEC, "cudaFree(managed %p) failed: %s (%d)", p->managed_free, cudaGetErrorString(err), (int)err);
+      ACX_WARN(EXEC, "%s(%p) failed: %s (%d)", p->free_ipc ? "cudaIpcCloseMemHandle" : "cudaFree", p->free_ptr,
+               cudaGetErrorString(err), (int)err);
       st = cuda_status(e, err);
       lib_code = (int)err;
     }
@@ -514,7 +529,7 @@ static void seal(acxi_engine_t *e, int i) {
   /* Without an event nothing tells when these finish: fail them (the work itself stays queued). */
   while (!e->poisoned && q->unsealed) {
     pending_t p = squeue_pop_tail(q);
-    p.managed_free = NULL; /* not known to be unused: leaked rather than freed under the GPU */
+    p.free_ptr = NULL; /* not known to be unused: leaked rather than freed under the GPU */
     retire(e, &p, st, lib_code);
   }
 }
@@ -676,8 +691,256 @@ static acx_status_t get_region(acxi_engine_t *e, const acxi_cmd_t *c, uint64_t i
 
 typedef struct op_out {
   int after;
-  void *managed_free;
+  void *free_ptr; /* memory to free once `after` has passed it */
+  int free_ipc;   /* ... by cudaIpcCloseMemHandle */
 } op_out_t;
+
+/* ---------------------------------------------------------------------------------------------
+ * Shareable memory. CUDA opens no IPC handle of the process that made it, and two engines of one
+ * process (inline transport, two devices) share its primary context: an import of a handle made in
+ * this process maps to the allocation's own pointer, found in this list of the process's live
+ * shareable allocations (any engine's), or not found: freed. */
+
+typedef struct shared_alloc {
+  void *ptr;
+  uint64_t bytes;
+  struct shared_alloc *next;
+} shared_alloc_t;
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static shared_alloc_t *shared_list;
+
+static int shared_add(void *ptr, uint64_t bytes) {
+  shared_alloc_t *a = malloc(sizeof *a);
+  if (!a) return -1;
+  a->ptr = ptr;
+  a->bytes = bytes;
+  pthread_mutex_lock(&shared_lock);
+  a->next = shared_list;
+  shared_list = a;
+  pthread_mutex_unlock(&shared_lock);
+  return 0;
+}
+
+static void shared_remove(void *ptr) {
+  pthread_mutex_lock(&shared_lock);
+  for (shared_alloc_t **pp = &shared_list; *pp; pp = &(*pp)->next)
+    if ((*pp)->ptr == ptr) {
+      shared_alloc_t *a = *pp;
+      *pp = a->next;
+      free(a);
+      break;
+    }
+  pthread_mutex_unlock(&shared_lock);
+}
+
+static int shared_live(void *ptr, uint64_t bytes) {
+  int found = 0;
+  pthread_mutex_lock(&shared_lock);
+  for (shared_alloc_t *a = shared_list; a && !found; a = a->next) found = a->ptr == ptr && a->bytes == bytes;
+  pthread_mutex_unlock(&shared_lock);
+  return found;
+}
+
+/* A shareable allocation that never made it into the buffer table. */
+static void buffer_free_shareable(buffer_t *b) {
+  shared_remove(b->ptr);
+  (void)cudaFree(b->ptr);
+}
+
+/* The handle's bytes in host region arg[0] at off[0] (written by the CPU: the region is ours to
+ * write while the rank waits for this reply). */
+static acx_status_t handle_at(acxi_engine_t *e, const acxi_cmd_t *c, unsigned char **p) {
+  region_t *r;
+  ACXCHECK(get_region(e, c, c->arg[0], &r));
+  ACXCHECK(check_range(c, "host region (off[0])", r->bytes, c->off[0], ACXI_IPC_HANDLE_BYTES));
+  *p = (unsigned char *)r->addr + c->off[0];
+  return ACX_OK;
+}
+
+static acx_status_t op_ipc_export(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl, op_out_t *o) {
+  buffer_t *b;
+  unsigned char *p;
+  ACXCHECK(get_buffer(e, c, 0, &b));
+  if (b->kind != ACXI_MEM_SHAREABLE || b->import != IMPORT_NONE)
+    BAD(ACX_ERR_INVALID_ARG, c, "buf[0] id %" PRIu64 " is not a shareable allocation of this executor", b->id);
+  ACXCHECK(handle_at(e, c, &p));
+  cudaIpcMemHandle_t h;
+  _Static_assert(sizeof h <= sizeof(((acxi_ipc_wire_t *)0)->body), "a CUDA IPC handle fits the handle's body");
+  CUDACHECK(cudaIpcGetMemHandle(&h, b->ptr));
+  acxi_ipc_wire_t w = {.magic = ACXI_IPC_MAGIC, .kind = ACXI_IPC_KIND_CUDA, .pid = (int32_t)getpid(),
+                       .bytes = b->bytes, .addr = (uint64_t)(uintptr_t)b->ptr};
+  memcpy(w.body, &h, sizeof h);
+  memcpy(p, &w, sizeof w);
+  o->after = -1;
+  return ACX_OK;
+}
+
+/* cuMemGetAddressRange (driver API, reached without linking libcuda: cuda_internal.h). CUresult and
+ * CUdeviceptr spelled as what they are on every 64-bit platform CUDA supports. */
+typedef int (*mem_range_fn)(unsigned long long *base, size_t *size, unsigned long long dptr);
+static mem_range_fn mem_range;
+static pthread_once_t mem_range_once = PTHREAD_ONCE_INIT;
+static void mem_range_load(void) {
+  if (acxk_driver_entry("cuMemGetAddressRange", 12000, (void **)&mem_range) != 0) mem_range = NULL;
+}
+
+/* The bytes of the allocation ptr points into, from ptr on; 0 when the driver cannot say. */
+static uint64_t allocation_bytes(void *ptr) {
+  pthread_once(&mem_range_once, mem_range_load);
+  unsigned long long base = 0;
+  size_t size = 0;
+  if (!mem_range || mem_range(&base, &size, (unsigned long long)(uintptr_t)ptr) != 0) return 0;
+  return base + size - (unsigned long long)(uintptr_t)ptr;
+}
+
+static acx_status_t op_ipc_import(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl, op_out_t *o) {
+  uint64_t id = c->buf[0];
+  if (id == KEY_EMPTY || id == KEY_TOMB) BAD(ACX_ERR_INVALID_ARG, c, "buf[0] id %" PRIu64 " is reserved", id);
+  if (idmap_get(&e->buffers, id)) BAD(ACX_ERR_INVALID_ARG, c, "buf[0] id %" PRIu64 " already exists", id);
+  unsigned char *p;
+  ACXCHECK(handle_at(e, c, &p));
+  acxi_ipc_wire_t w;
+  memcpy(&w, p, sizeof w);
+  if (w.magic != ACXI_IPC_MAGIC)
+    BAD(ACX_ERR_INVALID_ARG, c, "host region arg[0] = %" PRIu64 " at off[0] = %" PRIu64 " holds no shareable-memory "
+        "handle (magic %#" PRIx64 ")", c->arg[0], c->off[0], w.magic);
+  if (w.kind != ACXI_IPC_KIND_CUDA)
+    BAD(ACX_ERR_INVALID_ARG, c, "the handle is of device kind %s, this executor is of kind cuda",
+        w.kind == ACXI_IPC_KIND_HOST ? "host" : "unknown");
+  if (w.pid <= 0 || w.bytes == 0 || w.bytes > SIZE_MAX)
+    BAD(ACX_ERR_INVALID_ARG, c, "the handle's pid %" PRId32 " or bytes %" PRIu64 " is out of range", w.pid, w.bytes);
+  buffer_t *b = calloc(1, sizeof *b);
+  if (!b) {
+    ACX_WARN(EXEC, "cmd %" PRIu64 ": out of host memory for a buffer entry", c->req_id);
+    return ACX_ERR_NO_MEMORY;
+  }
+  b->id = id;
+  b->bytes = w.bytes;
+  b->kind = ACXI_MEM_SHAREABLE;
+  track_init(&b->t);
+  acx_status_t st = ACX_OK;
+  if (w.pid == (int32_t)getpid()) {
+    if (!shared_live((void *)(uintptr_t)w.addr, w.bytes)) {
+      ACX_WARN(EXEC, "cmd %" PRIu64 ": the exported allocation (this process's, %" PRIu64 " bytes) was freed",
+               c->req_id, w.bytes);
+      st = ACX_ERR_PEER_LOST;
+      goto err_free_entry;
+    }
+    b->ptr = (void *)(uintptr_t)w.addr;
+    b->import = IMPORT_ALIAS;
+  } else {
+    cudaIpcMemHandle_t h;
+    memcpy(&h, w.body, sizeof h);
+    cudaError_t err = cudaIpcOpenMemHandle(&b->ptr, h, cudaIpcMemLazyEnablePeerAccess);
+    if (err != cudaSuccess) {
+      ACX_WARN(EXEC, "cmd %" PRIu64 ": cudaIpcOpenMemHandle (exporter pid %" PRId32 ", %" PRIu64 " bytes) failed: %s "
+               "(%d): the exporting executor is gone or freed the buffer", c->req_id, w.pid, w.bytes,
+               cudaGetErrorString(err), (int)err);
+      e->lib_code = (int)err;
+      /* Not the device's fault: a sticky error poisons as ever, any other is the peer's loss. */
+      st = sticky_error(err) ? cuda_status(e, err) : ACX_ERR_PEER_LOST;
+      (void)cudaGetLastError();
+      goto err_free_entry;
+    }
+    b->import = IMPORT_IPC;
+    /* The handle's size is what reads and writes are checked against: the mapping must hold it. */
+    uint64_t have = allocation_bytes(b->ptr);
+    if (have && have < w.bytes) {
+      ACX_WARN(EXEC, "cmd %" PRIu64 ": the handle says %" PRIu64 " bytes, the exporter's allocation has %" PRIu64,
+               c->req_id, w.bytes, have);
+      st = ACX_ERR_INVALID_ARG;
+      goto err_close;
+    }
+  }
+  if (idmap_put(&e->buffers, id, b) != 0) {
+    ACX_WARN(EXEC, "cmd %" PRIu64 ": out of host memory for the buffer table", c->req_id);
+    st = ACX_ERR_NO_MEMORY;
+    goto err_close;
+  }
+  cpl->value[0] = b->bytes;
+  o->after = -1;
+  return ACX_OK;
+
+err_close:
+  if (b->import == IMPORT_IPC) (void)cudaIpcCloseMemHandle(b->ptr);
+err_free_entry:
+  free(b);
+  return st;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Elementwise REDUCE and DIV (cuda_kernels.cu). */
+
+/* The element size of the command's dtype, one of the ten NCCL reduces. */
+static acx_status_t arith_dtype(const acxi_cmd_t *c, size_t *es) {
+  switch (c->dtype) {
+    case ACX_DTYPE_I8: case ACX_DTYPE_U8: case ACX_DTYPE_I32: case ACX_DTYPE_U32: case ACX_DTYPE_I64:
+    case ACX_DTYPE_U64: case ACX_DTYPE_F16: case ACX_DTYPE_BF16: case ACX_DTYPE_F32: case ACX_DTYPE_F64:
+      *es = acx_dtype_size((acx_dtype_t)c->dtype);
+      return ACX_OK;
+    default:
+      BAD(ACX_ERR_NOT_SUPPORTED, c, "dtype %u (%s) is not one of i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64", c->dtype,
+          acx_dtype_name((acx_dtype_t)c->dtype));
+  }
+}
+
+/* Element-aligned offsets and size: a misaligned element access would be a sticky GPU fault. */
+static acx_status_t check_elems(const acxi_cmd_t *c, const char *field, uint64_t v, size_t es) {
+  if (v % es)
+    BAD(ACX_ERR_INVALID_ARG, c, "%s = %" PRIu64 " is not a multiple of the %s element size %zu", field, v,
+        acx_dtype_name((acx_dtype_t)c->dtype), es);
+  return ACX_OK;
+}
+
+static acx_status_t op_reduce(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl, op_out_t *o) {
+  buffer_t *d, *s;
+  size_t es;
+  ACXCHECK(check_stream(e, c, c->stream));
+  ACXCHECK(get_buffer(e, c, 0, &d));
+  ACXCHECK(get_buffer(e, c, 1, &s));
+  ACXCHECK(arith_dtype(c, &es));
+  if (c->arg[0] > ACX_REDOP_MIN)
+    BAD(ACX_ERR_INVALID_ARG, c, "op arg[0] = %" PRIu64 " is not sum, prod, max or min%s", c->arg[0],
+        c->arg[0] == ACX_REDOP_AVG ? " (avg is a sum, then a DIV)" : "");
+  ACXCHECK(check_elems(c, "bytes", c->bytes, es));
+  ACXCHECK(check_elems(c, "off[0]", c->off[0], es));
+  ACXCHECK(check_elems(c, "off[1]", c->off[1], es));
+  ACXCHECK(check_range(c, "buf[0]", d->bytes, c->off[0], c->bytes));
+  ACXCHECK(check_range(c, "buf[1]", s->bytes, c->off[1], c->bytes));
+  char *dp = (char *)d->ptr + c->off[0], *sp = (char *)s->ptr + c->off[1];
+  if (dp != sp && dp < sp + c->bytes && sp < dp + c->bytes)
+    BAD(ACX_ERR_INVALID_ARG, c, "buf[0] at off[0] = %" PRIu64 " and buf[1] at off[1] = %" PRIu64 " overlap partly (%"
+        PRIu64 " bytes each)", c->off[0], c->off[1], c->bytes);
+  int st = (int)c->stream;
+  if (s != d) ACXCHECK(order(e, &s->t, st, 0, 1));
+  ACXCHECK(order(e, &d->t, st, 1, 1));
+  if (c->bytes > 0)
+    CUDACHECK(acxk_cuda_launch_reduce(dp, sp, c->bytes / es, (int)c->dtype, (int)c->arg[0], e->streams[st]));
+  o->after = st;
+  return ACX_OK;
+}
+
+static acx_status_t op_div(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl, op_out_t *o) {
+  buffer_t *b;
+  size_t es;
+  ACXCHECK(check_stream(e, c, c->stream));
+  ACXCHECK(get_buffer(e, c, 0, &b));
+  ACXCHECK(arith_dtype(c, &es));
+  int is_signed = c->dtype == ACX_DTYPE_I8 || c->dtype == ACX_DTYPE_I32 || c->dtype == ACX_DTYPE_I64;
+  if (c->arg[0] == 0 || (is_signed && c->arg[0] > (uint64_t)INT64_MAX))
+    BAD(ACX_ERR_INVALID_ARG, c, "divisor arg[0] = %" PRIu64 " is 0 or exceeds the %s range", c->arg[0],
+        acx_dtype_name((acx_dtype_t)c->dtype));
+  ACXCHECK(check_elems(c, "bytes", c->bytes, es));
+  ACXCHECK(check_elems(c, "off[0]", c->off[0], es));
+  ACXCHECK(check_range(c, "buf[0]", b->bytes, c->off[0], c->bytes));
+  ACXCHECK(order(e, &b->t, (int)c->stream, 1, 1));
+  if (c->bytes > 0)
+    CUDACHECK(acxk_cuda_launch_div((char *)b->ptr + c->off[0], c->bytes / es, (int)c->dtype, c->arg[0],
+                                   e->streams[c->stream]));
+  o->after = (int)c->stream;
+  return ACX_OK;
+}
 
 static acx_status_t op_kernel_empty(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl, op_out_t *o) {
   ACXCHECK(check_stream(e, c, c->stream));
@@ -692,7 +955,7 @@ static acx_status_t op_alloc(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *
   if (idmap_get(&e->buffers, id))
     BAD(ACX_ERR_INVALID_ARG, c, "buf[0] id %" PRIu64 " already exists", id);
   if (c->bytes == 0) BAD(ACX_ERR_INVALID_ARG, c, "bytes is 0");
-  if (c->arg[0] != ACXI_MEM_DEVICE && c->arg[0] != ACXI_MEM_MANAGED)
+  if (c->arg[0] != ACXI_MEM_DEVICE && c->arg[0] != ACXI_MEM_MANAGED && c->arg[0] != ACXI_MEM_SHAREABLE)
     BAD(ACX_ERR_INVALID_ARG, c, "arg[0] = %" PRIu64 " is no memory kind", c->arg[0]);
   if (c->bytes > SIZE_MAX) BAD(ACX_ERR_OVERFLOW, c, "bytes %" PRIu64 " exceeds size_t", c->bytes);
   acx_status_t st = ACX_OK;
@@ -708,6 +971,16 @@ static acx_status_t op_alloc(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *
   if (b->kind == ACXI_MEM_DEVICE) {
     ACXCHECKGOTO(check_stream(e, c, c->stream), st, err_free_entry);
     CUDACHECKGOTO(cudaMallocAsync(&b->ptr, (size_t)c->bytes, e->streams[c->stream]), st, err_free_entry);
+  } else if (b->kind == ACXI_MEM_SHAREABLE) {
+    /* Not from the stream-ordered pool: cudaIpcGetMemHandle takes cudaMalloc's memory only.
+     * cudaMalloc is not stream-ordered either, so no stream needs to reach it. */
+    CUDACHECKGOTO(cudaMalloc(&b->ptr, (size_t)c->bytes), st, err_free_entry);
+    if (shared_add(b->ptr, b->bytes) != 0) {
+      ACX_WARN(EXEC, "cmd %" PRIu64 ": out of host memory for the shareable allocation list", c->req_id);
+      (void)cudaFree(b->ptr);
+      st = ACX_ERR_NO_MEMORY;
+      goto err_free_entry;
+    }
   } else {
     /* Oversubscribing managed memory can hang the GPU, not only this process: never ask for more
      * than the device has free. */
@@ -741,6 +1014,7 @@ static acx_status_t op_alloc(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *
 
 err_free_memory:
   if (b->kind == ACXI_MEM_DEVICE) (void)cudaFreeAsync(b->ptr, e->streams[c->stream]);
+  else if (b->kind == ACXI_MEM_SHAREABLE) buffer_free_shareable(b);
   else (void)cudaFree(b->ptr);
 err_free_entry:
   free(b);
@@ -756,11 +1030,16 @@ static acx_status_t op_free(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *c
   if (b->kind == ACXI_MEM_DEVICE) {
     CUDACHECK(cudaFreeAsync(b->ptr, e->streams[c->stream]));
     o->after = -1;
+  } else if (b->import == IMPORT_ALIAS) {
+    o->after = -1; /* another engine's memory, in this process: nothing of ours to give back */
   } else {
-    /* cudaFree of managed memory is not stream-ordered: it happens in progress() once the stream
-     * has passed this point. */
+    /* cudaFree of managed or shareable memory and cudaIpcCloseMemHandle are not stream-ordered:
+     * they happen in progress() once the stream has passed this point. A shareable allocation
+     * leaves the list at once: an import from now on finds it gone. */
+    if (b->kind == ACXI_MEM_SHAREABLE && b->import == IMPORT_NONE) shared_remove(b->ptr);
     o->after = (int)c->stream;
-    o->managed_free = b->ptr;
+    o->free_ptr = b->ptr;
+    o->free_ipc = b->import == IMPORT_IPC;
   }
   idmap_del(&e->buffers, b->id);
   track_fini(e, &b->t);
@@ -1029,6 +1308,10 @@ static acx_status_t dispatch(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *
     case ACXI_OP_HOST_UNREGISTER: return op_host_register(e, c, cpl, o);
     case ACXI_OP_FAULT: return op_fault(e, c->stream, o);
     case ACXI_OP_BUFFER_INFO: return op_buffer_info(e, c, cpl, o);
+    case ACXI_OP_IPC_EXPORT: return op_ipc_export(e, c, cpl, o);
+    case ACXI_OP_IPC_IMPORT: return op_ipc_import(e, c, cpl, o);
+    case ACXI_OP_REDUCE: return op_reduce(e, c, cpl, o);
+    case ACXI_OP_DIV: return op_div(e, c, cpl, o);
     default: BAD(ACX_ERR_INVALID_ARG, c, "unknown op");
   }
 }
@@ -1053,7 +1336,8 @@ static const char *op_name(uint32_t op) {
       [ACXI_OP_PREFETCH] = "acx:prefetch", [ACXI_OP_ADVISE] = "acx:advise",
       [ACXI_OP_HOST_REGISTER] = "acx:host_register", [ACXI_OP_HOST_UNREGISTER] = "acx:host_unregister",
       [ACXI_OP_FAULT] = "acx:fault",       [ACXI_OP_SHUTDOWN] = "acx:shutdown",
-      [ACXI_OP_BUFFER_INFO] = "acx:buffer_info"};
+      [ACXI_OP_BUFFER_INFO] = "acx:buffer_info", [ACXI_OP_IPC_EXPORT] = "acx:ipc_export",
+      [ACXI_OP_IPC_IMPORT] = "acx:ipc_import", [ACXI_OP_REDUCE] = "acx:reduce", [ACXI_OP_DIV] = "acx:div"};
   if (op >= ACXI_OP_EXT_BASE) return "acx:extension";
   return op < sizeof names / sizeof names[0] && names[op] ? names[op] : "acx:unknown";
 }
@@ -1091,7 +1375,7 @@ static void submit_one(acxi_engine_t *e, const acxi_cmd_t *c) {
     if (!e->poisoned) (void)flush_accesses(e);
     return;
   }
-  op_out_t o = {.after = -1, .managed_free = NULL};
+  op_out_t o = {.after = -1, .free_ptr = NULL, .free_ipc = 0};
   st = dispatch(e, c, &cpl, &o);
   if (st == ACX_OK && !e->poisoned) st = flush_accesses(e);
   if (st == ACX_OK && !e->poisoned) {
@@ -1102,12 +1386,12 @@ static void submit_one(acxi_engine_t *e, const acxi_cmd_t *c) {
     /* Fire-and-forget and enqueued: a success posts nothing, so there is nothing to wait for (no
      * completion record, event or host function per command). The only failure left is a device
      * fault, which is sticky: the next command that does wait for the stream sees it. */
-    if ((c->flags & ACXI_CMD_FLAG_NO_REPLY) && !o.managed_free) return;
-    st = defer(e, o.after, &cpl, c->flags, o.managed_free);
+    if ((c->flags & ACXI_CMD_FLAG_NO_REPLY) && !o.free_ptr) return;
+    st = defer(e, o.after, &cpl, c->flags, o.free_ptr, o.free_ipc);
     if (st == ACX_OK && !e->poisoned) return;
     /* The buffer entry is gone already: free it now rather than leak it. cudaFree waits for the
      * device, which is what the deferral would have done. */
-    if (o.managed_free && !e->poisoned) (void)cudaFree(o.managed_free);
+    if (o.free_ptr && !e->poisoned) (void)free_now(o.free_ptr, o.free_ipc);
   }
   e->nacc = 0;
   memset(cpl.value, 0, sizeof cpl.value);
@@ -1429,9 +1713,10 @@ static void release_all(acxi_engine_t *e) {
   if (live && drain_streams(e, "engine destroy") != ACX_OK) live = 0;
   IDMAP_FOREACH(&e->buffers, i) {
     buffer_t *b = e->buffers.vals[i];
+    if (b->kind == ACXI_MEM_SHAREABLE && b->import == IMPORT_NONE) shared_remove(b->ptr); /* even when lost */
     if (live) {
       if (b->kind == ACXI_MEM_DEVICE) (void)cudaFreeAsync(b->ptr, e->streams[0]);
-      else (void)cudaFree(b->ptr);
+      else if (b->import != IMPORT_ALIAS) (void)free_now(b->ptr, b->import == IMPORT_IPC);
     }
     track_fini(e, &b->t);
     free(b);
@@ -1572,7 +1857,7 @@ static void api_complete_after(acxi_engine_t *e, uint32_t stream, const acxi_cmd
     /* The extension's accesses must be recorded before the completion event, or a reader
      * released by this completion could race the writer's event record. */
     st = flush_accesses(e);
-    if (st == ACX_OK && !e->poisoned) st = defer(e, (int)stream, &cpl, cmd->flags, NULL);
+    if (st == ACX_OK && !e->poisoned) st = defer(e, (int)stream, &cpl, cmd->flags, NULL, 0);
     if (st == ACX_OK && !e->poisoned) return;
   }
   finish(e, cmd, st, &cpl);
