@@ -895,7 +895,7 @@ static acx_status_t check_elems(const acxi_cmd_t *c, const char *field, uint64_t
 
 static acx_status_t op_reduce(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl, op_out_t *o) {
   buffer_t *d, *s;
-  size_t es;
+  size_t es = 0;
   ACXCHECK(check_stream(e, c, c->stream));
   ACXCHECK(get_buffer(e, c, 0, &d));
   ACXCHECK(get_buffer(e, c, 1, &s));
@@ -923,7 +923,7 @@ static acx_status_t op_reduce(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t 
 
 static acx_status_t op_div(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl, op_out_t *o) {
   buffer_t *b;
-  size_t es;
+  size_t es = 0;
   ACXCHECK(check_stream(e, c, c->stream));
   ACXCHECK(get_buffer(e, c, 0, &b));
   ACXCHECK(arith_dtype(c, &es));

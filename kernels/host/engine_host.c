@@ -523,7 +523,7 @@ static void reduce_elems(void *d, const void *s, size_t n, uint32_t dtype, uint6
 
 static acx_status_t do_reduce(acxi_engine_t *e, const acxi_cmd_t *c) {
   hbuf_t *dst, *src;
-  size_t es;
+  size_t es = 0;
   ACXCHECK(check_stream(e, c, 0));
   ACXCHECK(get_buf(e, c, 0, &dst));
   ACXCHECK(get_buf(e, c, 1, &src));
@@ -578,7 +578,7 @@ static void div_elems(void *p, size_t n, uint32_t dtype, uint64_t v) {
 
 static acx_status_t do_div(acxi_engine_t *e, const acxi_cmd_t *c) {
   hbuf_t *b;
-  size_t es;
+  size_t es = 0;
   ACXCHECK(check_stream(e, c, 0));
   ACXCHECK(get_buf(e, c, 0, &b));
   ACXCHECK(arith_dtype(c, "DIV", &es));

@@ -131,7 +131,7 @@ static acx_status_t check_stream(acx_device_t *dev, const char *fn, uint32_t str
 acx_status_t acxi_buffer_reduce(acx_buffer_t *dst, size_t dst_off, acx_buffer_t *src, size_t src_off, size_t count,
                                 acx_dtype_t dtype, acx_redop_t op, uint32_t stream, int64_t timeout_ns) {
   static const char fn[] = "acxi_buffer_reduce";
-  size_t es, bytes;
+  size_t es = 0, bytes = 0;
   ACXCHECK(acxi_buffer_check(fn, "dst", dst));
   ACXCHECK(acxi_buffer_check_on(fn, "src", src, dst->dev, "argument 'dst'"));
   ACX_CHECK_ARG(op == ACX_REDOP_SUM || op == ACX_REDOP_PROD || op == ACX_REDOP_MAX || op == ACX_REDOP_MIN,
@@ -153,7 +153,7 @@ acx_status_t acxi_buffer_reduce(acx_buffer_t *dst, size_t dst_off, acx_buffer_t 
 acx_status_t acxi_buffer_div(acx_buffer_t *buf, size_t off, size_t count, acx_dtype_t dtype, uint64_t divisor,
                              uint32_t stream, int64_t timeout_ns) {
   static const char fn[] = "acxi_buffer_div";
-  size_t es, bytes;
+  size_t es = 0, bytes = 0;
   ACXCHECK(acxi_buffer_check(fn, "buf", buf));
   ACXCHECK(arith_dtype(fn, dtype, &es));
   int is_signed = dtype == ACX_DTYPE_I8 || dtype == ACX_DTYPE_I32 || dtype == ACX_DTYPE_I64;

@@ -5,8 +5,8 @@
  * rounding is computed here from the formats' definitions (not runtime/base/half.h); acxi_buffer_div
  * for each dtype; bad input at the rank and at the executor; an exporter closed or killed: import
  * fails with ACX_ERR_PEER_LOST, and (host kind) an import made before stays readable.
- * Usage: test_share process|inline (kind host) | test_share --cuda (kind cuda, two executors on
- * GPU 0; exits 77 without a GPU). */
+ * Usage: test_share process|inline (kind host) | test_share --cuda [inline] (kind cuda, two executors
+ * on GPU 0: processes, or threads of this process sharing its context; exits 77 without a GPU). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <signal.h>
@@ -575,8 +575,10 @@ static int gpu_present(void) {
 
 int main(int argc, char **argv) {
   setenv("ACX_EXEC_TIMEOUT_MS", "30000", 0);
-  cuda_mode = argc > 1 && !strcmp(argv[1], "--cuda");
-  inline_mode = argc > 1 && !strcmp(argv[1], "inline");
+  for (int i = 1; i < argc; i++) {
+    cuda_mode |= !strcmp(argv[i], "--cuda");
+    inline_mode |= !strcmp(argv[i], "inline");
+  }
   if (cuda_mode) {
     if (!gpu_present()) acx_test_skip("no GPU visible (/dev/nvidiactl missing or CUDA_VISIBLE_DEVICES empty)");
     acx_system_t *s = NULL;
@@ -595,6 +597,7 @@ int main(int argc, char **argv) {
       ACX_TEST(test_div_every_dtype),     ACX_TEST(test_bad_arguments),
       ACX_TEST(test_bad_commands_reach_executor), ACX_TEST(test_exporter_closed), ACX_TEST(test_exporter_killed),
       ACX_TEST_END};
-  return acx_test_run(cuda_mode ? "share-cuda" : inline_mode ? "share-inline" : "share-process", cases, setup,
-                      teardown);
+  return acx_test_run(cuda_mode ? (inline_mode ? "share-cuda-inline" : "share-cuda")
+                                 : inline_mode ? "share-inline" : "share-process",
+                      cases, setup, teardown);
 }
