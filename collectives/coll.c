@@ -111,7 +111,13 @@ static acx_status_t validate(const acx_coll_t *c, const acxc_opdesc_t *d) {
     ACX_WARN(COLL, "%s: argument 'count'=%zu x %zu bytes x %d ranks overflows", fn, d->count, es, c->size);
     return ACX_ERR_OVERFLOW;
   }
-  if (c->host && d->count > (size_t)INT32_MAX) {
+  if (c->hier_on && p2p) {
+    ACX_WARN(COLL, "%s: this coll is hierarchical (rank %d shares a device: %s): its leaders' communicator holds one "
+             "rank per device, so it carries collectives only; send and recv need one rank per GPU (ACX_COLL_HIER=0 "
+             "and a rank per GPU)", fn, c->rank, c->hier_where);
+    return ACX_ERR_NOT_SUPPORTED;
+  }
+  if (c->host_kind && d->count > (size_t)INT32_MAX) {
     ACX_WARN(COLL, "%s: argument 'count'=%zu: the host kind's MPI path takes at most %d elements", fn, d->count,
              INT32_MAX);
     return ACX_ERR_OUT_OF_RANGE;
@@ -830,7 +836,8 @@ static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
     acxc_world_gpu_peers_str(c->world, peers, sizeof peers);
     ACX_WARN(COLL, "acx_coll_create: a cuda coll needs one rank per GPU (NCCL takes no two ranks of a communicator "
              "on one GPU), and up to %d ranks share a GPU in this world; this rank's GPU %s on node %d serves "
-             "ranks %s. Run one rank per GPU, or use the host kind for these ranks", sharers,
+             "ranks %s. Leave ACX_COLL_HIER at -1 (or 1) for hierarchical collectives, run one rank per GPU, or use "
+             "the host kind for these ranks", sharers,
              b.pci_bus_id[0] ? b.pci_bus_id : "(none)", c->world->node, peers);
     return ACX_ERR_NOT_SUPPORTED;
   }
@@ -897,7 +904,7 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   c->sys = sys;
   c->rank = world->rank;
   c->size = world->size;
-  c->host = dev->kind_id == ACXI_KIND_HOST;
+  c->host = c->host_kind = dev->kind_id == ACXI_KIND_HOST;
   c->timeout_ns = conf.timeout_ns > 0 ? conf.timeout_ns : acxi_param_int("ACX_COLL_TIMEOUT") * 1000000;
   if (c->timeout_ns <= 0) c->timeout_ns = 60000000000LL;
   int64_t init_ns = conf.init_timeout_ns > 0 ? conf.init_timeout_ns : acxi_param_int("ACX_NCCL_INIT_TIMEOUT") * 1000000;
@@ -927,7 +934,27 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
              dev->kind);
     st = ACX_ERR_INVALID_ARG;
   }
-  if (st == ACX_OK) st = c->host ? acxc_mpi_create(c) : nccl_init(c, init_ns);
+  /* ... and the same shape: hierarchical everywhere or nowhere (ACX_COLL_HIER is read per rank). */
+  if (st == ACX_OK) {
+    int mode = acxc_hier_mode(c), lo = 0, hi = 0;
+    st = agree_min(c, mode, &lo);
+    if (st == ACX_OK) st = agree_min(c, -mode, &hi);
+    if (st == ACX_OK && lo != -hi) {
+      ACX_WARN(COLL, "acx_coll_create: ranks disagree on hierarchical collectives (this rank: %s; ACX_COLL_HIER=%" PRId64
+               "): set ACX_COLL_HIER the same on every rank", mode ? "on" : "off", acxi_param_int("ACX_COLL_HIER"));
+      st = ACX_ERR_INVALID_ARG;
+    }
+    c->hier_on = st == ACX_OK && mode;
+    if (c->hier_on) c->host = 1; /* the worker path runs it */
+  }
+  if (st == ACX_OK) {
+    if (c->hier_on) {
+      st = acxc_mpi_create(c);
+      if (st == ACX_OK) st = acxc_hier_create(c, init_ns);
+    } else {
+      st = c->host ? acxc_mpi_create(c) : nccl_init(c, init_ns);
+    }
+  }
   /* A rank that failed must not leave the others believing in a communicator. */
   int ok = 0;
   ag = agree_min(c, st == ACX_OK, &ok);
@@ -943,6 +970,7 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   }
   if (st != ACX_OK) {
     if (c->host && c->mpi) acxc_mpi_destroy(c, 0);
+    acxc_hier_destroy(c);
     if (!c->host && c->comm_id) {
       acxi_cmd_t cmd = {.op = ACXC_OP_DESTROY, .arg = {c->comm_id, 0, 0, 0, 1000}};
       (void)acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, 5000000000LL, NULL);
@@ -951,7 +979,9 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
     return st;
   }
   ACX_INFO(COLL, "coll ready: rank %d of %d on a %s device (%s), timeout %" PRId64 " ms", c->rank, c->size, dev->kind,
-           c->host ? "MPI on host-staged copies" : "NCCL in the executor", c->timeout_ns / 1000000);
+           c->hier_on ? "hierarchical: ranks of a device through its memory, leaders among themselves"
+           : c->host  ? "MPI on host-staged copies"
+                      : "NCCL in the executor", c->timeout_ns / 1000000);
   *out = c;
   return ACX_OK;
 }
@@ -970,6 +1000,7 @@ acx_status_t acx_coll_destroy(acx_coll_t *c, int64_t timeout_ns) {
   acxc_coll_actor_stop(c);
   if (c->host) {
     acxc_mpi_destroy(c, budget);
+    acxc_hier_destroy(c);
   } else if (atomic_load_explicit(&c->dev->generation, memory_order_acquire) == c->generation) {
     acxi_cmd_t cmd = {.op = ACXC_OP_DESTROY, .arg = {c->comm_id, 0, 0, 0, (uint64_t)(budget / 1000000)}};
     acx_status_t d = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, budget + 1000000000LL, NULL);
@@ -1003,7 +1034,10 @@ acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns) {
   if (c->host) {
     /* A fresh MPI communicator: collectives a peer abandoned on the old one must not match. */
     acxc_mpi_destroy(c, 0);
+    acxc_hier_destroy(c);
     st = acxc_mpi_create(c);
+    if (st == ACX_OK && c->hier_on)
+      st = acxc_hier_create(c, init_timeout_ns > 0 ? init_timeout_ns : acxi_param_int("ACX_NCCL_INIT_TIMEOUT") * 1000000);
   } else {
     if (c->comm_id && gen == c->generation) {
       acxi_cmd_t cmd = {.op = ACXC_OP_DESTROY, .arg = {c->comm_id, 0, 0, 0, 1000}};

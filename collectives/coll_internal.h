@@ -28,13 +28,17 @@ typedef struct acxc_tracked {
 } acxc_tracked_t;
 
 typedef struct acxc_mpi acxc_mpi_t;
+typedef struct acxc_hier acxc_hier_t;
 
 struct acx_coll {
   acx_world_t *world;
   acx_device_t *dev;
   acx_system_t *sys;
   int rank, size;
-  int host;         /* 1: host device kind, MPI path */
+  int host;         /* 1: the worker path (mpi_coll.c): the host kind's MPI, or hierarchical */
+  int host_kind;    /* 1: host device kind */
+  int hier_on;      /* 1: hierarchical (hier_coll.c, on the worker path); fixed at creation */
+  char hier_where[200]; /* "GPU <bus id> of node N, ranks a,b" (or host memory): set once, at creation */
   uint64_t comm_id; /* NCCL path: the executor's communicator */
   int64_t timeout_ns;
   uint64_t generation; /* device generation the communicator was made in */
@@ -73,7 +77,8 @@ struct acx_coll {
 
   acx_ref_t actor;
   acx_timer_id_t timer;
-  acxc_mpi_t *mpi; /* host path */
+  acxc_mpi_t *mpi; /* worker path */
+  acxc_hier_t *hier; /* hierarchical: groups, staging, the leaders' communicator (replaced by a rebuild) */
 };
 
 /* The world is being rebuilt: remote access's NCCL channels are aborted (their transfers fail at
@@ -129,5 +134,20 @@ acx_status_t acxc_mpi_synchronize(acx_coll_t *c, acxc_mpi_t *m, int64_t timeout_
 /* Fails every queued request with cause and wakes the worker. */
 void acxc_mpi_break(acx_coll_t *c, acx_status_t cause);
 void acxc_mpi_destroy(acx_coll_t *c, int64_t timeout_ns);
+/* The worker's duplicate of the world's communicator; MPI's type and op for an acx dtype/redop
+ * (avg: sum; f16/bf16: acx's user ops computing in float). */
+MPI_Comm acxc_mpi_comm(const acx_coll_t *c);
+MPI_Datatype acxc_mpi_dtype(acx_dtype_t d);
+MPI_Op acxc_mpi_redop(const acx_coll_t *c, acx_dtype_t d, acx_redop_t op);
+
+/* Hierarchical collectives (hier_coll.c). mode: 1 when this coll should be hierarchical
+ * (ACX_COLL_HIER, and ranks sharing a GPU); the ranks agree on it before create. create:
+ * collective over the world's ranks, on the worker path's communicator (acxc_mpi_create first);
+ * destroy: after acxc_mpi_destroy (the worker is gone). run: one operation, on the worker thread,
+ * by `deadline`. */
+int acxc_hier_mode(const acx_coll_t *c);
+acx_status_t acxc_hier_create(acx_coll_t *c, int64_t init_timeout_ns);
+void acxc_hier_destroy(acx_coll_t *c);
+acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadline);
 
 #endif

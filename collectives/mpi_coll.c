@@ -95,6 +95,10 @@ static MPI_Op mpi_op(const acxc_mpi_t *m, acx_dtype_t d, acx_redop_t op) {
   return native[k];
 }
 
+MPI_Comm acxc_mpi_comm(const acx_coll_t *c) { return c->mpi ? c->mpi->comm : MPI_COMM_NULL; }
+MPI_Datatype acxc_mpi_dtype(acx_dtype_t d) { return mpi_type(d); }
+MPI_Op acxc_mpi_redop(const acx_coll_t *c, acx_dtype_t d, acx_redop_t op) { return mpi_op(c->mpi, d, op); }
+
 /* buf[i] /= n, the second half of avg. */
 static void divide(void *buf, acx_dtype_t d, size_t count, int n) {
   for (size_t i = 0; i < count; i++) {
@@ -231,7 +235,19 @@ static acx_status_t finish_op(acx_coll_t *c, mop_t *o, int64_t tmo) {
   return acx_buffer_write(d->recv, off, o->rbuf, o->rn * es, d->stream, tmo);
 }
 
+/* Hierarchical: one member after the other (no point-to-point in these groups: coll.c refuses it). */
+static void run_hier(acx_coll_t *c, mreq_t *r) {
+  acx_status_t st = (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
+  for (int i = 0; st == ACX_OK && i < r->nops; i++) st = acxc_hier_run(c, &r->ops[i].d, r->deadline_ns);
+  req_complete(c, r, st);
+  req_free(r, 1);
+}
+
 static void run_request(acx_coll_t *c, mreq_t *r) {
+  if (c->hier_on) {
+    run_hier(c, r);
+    return;
+  }
   acxc_mpi_t *m = c->mpi;
   int64_t tmo = acxi_device_timeout(c->dev, -1);
   acx_status_t st = (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);

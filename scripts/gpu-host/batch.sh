@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mprobe sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
+# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mprobe hier sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
@@ -68,6 +68,11 @@ for step in "$@"; do
       for rep in $(seq ${MP_REPS:-2}); do for n in 20 200; do
         timeout 120 $SIM $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 64K -f 8 -n $n -w 20 -r 3 -d float >$OUT/mp-$n-$rep.txt 2>&1; echo "n=$n rep=$rep rc=$?"
         grep -E "^ +[0-9]+ " $OUT/mp-$n-$rep.txt | sed "s/^/n=$n rep=$rep /"; done; done ;;
+    hier) el hier  # ranks sharing a GPU (hierarchical colls): acx all-reduce f32 at 1, 2 and 4 ranks per GPU, interleaved rounds
+      NG=$(nvidia-smi -L | wc -l)
+      for rep in $(seq ${HB_REPS:-2}); do for k in 1 2 4; do np=$((NG * k))
+        timeout ${HB_T:-150} mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench -b 8 -e ${HB_MAX:-256M} -f 8 -n ${HB_N:-20} -w 5 -d float >$OUT/hier-$k-$rep.txt 2>&1; echo "ranks/GPU=$k rep=$rep rc=$?"
+        grep -E "^ +[0-9]+ " $OUT/hier-$k-$rep.txt | sed "s/^/k=$k rep=$rep /"; done; done ;;
     sm80) el sm80  # a build for sm_80 only, run on this GPU: the no-kernel-image error
       cmake -S $S -B $S/build-sm80 -G Ninja -DCMAKE_CUDA_ARCHITECTURES=80-real -DACX_BUILD_BENCH=OFF >$OUT/sm80-cfg.txt 2>&1 && cmake --build $S/build-sm80 -j 32 --target acx-info test_engine_cuda acx-executor >$OUT/sm80-build.txt 2>&1 || { tail -20 $OUT/sm80-build.txt; }
       $S/build-sm80/tools/acx-info 2>&1 | grep -iE "architectures|compute capability" | head -4

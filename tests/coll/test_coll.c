@@ -4,7 +4,9 @@
  * --watchdog (rank 1 withholds a collective: rank 0 gets ACX_ERR_COLL_TIMEOUT in time), --stale
  * (a killed executor: old buffers answer ACX_ERR_STALE_BUFFER), --cuda (the same suite through
  * NCCL; exit 77 without a GPU), --kill-after K (cuda: rank 1 SIGKILLs itself after K all-reduces;
- * the survivor must report the failure within the timeout and exit). Under scripts/sim-cluster
+ * the survivor must report the failure within the timeout and exit), --hier (the coll is
+ * hierarchical -- ranks sharing a GPU, or ACX_COLL_HIER=1 on the host kind --: the same suite,
+ * with send/recv refused as such a coll must). Under scripts/sim-cluster
  * (tests/multinode) the same suite runs across simulated nodes and checks the node layout. */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -25,7 +27,7 @@
 
 #define T_LONG 30000000000LL
 
-static int rank, nranks, use_cuda, inline_mode;
+static int rank, nranks, use_cuda, inline_mode, hier;
 static acx_world_t *world;
 static acx_system_t *sys;
 static acx_device_t *dev;
@@ -152,7 +154,16 @@ static void test_ring_alltoall(void) {
   const size_t n = 50;
   int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
   uint32_t v[50], o[50];
-  for (int grouped = 0; grouped < 2; grouped++) {
+  if (hier) {
+    /* The leaders' communicator holds one rank per device: point-to-point is refused, clearly. */
+    acx_buffer_t *s = alloc(n, ACX_DTYPE_U32);
+    acx_future_t *f = NULL;
+    ACX_ASSERT_STATUS(acx_send(coll, s, n, ACX_DTYPE_U32, next, 0, &f), ACX_ERR_NOT_SUPPORTED);
+    ACX_ASSERT_STATUS(acx_recv(coll, s, n, ACX_DTYPE_U32, prev, 0, &f), ACX_ERR_NOT_SUPPORTED);
+    CU_ASSERT_PTR_NULL(f);
+    acx_buffer_release(s);
+  }
+  for (int grouped = 0; grouped < 2 && !hier; grouped++) {
     for (size_t i = 0; i < n; i++) v[i] = (uint32_t)(rank * 1000 + (int)i + grouped);
     acx_buffer_t *s = alloc(n, ACX_DTYPE_U32), *r = alloc(n, ACX_DTYPE_U32);
     put(s, 0, v, n, ACX_DTYPE_U32);
@@ -437,6 +448,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--watchdog")) watchdog = 1;
     else if (!strcmp(argv[i], "--stale")) stale = 1;
     else if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
+    else if (!strcmp(argv[i], "--hier")) hier = 1;
     else if (!strcmp(argv[i], "--kill-after") && i + 1 < argc) kill_after = atoi(argv[++i]), use_cuda = 1;
     else {
       fprintf(stderr, "test_coll: unknown argument '%s'\n", argv[i]);

@@ -1,0 +1,723 @@
+/* Hierarchical collectives: several ranks on one device. Ranks that share a GPU cannot be ranks
+ * of one NCCL communicator (NCCL refuses two on one GPU), so the ranks of a device form a group
+ * whose lowest rank is its leader, and only the leaders talk to each other. On request the host
+ * kind groups the ranks of a node the same way (ACX_COLL_HIER=1), which is how CI runs every
+ * step below without a GPU.
+ *
+ * Every rank has a shareable staging buffer on its device (acxi_buffer_alloc_shareable); the
+ * leader maps its members' (CUDA IPC; host kind: a memfd), every member maps its leader's. An
+ * operation moves through them in chunks, four steps per chunk:
+ *   1. in:      every rank copies its chunk of input into its staging buffer (the leader: into
+ *               the place where its group's data is combined);
+ *   2. combine: the leader reduces (or packs) its members' chunks, read through its mappings;
+ *   3. inner:   the leaders run the collective among themselves on the leader's staging buffer
+ *               (cuda: an NCCL communicator of the leaders in their executors; host kind: MPI on
+ *               host copies);
+ *   4. out:     every rank copies its result out of its leader's staging buffer.
+ * Statuses travel with the messages between the steps (a gather to the leader before step 2, an
+ * agreement among the leaders before step 3, a broadcast from the leader after it): a step that
+ * fails on one rank fails the operation on every rank, and the next operation starts in step.
+ * These messages also order the buffers' reuse: a member writes its staging buffer again only
+ * after its leader has read it (the broadcast), a leader its own only after every member has
+ * copied the last result out (the next gather).
+ *
+ * Runs on the coll's worker thread (mpi_coll.c), which queues the requests, completes their
+ * futures and enforces their deadlines; every MPI wait here has the request's deadline, and an
+ * exchange that passes it breaks the coll (a rebuild makes it anew). avg is the sum divided by
+ * the world's size after the leaders' step (integer division for integer types, as NCCL does). */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "collectives/coll_internal.h"
+#include "collectives/world_internal.h"
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
+#include "runtime/base/param.h"
+#include "runtime/device/device_internal.h"
+
+struct acxc_hier {
+  MPI_Comm gcomm;  /* my group: the ranks of my device, leader first (rank order) */
+  MPI_Comm lcomm;  /* the leaders (MPI_COMM_NULL on members) */
+  int grank, gsize, gmax; /* in my group; the largest group */
+  int lrank, lsize;       /* my group's index among the groups (its leader's rank in lcomm); groups */
+  int *group_of, *pos_of; /* [world rank]: its group's index, its rank in its group */
+  size_t stage;           /* bytes of every staging buffer */
+  acx_buffer_t *mine;     /* my staging buffer (shareable) */
+  acx_buffer_t *pack;     /* leader: the send side of the leaders' all-gather and all-to-all */
+  acx_buffer_t **peer;    /* leader: [grank] its members' staging buffers mapped here ([0] unused);
+                             member: [0] its leader's */
+  uint64_t comm_id;       /* cuda leaders, more than one group: NCCL among the leaders */
+  acx_host_mem_t *region; /* ... and the host region its unique id came through */
+  unsigned char *host;    /* host-kind leaders: 2 x stage bytes of host copies for MPI */
+  int parked;             /* an MPI exchange passed its deadline: the communicators (and `host`)
+                             stay with MPI, never freed */
+  int building;           /* set-up (creation or a rebuild's reinit, while the coll is still marked
+                             broken): exchanges wait for their deadline only */
+};
+
+int acxc_hier_mode(const acx_coll_t *c) {
+  int64_t v = acxi_param_int("ACX_COLL_HIER");
+  if (v == 0) return 0;
+  if (v > 0) return 1;
+  return !c->host && acxc_world_gpu_sharers(c->world) > 1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* waits                                                                                       */
+
+static int64_t left_ns(int64_t deadline) {
+  int64_t l = deadline - acxi_now_ns();
+  return l > 1000000 ? l : 1000000;
+}
+
+/* Waits for one MPI request until the deadline. On ACX_ERR_COLL_TIMEOUT the request is parked
+ * with `mem` (MPI may still write it: the caller must not free it) and the communicators are
+ * kept. */
+static acx_status_t mpi_wait(acx_coll_t *c, acxc_hier_t *h, MPI_Request *req, void *mem, int64_t deadline,
+                             const char *what) {
+  for (unsigned spin = 0;; spin++) {
+    int flag = 0;
+    if (MPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      ACX_WARN(COLL, "hierarchical collective: MPI failed %s", what);
+      return ACX_ERR_MPI;
+    }
+    if (flag) return ACX_OK;
+    acx_status_t b = h->building ? ACX_OK : (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
+    if (acxi_now_ns() >= deadline || b != ACX_OK) {
+      acxc_world_park(*req, mem);
+      h->parked = 1;
+      if (b != ACX_OK) return b;
+      ACX_WARN(COLL, "hierarchical collective: %s passed the operation's deadline (ACX_COLL_TIMEOUT): a rank did "
+               "not take part", what);
+      return ACX_ERR_COLL_TIMEOUT;
+    }
+    nanosleep(&(struct timespec){0, spin < 100 ? 2000 : 50000}, NULL);
+  }
+}
+
+/* Every status of the group at the leader: the worst (ACX_OK: all well). *mpi_failed: the
+ * exchange itself failed (the coll is then broken by the caller). */
+static acx_status_t gather_status(acx_coll_t *c, acxc_hier_t *h, acx_status_t mine, int64_t deadline,
+                                  acx_status_t *worst) {
+  int *v = calloc((size_t)h->gsize + 1, sizeof *v);
+  if (!v) return ACX_ERR_NO_MEMORY;
+  v[h->gsize] = (int)mine;
+  MPI_Request req;
+  if (MPI_Igather(&v[h->gsize], 1, MPI_INT, v, 1, MPI_INT, 0, h->gcomm, &req) != MPI_SUCCESS) {
+    free(v);
+    return ACX_ERR_MPI;
+  }
+  acx_status_t st = mpi_wait(c, h, &req, v, deadline, "the group's gather");
+  if (st != ACX_OK) return st; /* v parked or freed below only on success */
+  *worst = mine;
+  if (h->grank == 0)
+    for (int i = 0; i < h->gsize; i++)
+      if (v[i] != ACX_OK && *worst == ACX_OK) *worst = (acx_status_t)v[i];
+  free(v);
+  return ACX_OK;
+}
+
+/* The leader's status to its group. */
+static acx_status_t bcast_status(acx_coll_t *c, acxc_hier_t *h, acx_status_t *s, int64_t deadline) {
+  int *v = malloc(sizeof *v);
+  if (!v) return ACX_ERR_NO_MEMORY;
+  *v = (int)*s;
+  MPI_Request req;
+  if (MPI_Ibcast(v, 1, MPI_INT, 0, h->gcomm, &req) != MPI_SUCCESS) {
+    free(v);
+    return ACX_ERR_MPI;
+  }
+  acx_status_t st = mpi_wait(c, h, &req, v, deadline, "the group's broadcast");
+  if (st != ACX_OK) return st;
+  *s = (acx_status_t)*v;
+  free(v);
+  return ACX_OK;
+}
+
+/* Leaders: the worst status of every group (statuses are positive, ACX_OK is 0). */
+static acx_status_t leaders_agree(acx_coll_t *c, acxc_hier_t *h, acx_status_t *s, int64_t deadline) {
+  if (h->lsize == 1) return ACX_OK;
+  int *v = malloc(2 * sizeof *v);
+  if (!v) return ACX_ERR_NO_MEMORY;
+  v[0] = (int)*s;
+  MPI_Request req;
+  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, h->lcomm, &req) != MPI_SUCCESS) {
+    free(v);
+    return ACX_ERR_MPI;
+  }
+  acx_status_t st = mpi_wait(c, h, &req, v, deadline, "the leaders' agreement");
+  if (st != ACX_OK) return st;
+  *s = (acx_status_t)v[1];
+  free(v);
+  return ACX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the leaders' step                                                                           */
+
+/* cuda: one NCCL command on the leaders' communicator, send/recv whole staging buffers. */
+static acx_status_t inner_nccl(acx_coll_t *c, acxc_hier_t *h, uint32_t op, acx_buffer_t *send, acx_buffer_t *recv,
+                               size_t count, acx_dtype_t dt, acx_redop_t redop, int root, uint32_t stream,
+                               int64_t deadline) {
+  acxi_cmd_t cmd = {.op = op, .stream = stream, .dtype = (uint32_t)dt, .bytes = count,
+                    .arg = {h->comm_id, (uint64_t)redop, (uint64_t)(int64_t)root, ++c->seq}};
+  acxi_bufarg_t ba[2] = {{send, "staging"}, {recv, "staging"}};
+  cmd.buf[0] = send->id;
+  cmd.buf[1] = recv->id;
+  acxi_cpl_t cpl = {0};
+  acx_status_t st = acxi_device_call(c->dev, &cmd, ba, send == recv ? 1 : 2, 0, -1, left_ns(deadline), &cpl);
+  if (st != ACX_OK) {
+    ACX_WARN(COLL, "hierarchical collective: the leaders' NCCL step (op %#x) failed: %s (NCCL code %d)", op,
+             acx_status_name(st), cpl.lib_code);
+    if (st == ACX_ERR_TIMEOUT || st == ACX_ERR_COLL_TIMEOUT) {
+      acxi_cmd_t ab = {.op = ACXC_OP_ABORT, .arg = {h->comm_id, (uint64_t)ACX_ERR_COLL_TIMEOUT}};
+      (void)acxi_device_call(c->dev, &ab, NULL, 0, 0, -1, 5000000000LL, NULL);
+    }
+  }
+  return st;
+}
+
+/* host kind: MPI on host copies of the staging buffers (read, exchange, write back). */
+static acx_status_t inner_mpi(acx_coll_t *c, acxc_hier_t *h, uint32_t op, acx_buffer_t *send, acx_buffer_t *recv,
+                              size_t count, acx_dtype_t dt, acx_redop_t redop, int root, uint32_t stream,
+                              int64_t deadline) {
+  size_t es = acx_dtype_size(dt), rn = count, sn = count;
+  if (op == ACXC_OP_ALLGATHER) rn = count * (size_t)h->lsize;
+  if (op == ACXC_OP_ALLTOALL) sn = rn = count * (size_t)h->lsize;
+  unsigned char *sb = h->host, *rb = h->host + h->stage;
+  if (op == ACXC_OP_ALLGATHER) {
+    ACXCHECK(acx_buffer_read(send, (size_t)h->lrank * count * es, rb + (size_t)h->lrank * count * es, sn * es,
+                             stream, left_ns(deadline)));
+  } else {
+    ACXCHECK(acx_buffer_read(send, 0, op == ACXC_OP_BROADCAST ? rb : sb, sn * es, stream, left_ns(deadline)));
+  }
+  MPI_Datatype t = acxc_mpi_dtype(dt);
+  MPI_Request req;
+  int k = (int)count, r;
+  switch (op) {
+  case ACXC_OP_ALLREDUCE: r = MPI_Iallreduce(sb, rb, k, t, acxc_mpi_redop(c, dt, redop), h->lcomm, &req); break;
+  case ACXC_OP_BROADCAST: r = MPI_Ibcast(rb, k, t, root, h->lcomm, &req); break;
+  case ACXC_OP_ALLGATHER: r = MPI_Iallgather(MPI_IN_PLACE, 0, t, rb, k, t, h->lcomm, &req); break;
+  case ACXC_OP_ALLTOALL: r = MPI_Ialltoall(sb, k, t, rb, k, t, h->lcomm, &req); break;
+  default: return ACX_ERR_INVALID_ARG;
+  }
+  if (r != MPI_SUCCESS) {
+    ACX_WARN(COLL, "hierarchical collective: posting the leaders' MPI step (op %#x) failed", op);
+    return ACX_ERR_MPI;
+  }
+  acx_status_t st = mpi_wait(c, h, &req, h->host, deadline, "the leaders' MPI step");
+  if (st != ACX_OK) {
+    if (h->parked) h->host = NULL; /* MPI keeps it */
+    return st;
+  }
+  return acx_buffer_write(recv, 0, rb, rn * es, stream, left_ns(deadline));
+}
+
+static acx_status_t inner(acx_coll_t *c, acxc_hier_t *h, uint32_t op, acx_buffer_t *send, acx_buffer_t *recv,
+                          size_t count, acx_dtype_t dt, acx_redop_t redop, int root, uint32_t stream,
+                          int64_t deadline) {
+  /* One group: nothing to exchange (an all-to-all's blocks still move from `pack` to staging). */
+  if (h->lsize == 1)
+    return send == recv ? ACX_OK : acx_buffer_copy(recv, 0, send, 0, count * acx_dtype_size(dt), stream, left_ns(deadline));
+  if (redop == ACX_REDOP_AVG) redop = ACX_REDOP_SUM; /* divided once, after the leaders' sum */
+  return c->host_kind ? inner_mpi(c, h, op, send, recv, count, dt, redop, root, stream, deadline)
+                                           : inner_nccl(c, h, op, send, recv, count, dt, redop, root, stream, deadline);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* batches of copies                                                                           */
+
+/* Copies issued without waiting, then waited for together: the gathers and the all-to-all move
+ * one block per rank, and one executor round trip per block would dominate. */
+#define BATCH_MAX 64
+typedef struct batch {
+  acx_future_t *f[BATCH_MAX];
+  int n;
+  acx_status_t st; /* the first failure */
+  int64_t deadline;
+} batch_t;
+
+static void batch_flush(batch_t *b) {
+  for (int i = 0; i < b->n; i++) {
+    acx_status_t s = acx_future_wait(b->f[i], left_ns(b->deadline), NULL, 0, NULL);
+    if (s != ACX_OK && b->st == ACX_OK) b->st = s;
+    acx_future_release(b->f[i]);
+  }
+  b->n = 0;
+}
+
+static void batch_copy(batch_t *b, acx_buffer_t *dst, size_t doff, acx_buffer_t *src, size_t soff, size_t bytes,
+                       uint32_t stream) {
+  if (b->st != ACX_OK) return;
+  if (b->n == BATCH_MAX) batch_flush(b);
+  acx_future_t *f = NULL;
+  acx_status_t s = acx_buffer_copy_async(dst, doff, src, soff, bytes, stream, &f);
+  if (s != ACX_OK) b->st = s;
+  else b->f[b->n++] = f;
+}
+
+static acx_status_t batch_end(batch_t *b) {
+  batch_flush(b);
+  return b->st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* one chunk of each operation                                                                 */
+
+/* The staging buffer this rank reads results from: its own (leader) or its leader's. */
+static acx_buffer_t *result_of(acxc_hier_t *h) { return h->grank == 0 ? h->mine : h->peer[0]; }
+
+typedef struct chunk {
+  const acxc_opdesc_t *d;
+  size_t es;    /* element size */
+  size_t o, n;  /* elements: offset into the per-rank (or per-peer) count, and this chunk's length */
+} chunk_t;
+
+/* Step 1: this rank's input into its staging buffer. */
+static acx_status_t step_in(acx_coll_t *c, acxc_hier_t *h, const chunk_t *k, int64_t deadline) {
+  const acxc_opdesc_t *d = k->d;
+  size_t es = k->es, n = (size_t)c->size, bytes = k->n * es;
+  int64_t t = left_ns(deadline);
+  switch (d->op) {
+  case ACXC_OP_ALLREDUCE:
+  case ACXC_OP_REDUCE:
+  case ACXC_OP_REDUCE_SCATTER:
+    return acx_buffer_copy(h->mine, 0, d->send, k->o * es, bytes, d->stream, t);
+  case ACXC_OP_BROADCAST:
+    return d->peer == c->rank ? acx_buffer_copy(h->mine, 0, d->send, k->o * es, bytes, d->stream, t) : ACX_OK;
+  case ACXC_OP_ALLGATHER: {
+    /* In place, this rank's block already sits in recv at its rank. */
+    size_t src = d->send == d->recv ? ((size_t)c->rank * d->count + k->o) * es : k->o * es;
+    size_t dst = h->grank == 0 ? (size_t)h->lrank * (size_t)h->gmax * bytes : 0;
+    return acx_buffer_copy(h->grank == 0 ? h->pack : h->mine, dst, d->send, src, bytes, d->stream, t);
+  }
+  case ACXC_OP_ALLTOALL: {
+    /* Block j of the chunk: what goes to rank j. */
+    batch_t b = {.deadline = deadline};
+    for (size_t j = 0; j < n; j++) batch_copy(&b, h->mine, j * bytes, d->send, (j * d->count + k->o) * es, bytes, d->stream);
+    return batch_end(&b);
+  }
+  default:
+    return ACX_ERR_INVALID_ARG;
+  }
+}
+
+/* Step 2 (leader): the group's chunks combined in its staging buffer (or in `pack`). */
+static acx_status_t step_combine(acx_coll_t *c, acxc_hier_t *h, const chunk_t *k, int64_t deadline) {
+  const acxc_opdesc_t *d = k->d;
+  size_t es = k->es, n = (size_t)c->size, bytes = k->n * es;
+  int64_t t = left_ns(deadline);
+  switch (d->op) {
+  case ACXC_OP_ALLREDUCE:
+  case ACXC_OP_REDUCE:
+  case ACXC_OP_REDUCE_SCATTER:
+    for (int j = 1; j < h->gsize; j++)
+      ACXCHECK(acxi_buffer_reduce(h->mine, 0, h->peer[j], 0, k->n, d->dtype, d->redop == ACX_REDOP_AVG ?
+                                  ACX_REDOP_SUM : d->redop, d->stream, t));
+    return ACX_OK;
+  case ACXC_OP_BROADCAST: {
+    /* The root's chunk to its leader's staging buffer, if the root is one of its members. */
+    int root = d->peer;
+    if (h->group_of[root] != h->lrank || h->pos_of[root] == 0) return ACX_OK;
+    return acx_buffer_copy(h->mine, 0, h->peer[h->pos_of[root]], 0, bytes, d->stream, t);
+  }
+  case ACXC_OP_ALLGATHER: {
+    batch_t b = {.deadline = deadline};
+    for (int j = 1; j < h->gsize; j++)
+      batch_copy(&b, h->pack, ((size_t)h->lrank * (size_t)h->gmax + (size_t)j) * bytes, h->peer[j], 0, bytes,
+                 d->stream);
+    return batch_end(&b);
+  }
+  case ACXC_OP_ALLTOALL: {
+    /* pack, per destination group m: [m][source position p][destination position q] blocks. */
+    batch_t b = {.deadline = deadline};
+    for (int p = 0; p < h->gsize; p++) {
+      acx_buffer_t *src = p == 0 ? h->mine : h->peer[p];
+      for (size_t j = 0; j < n; j++) {
+        size_t m = (size_t)h->group_of[j], q = (size_t)h->pos_of[j], g = (size_t)h->gmax;
+        batch_copy(&b, h->pack, ((m * g + (size_t)p) * g + q) * bytes, src, j * bytes, bytes, d->stream);
+      }
+    }
+    return batch_end(&b);
+  }
+  default:
+    return ACX_ERR_INVALID_ARG;
+  }
+}
+
+/* Step 3 (leader): the leaders' collective; avg divided after it. */
+static acx_status_t step_inner(acx_coll_t *c, acxc_hier_t *h, const chunk_t *k, int64_t deadline) {
+  const acxc_opdesc_t *d = k->d;
+  size_t g = (size_t)h->gmax;
+  acx_status_t st;
+  switch (d->op) {
+  case ACXC_OP_ALLREDUCE:
+  case ACXC_OP_REDUCE:
+  case ACXC_OP_REDUCE_SCATTER:
+    st = inner(c, h, ACXC_OP_ALLREDUCE, h->mine, h->mine, k->n, d->dtype, d->redop, 0, d->stream, deadline);
+    if (st == ACX_OK && d->redop == ACX_REDOP_AVG)
+      st = acxi_buffer_div(h->mine, 0, k->n, d->dtype, (uint64_t)c->size, d->stream, left_ns(deadline));
+    return st;
+  case ACXC_OP_BROADCAST:
+    return inner(c, h, ACXC_OP_BROADCAST, h->mine, h->mine, k->n, d->dtype, ACX_REDOP_SUM, h->group_of[d->peer],
+                 d->stream, deadline);
+  case ACXC_OP_ALLGATHER:
+    /* In place in `pack` (each leader's slot at its index), then the whole to its staging buffer. */
+    st = inner(c, h, ACXC_OP_ALLGATHER, h->pack, h->pack, g * k->n, d->dtype, ACX_REDOP_SUM, 0, d->stream, deadline);
+    if (st == ACX_OK)
+      st = acx_buffer_copy(h->mine, 0, h->pack, 0, (size_t)h->lsize * g * k->n * k->es, d->stream, left_ns(deadline));
+    return st;
+  case ACXC_OP_ALLTOALL:
+    return inner(c, h, ACXC_OP_ALLTOALL, h->pack, h->mine, g * g * k->n, d->dtype, ACX_REDOP_SUM, 0, d->stream,
+                 deadline);
+  default:
+    return ACX_ERR_INVALID_ARG;
+  }
+}
+
+/* Step 4: this rank's results out of its leader's staging buffer. */
+static acx_status_t step_out(acx_coll_t *c, acxc_hier_t *h, const chunk_t *k, int64_t deadline) {
+  const acxc_opdesc_t *d = k->d;
+  size_t es = k->es, bytes = k->n * es, g = (size_t)h->gmax;
+  acx_buffer_t *res = result_of(h);
+  int64_t t = left_ns(deadline);
+  switch (d->op) {
+  case ACXC_OP_ALLREDUCE:
+  case ACXC_OP_BROADCAST:
+    return acx_buffer_copy(d->recv, k->o * es, res, 0, bytes, d->stream, t);
+  case ACXC_OP_REDUCE:
+    return d->peer == c->rank ? acx_buffer_copy(d->recv, k->o * es, res, 0, bytes, d->stream, t) : ACX_OK;
+  case ACXC_OP_REDUCE_SCATTER: {
+    /* The part of this chunk (of the whole n x count vector) that is this rank's block. */
+    size_t lo = (size_t)c->rank * d->count, hi = lo + d->count;
+    size_t a = k->o > lo ? k->o : lo, b = k->o + k->n < hi ? k->o + k->n : hi;
+    if (a >= b) return ACX_OK;
+    size_t at = d->send == d->recv ? a : a - lo;
+    return acx_buffer_copy(d->recv, at * es, res, (a - k->o) * es, (b - a) * es, d->stream, t);
+  }
+  case ACXC_OP_ALLGATHER: {
+    batch_t b = {.deadline = deadline};
+    for (int r = 0; r < c->size; r++) {
+      size_t slot = (size_t)h->group_of[r] * g + (size_t)h->pos_of[r];
+      batch_copy(&b, d->recv, ((size_t)r * d->count + k->o) * es, res, slot * bytes, bytes, d->stream);
+    }
+    return batch_end(&b);
+  }
+  case ACXC_OP_ALLTOALL: {
+    /* From the leaders' exchange: [source group m][source position p][my position q]. */
+    size_t q = (size_t)h->grank;
+    batch_t b = {.deadline = deadline};
+    for (int r = 0; r < c->size; r++) {
+      size_t m = (size_t)h->group_of[r], p = (size_t)h->pos_of[r];
+      batch_copy(&b, d->recv, ((size_t)r * d->count + k->o) * es, res, ((m * g + p) * g + q) * bytes, bytes,
+                 d->stream);
+    }
+    return batch_end(&b);
+  }
+  default:
+    return ACX_ERR_INVALID_ARG;
+  }
+}
+
+/* Elements per chunk: what the largest staging layout of the operation holds. */
+static size_t chunk_elems(const acx_coll_t *c, const acxc_hier_t *h, const acxc_opdesc_t *d, size_t es) {
+  size_t per = es, g = (size_t)h->gmax;
+  switch (d->op) {
+  case ACXC_OP_ALLGATHER: per = (size_t)h->lsize * g * es; break;
+  case ACXC_OP_ALLTOALL: {
+    size_t a = (size_t)c->size * es, b = (size_t)h->lsize * g * g * es;
+    per = a > b ? a : b;
+    break;
+  }
+  default: break;
+  }
+  return h->stage / per;
+}
+
+/* An exchange between the steps failed or passed its deadline: the ranks are out of step, the
+ * coll is broken (a rebuild makes it anew). */
+static acx_status_t lost(acx_coll_t *c, acx_status_t st) {
+  acxc_coll_break(c, st, 0, "an exchange of a hierarchical collective failed; the ranks are out of step");
+  return st;
+}
+
+acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadline) {
+  acxc_hier_t *h = c->hier;
+  if (!h) return ACX_ERR_INVALID_STATE;
+  size_t es = acx_dtype_size(d->dtype);
+  size_t total = d->count;
+  if (d->op == ACXC_OP_REDUCE_SCATTER) total = d->count * (size_t)c->size; /* reduced whole, then split */
+  size_t per = chunk_elems(c, h, d, es);
+  if (per == 0) {
+    ACX_WARN(COLL, "hierarchical collective: %d ranks in %d groups of up to %d need more than the %zu-byte staging "
+             "buffers (ACX_COLL_HIER_STAGE_KB) hold for one %zu-byte element", c->size, h->lsize, h->gmax, h->stage, es);
+    return ACX_ERR_OUT_OF_RANGE;
+  }
+  acx_status_t result = ACX_OK;
+  for (size_t o = 0; o < total; o += per) {
+    chunk_t k = {.d = d, .es = es, .o = o, .n = total - o < per ? total - o : per};
+    /* A member writes its input first; the leader only after the gather, which tells it that
+     * every member has copied the last chunk's result out of the leader's staging buffer. */
+    acx_status_t s = h->grank == 0 ? ACX_OK : step_in(c, h, &k, deadline), worst = ACX_OK;
+    acx_status_t m = gather_status(c, h, s, deadline, &worst);
+    if (m != ACX_OK) return lost(c, m);
+    if (h->grank == 0) {
+      if (worst == ACX_OK) worst = step_in(c, h, &k, deadline);
+      if (worst == ACX_OK) worst = step_combine(c, h, &k, deadline);
+      if ((m = leaders_agree(c, h, &worst, deadline)) != ACX_OK) return lost(c, m);
+      if (worst == ACX_OK) {
+        worst = step_inner(c, h, &k, deadline);
+        if (worst != ACX_OK && h->lsize > 1) {
+          /* The leaders ran a collective that failed on this one: the others may not know. */
+          acxc_coll_break(c, worst, 0, "the leaders' step of a hierarchical collective failed");
+          return worst;
+        }
+      }
+    }
+    if ((m = bcast_status(c, h, &worst, deadline)) != ACX_OK) return lost(c, m);
+    if (worst != ACX_OK) {
+      result = worst;
+      break;
+    }
+    if ((s = step_out(c, h, &k, deadline)) != ACX_OK) {
+      /* This rank's copy failed; the others go on (their results are theirs). */
+      result = s;
+      break;
+    }
+  }
+  if (result != ACX_OK)
+    ACX_WARN(COLL, "hierarchical collective (op %#x, %zu elements) failed on this rank: %s", d->op, d->count,
+             acx_status_name(result));
+  return result;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* creation                                                                                    */
+
+/* Which group this rank is in: the ranks of its GPU (the lowest is the leader), or on the host
+ * kind the ranks of its node, ACX_COLL_HIER_GROUP consecutive ones at a time. */
+static int group_color(const acx_coll_t *c) {
+  const acx_world_t *w = c->world;
+  if (!c->host_kind && w->n_gpu_peers > 0) return w->gpu_peers[0];
+  int64_t per = acxi_param_int("ACX_COLL_HIER_GROUP");
+  int block = per > 0 ? w->local_rank / (int)per : 0;
+  return w->node * 65536 + block;
+}
+
+/* A blocking MPI call that has no non-blocking form: only once every rank of `comm` has arrived
+ * (the barrier, with a deadline), so it waits for no absent rank. */
+static acx_status_t arrive(acx_coll_t *c, acxc_hier_t *h, MPI_Comm comm, int64_t deadline, const char *what) {
+  MPI_Request req;
+  if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS) return ACX_ERR_MPI;
+  return mpi_wait(c, h, &req, NULL, deadline, what);
+}
+
+/* Every member's staging handle to the leader, the leader's to every member. */
+static acx_status_t exchange_handles(acx_coll_t *c, acxc_hier_t *h, int64_t deadline) {
+  acxi_ipc_handle_t *all = calloc((size_t)h->gsize + 1, sizeof *all);
+  if (!all) return ACX_ERR_NO_MEMORY;
+  acx_status_t st = acxi_buffer_ipc_export(h->mine, &all[h->gsize], left_ns(deadline));
+  if (st != ACX_OK) {
+    free(all);
+    return st;
+  }
+  MPI_Request req;
+  if (MPI_Igather(&all[h->gsize], (int)sizeof *all, MPI_BYTE, all, (int)sizeof *all, MPI_BYTE, 0, h->gcomm, &req) !=
+      MPI_SUCCESS) {
+    free(all);
+    return ACX_ERR_MPI;
+  }
+  if ((st = mpi_wait(c, h, &req, all, deadline, "the staging handles' gather")) != ACX_OK) return st;
+  if (MPI_Ibcast(&all[0], (int)sizeof *all, MPI_BYTE, 0, h->gcomm, &req) != MPI_SUCCESS) {
+    free(all);
+    return ACX_ERR_MPI;
+  }
+  if ((st = mpi_wait(c, h, &req, all, deadline, "the leader's staging handle")) != ACX_OK) return st;
+  for (int j = h->grank == 0 ? 1 : 0; st == ACX_OK && j < (h->grank == 0 ? h->gsize : 1); j++)
+    st = acxi_buffer_ipc_import(c->dev, &all[j], ACX_DTYPE_BYTE, left_ns(deadline), &h->peer[j]);
+  free(all);
+  return st;
+}
+
+/* cuda leaders: an NCCL communicator among the leaders (group 0's executor makes the id). */
+static acx_status_t leaders_nccl(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns, int64_t deadline) {
+  ACXCHECK(acx_host_alloc(c->dev, sizeof(acxc_region_t), &h->region));
+  void *p;
+  size_t bytes;
+  ACXCHECK(acx_host_mem_ptr(h->region, &p, &bytes));
+  acxc_region_t *reg = p;
+  memset(reg, 0, offsetof(acxc_region_t, slots));
+  reg->magic = ACXC_REGION_MAGIC;
+  /* The id and the maker's status travel together: no leader waits for an id that will not come. */
+  unsigned char *msg = calloc(1, ACXC_NCCL_ID_BYTES + sizeof(int));
+  if (!msg) return ACX_ERR_NO_MEMORY;
+  acx_status_t made = ACX_OK;
+  if (h->lrank == 0) {
+    made = acxc_nccl_make_id(c->dev, h->region);
+    memcpy(msg, reg->nccl_id, ACXC_NCCL_ID_BYTES);
+    memcpy(msg + ACXC_NCCL_ID_BYTES, &(int){(int)made}, sizeof(int));
+  }
+  MPI_Request req;
+  if (MPI_Ibcast(msg, ACXC_NCCL_ID_BYTES + (int)sizeof(int), MPI_BYTE, 0, h->lcomm, &req) != MPI_SUCCESS) {
+    free(msg);
+    return ACX_ERR_MPI;
+  }
+  acx_status_t st = mpi_wait(c, h, &req, msg, deadline, "the leaders' NCCL id");
+  if (st != ACX_OK) return st;
+  int root_status;
+  memcpy(&root_status, msg + ACXC_NCCL_ID_BYTES, sizeof root_status);
+  memcpy(reg->nccl_id, msg, ACXC_NCCL_ID_BYTES);
+  free(msg);
+  if (root_status != ACX_OK) return (acx_status_t)root_status;
+  h->comm_id = acxc_next_comm_id();
+  acxi_cmd_t cmd = {.op = ACXC_OP_INIT,
+                    .arg = {h->comm_id, (uint64_t)h->lsize, (uint64_t)h->lrank, h->region->id,
+                            (uint64_t)(init_timeout_ns / 1000000)},
+                    .off = {c->world->nodes > 1 ? ACXC_INIT_BLOCKING : 0}};
+  acxi_cpl_t cpl = {0};
+  st = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, init_timeout_ns + 5000000000LL, &cpl);
+  if (st != ACX_OK) {
+    ACX_WARN(COLL, "hierarchical coll: the leaders' NCCL communicator (leader %d of %d) failed: %s (NCCL code %d)",
+             h->lrank, h->lsize, acx_status_str(st), cpl.lib_code);
+    h->comm_id = 0;
+  }
+  return st;
+}
+
+static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns) {
+  acx_world_t *w = c->world;
+  int64_t deadline = acxi_deadline(w->timeout_ns);
+  int64_t kb = acxi_param_int("ACX_COLL_HIER_STAGE_KB");
+  if (kb <= 0 || kb > (int64_t)(SIZE_MAX / 2048)) {
+    ACX_WARN(COLL, "acx_coll_create: ACX_COLL_HIER_STAGE_KB=%" PRId64 " is not a positive size", kb);
+    return ACX_ERR_INVALID_ARG;
+  }
+  h->stage = (size_t)kb * 1024;
+  /* The worker's own duplicate of the world's communicator: nothing else issues collectives on it. */
+  MPI_Comm comm = acxc_mpi_comm(c);
+  ACXCHECK(arrive(c, h, comm, deadline, "the hierarchical coll's arrival"));
+  if (MPI_Comm_split(comm, group_color(c), w->rank, &h->gcomm) != MPI_SUCCESS) return ACX_ERR_MPI;
+  MPI_Comm_set_errhandler(h->gcomm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(h->gcomm, &h->grank);
+  MPI_Comm_size(h->gcomm, &h->gsize);
+  if (MPI_Comm_split(comm, h->grank == 0 ? 0 : MPI_UNDEFINED, w->rank, &h->lcomm) != MPI_SUCCESS)
+    return ACX_ERR_MPI;
+  if (h->lcomm != MPI_COMM_NULL) {
+    MPI_Comm_set_errhandler(h->lcomm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(h->lcomm, &h->lrank);
+    MPI_Comm_size(h->lcomm, &h->lsize);
+  }
+  /* Every rank's group and place in it; the leader count and index reach the members. */
+  int mine[4] = {h->lrank, h->grank, h->gsize, h->lsize};
+  int *all = malloc((size_t)c->size * sizeof mine);
+  if (!all) return ACX_ERR_NO_MEMORY;
+  MPI_Request req;
+  if (MPI_Iallgather(mine, 4, MPI_INT, all, 4, MPI_INT, comm, &req) != MPI_SUCCESS) {
+    free(all);
+    return ACX_ERR_MPI;
+  }
+  ACXCHECK(mpi_wait(c, h, &req, all, deadline, "the groups' layout"));
+  h->group_of = malloc((size_t)c->size * sizeof *h->group_of);
+  h->pos_of = malloc((size_t)c->size * sizeof *h->pos_of);
+  h->peer = calloc((size_t)h->gsize, sizeof *h->peer);
+  if (!h->group_of || !h->pos_of || !h->peer) {
+    free(all);
+    return ACX_ERR_NO_MEMORY;
+  }
+  /* A member learns its group's index from its leader's entry (the lowest rank with grank 0 of
+   * its group: the leader is the group's lowest rank, so the first leader entry at or below). */
+  for (int r = 0; r < c->size; r++) {
+    h->pos_of[r] = all[4 * r + 1];
+    if (all[4 * r + 2] > h->gmax) h->gmax = all[4 * r + 2];
+    if (all[4 * r + 1] == 0) h->lsize = all[4 * r + 3];
+  }
+  free(all);
+  /* Group indices: a leader's own lrank; members get it from their leader. */
+  int *gi = malloc(sizeof *gi);
+  if (!gi) return ACX_ERR_NO_MEMORY;
+  *gi = h->lrank;
+  if (MPI_Ibcast(gi, 1, MPI_INT, 0, h->gcomm, &req) != MPI_SUCCESS) {
+    free(gi);
+    return ACX_ERR_MPI;
+  }
+  ACXCHECK(mpi_wait(c, h, &req, gi, deadline, "the group's index"));
+  h->lrank = *gi;
+  free(gi);
+  int *groups = malloc((size_t)c->size * sizeof *groups);
+  if (!groups) return ACX_ERR_NO_MEMORY;
+  if (MPI_Iallgather(&h->lrank, 1, MPI_INT, groups, 1, MPI_INT, comm, &req) != MPI_SUCCESS) {
+    free(groups);
+    return ACX_ERR_MPI;
+  }
+  ACXCHECK(mpi_wait(c, h, &req, groups, deadline, "the groups' indices"));
+  memcpy(h->group_of, groups, (size_t)c->size * sizeof *groups);
+  free(groups);
+
+  ACXCHECK(acxi_buffer_alloc_shareable(c->dev, h->stage, ACX_DTYPE_BYTE, left_ns(deadline), &h->mine));
+  if (h->grank == 0) {
+    ACXCHECK(acx_buffer_alloc(c->dev, h->stage, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, left_ns(deadline), &h->pack));
+    if (c->host_kind && !(h->host = malloc(2 * h->stage))) return ACX_ERR_NO_MEMORY;
+  }
+  ACXCHECK(exchange_handles(c, h, deadline));
+  if (h->grank == 0 && h->lsize > 1 && !c->host_kind) ACXCHECK(leaders_nccl(c, h, init_timeout_ns, deadline));
+  char members[128] = "";
+  size_t at = 0;
+  for (int r = 0; r < c->size && at + 16 < sizeof members; r++)
+    if (h->group_of[r] == h->lrank) at += (size_t)snprintf(members + at, sizeof members - at, "%s%d", at ? "," : "", r);
+  acx_topo_binding_t b;
+  acx_world_binding(w, &b);
+  char where[sizeof c->hier_where];
+  if (c->host_kind) snprintf(where, sizeof where, "host memory of node %d, ranks %s", w->node, members);
+  else snprintf(where, sizeof where, "GPU %s of node %d, ranks %s", b.pci_bus_id[0] ? b.pci_bus_id : "(none)", w->node,
+                members);
+  /* Fixed at creation (a rebuild makes the same groups): validation reads it without a lock. */
+  if (!c->hier_where[0]) memcpy(c->hier_where, where, sizeof where);
+  ACX_INFO(COLL, "hierarchical coll: rank %d is %s of group %d of %d (%s); staging %zu KiB", c->rank,
+           h->grank == 0 ? "the leader" : "a member", h->lrank, h->lsize, where, h->stage / 1024);
+  return ACX_OK;
+}
+
+void acxc_hier_destroy(acx_coll_t *c) {
+  acxc_hier_t *h = c->hier;
+  if (!h) return;
+  c->hier = NULL;
+  /* Mappings before the memory they map (a CUDA IPC export must outlive its imports). */
+  for (int j = 0; h->peer && j < h->gsize; j++)
+    if (h->peer[j]) acx_buffer_release(h->peer[j]);
+  if (h->comm_id && atomic_load_explicit(&c->dev->generation, memory_order_acquire) == c->generation) {
+    acxi_cmd_t cmd = {.op = ACXC_OP_DESTROY, .arg = {h->comm_id, 0, 0, 0, 1000}};
+    (void)acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, 5000000000LL, NULL);
+  }
+  if (h->region) acx_host_free(h->region);
+  if (h->pack) acx_buffer_release(h->pack);
+  if (h->mine) acx_buffer_release(h->mine);
+  if (!h->parked) {
+    free(h->host);
+    if (h->gcomm != MPI_COMM_NULL) MPI_Comm_free(&h->gcomm);
+    if (h->lcomm != MPI_COMM_NULL) MPI_Comm_free(&h->lcomm);
+  }
+  free(h->peer);
+  free(h->group_of);
+  free(h->pos_of);
+  free(h);
+}
+
+acx_status_t acxc_hier_create(acx_coll_t *c, int64_t init_timeout_ns) {
+  acxc_hier_t *h = calloc(1, sizeof *h);
+  if (!h) return ACX_ERR_NO_MEMORY;
+  h->gcomm = h->lcomm = MPI_COMM_NULL;
+  h->lsize = 1;
+  c->hier = h;
+  h->building = 1;
+  acx_status_t st = build(c, h, init_timeout_ns);
+  h->building = 0;
+  if (st != ACX_OK) {
+    ACX_WARN(COLL, "acx_coll_create: the hierarchical coll's set-up failed on rank %d: %s", c->rank,
+             acx_status_name(st));
+    acxc_hier_destroy(c);
+  }
+  return st;
+}
