@@ -456,20 +456,22 @@ acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadli
              "buffers (ACX_COLL_HIER_STAGE_KB) hold for one %zu-byte element", c->size, h->lsize, h->gmax, h->stage, es);
     return ACX_ERR_OUT_OF_RANGE;
   }
-  acx_status_t result = ACX_OK;
+  acx_status_t result = ACX_OK, own = ACX_OK; /* own: this rank's first failed step */
   for (size_t o = 0; o < total; o += per) {
     chunk_t k = {.d = d, .es = es, .o = o, .n = total - o < per ? total - o : per};
     /* A member writes its input first; the leader only after the gather, which tells it that
      * every member has copied the last chunk's result out of the leader's staging buffer. */
     acx_status_t s = h->grank == 0 ? ACX_OK : step_in(c, h, &k, deadline), worst = ACX_OK;
+    if (own == ACX_OK) own = s;
     acx_status_t m = gather_status(c, h, s, deadline, &worst);
     if (m != ACX_OK) return lost(c, m);
     if (h->grank == 0) {
-      if (worst == ACX_OK) worst = step_in(c, h, &k, deadline);
-      if (worst == ACX_OK) worst = step_combine(c, h, &k, deadline);
+      if (worst == ACX_OK && (worst = step_in(c, h, &k, deadline)) != ACX_OK) own = worst;
+      if (worst == ACX_OK && (worst = step_combine(c, h, &k, deadline)) != ACX_OK) own = worst;
       if ((m = leaders_agree(c, h, &worst, deadline)) != ACX_OK) return lost(c, m);
       if (worst == ACX_OK) {
         worst = step_inner(c, h, &k, deadline);
+        if (worst != ACX_OK) own = worst;
         if (worst != ACX_OK && h->lsize > 1) {
           /* The leaders ran a collective that failed on this one: the others may not know. */
           acxc_coll_break(c, worst, 0, "the leaders' step of a hierarchical collective failed");
@@ -479,7 +481,12 @@ acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadli
     }
     if ((m = bcast_status(c, h, &worst, deadline)) != ACX_OK) return lost(c, m);
     if (worst != ACX_OK) {
-      result = worst;
+      /* A rank whose own steps went well reports another's failure as a lost peer: its device
+       * is fine (a peer's ACX_ERR_DEVICE_LOST must not send this rank into device recovery). */
+      if (own == ACX_OK)
+        ACX_WARN(COLL, "hierarchical collective (op %#x, %zu elements): another rank's step failed with %s: "
+                 "ACX_ERR_PEER_LOST here", d->op, d->count, acx_status_name(worst));
+      result = own != ACX_OK ? own : ACX_ERR_PEER_LOST;
       break;
     }
     if ((s = step_out(c, h, &k, deadline)) != ACX_OK) {
@@ -488,7 +495,7 @@ acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadli
       break;
     }
   }
-  if (result != ACX_OK)
+  if (result != ACX_OK && result != ACX_ERR_PEER_LOST)
     ACX_WARN(COLL, "hierarchical collective (op %#x, %zu elements) failed on this rank: %s", d->op, d->count,
              acx_status_name(result));
   return result;

@@ -509,6 +509,12 @@ acx_status_t acx_world_gpu_peers(const acx_world_t *world, int *ranks, int cap, 
 
 int acxc_world_gpu_sharers(const acx_world_t *w) { return w->max_gpu_sharers; }
 
+int acxc_world_shares_gpu(const acx_world_t *w, int rank) {
+  for (int i = 0; i < w->n_gpu_peers; i++)
+    if (w->gpu_peers[i] == rank && rank != w->rank) return 1;
+  return 0;
+}
+
 char *acxc_world_gpu_peers_str(const acx_world_t *w, char *buf, size_t len) {
   size_t at = 0;
   buf[0] = '\0';

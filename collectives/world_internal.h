@@ -36,6 +36,8 @@ acx_status_t acxc_world_bcast_bytes(acx_world_t *w, int root, void *buf, size_t 
 int acxc_remote_running(const acx_world_t *w);
 /* The most ranks bound to one GPU anywhere in the world (1: one rank per GPU, or no GPUs). */
 int acxc_world_gpu_sharers(const acx_world_t *w);
+/* 1 when `rank` (not this one) is bound to this rank's GPU. */
+int acxc_world_shares_gpu(const acx_world_t *w, int rank);
 /* "r1,r2,...": the world ranks on this rank's GPU (acx_world_gpu_peers), into buf. */
 char *acxc_world_gpu_peers_str(const acx_world_t *w, char *buf, size_t len);
 int acxc_world_supervised(const acx_world_t *w);

@@ -16,9 +16,10 @@
  * before its reply, a failed transfer) closes the channel; the next request opens a new one, and
  * a CHAN_OPEN replaces the owner's old channel with the sender.
  *
- * MPI (host device kind, a buffer not on a GPU, ACX_REMOTE_TRANSPORT=mpi): staged through host
- * memory and sent as MPI messages on the control plane's communicator under a tag derived from
- * the request's.
+ * MPI (host device kind, a buffer not on a GPU, an owner bound to this rank's GPU -- NCCL makes
+ * no two-rank communicator on one GPU --, ACX_REMOTE_TRANSPORT=mpi): staged through host memory
+ * and sent as MPI messages on the control plane's communicator under a tag derived from the
+ * request's.
  *
  * Threads. The control plane's progress thread runs the handlers: it checks requests (the owner's
  * check needs no device), answers refusals, matches replies and posts MPI transfers. It never
@@ -318,6 +319,13 @@ static acx_status_t xfer_add(remote_t *rm, const chan_t *ch, acx_future_t *f, in
 static acx_status_t chan_for_request(remote_t *rm, const acx_token_t *t, acx_buffer_t *local, uint64_t *comm_id) {
   *comm_id = 0;
   if (!rm->use_channels || t->devid_type == ACX_TOKEN_DEVID_NONE || !on_gpu(local)) return ACX_OK;
+  /* NCCL makes no two-rank communicator on one GPU: a peer on this rank's GPU is reached through
+   * MPI (host-staged). */
+  if (acxc_world_shares_gpu(rm->world, t->owner_rank)) {
+    ACX_INFO(COLL, "remote: rank %d shares this rank's GPU: its buffers are reached through MPI, not a channel",
+             t->owner_rank);
+    return ACX_OK;
+  }
   uint64_t epoch = 0;
   acx_world_epoch(rm->world, &epoch);
   pthread_mutex_lock(&rm->lock);

@@ -235,9 +235,11 @@ acx_status_t acx_buffer_alloc(acx_device_t *dev, size_t bytes, acx_dtype_t dtype
 
 acx_status_t acxi_buffer_alloc_shareable(acx_device_t *dev, size_t bytes, acx_dtype_t dtype, int64_t timeout_ns,
                                          acx_buffer_t **out) {
-  ACX_CHECK_NULL(dev);
-  ACX_CHECK_NULL(out);
-  return alloc_common("acxi_buffer_alloc_shareable", dev, bytes, dtype, ACX_MEM_DEVICE, ACXI_SHARE_EXPORT, timeout_ns,
+  /* Internal (hierarchical collectives' staging): the log names the shareable allocation. */
+  static const char fn[] = "acxi_buffer_alloc_shareable";
+  ACX_CHECK_NULL_IN(fn, dev, "dev");
+  ACX_CHECK_NULL_IN(fn, out, "out");
+  return alloc_common(fn, dev, bytes, dtype, ACX_MEM_DEVICE, ACXI_SHARE_EXPORT, timeout_ns,
                       out, NULL);
 }
 

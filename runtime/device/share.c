@@ -30,7 +30,7 @@ static acx_status_t handle_region(acx_device_t *dev, acx_host_mem_t **mem, unsig
 
 acx_status_t acxi_buffer_ipc_export(acx_buffer_t *buf, acxi_ipc_handle_t *h, int64_t timeout_ns) {
   static const char fn[] = "acxi_buffer_ipc_export";
-  ACX_CHECK_NULL(h);
+  ACX_CHECK_NULL_IN(fn, h, "h");
   ACXCHECK(acxi_buffer_check(fn, "buf", buf));
   if (buf->share != ACXI_SHARE_EXPORT) {
     ACX_WARN(BUFFER, "%s: argument 'buf' (buffer %" PRIu64 ") is not shareable (%s): only acxi_buffer_alloc_shareable's "
@@ -53,9 +53,9 @@ acx_status_t acxi_buffer_ipc_export(acx_buffer_t *buf, acxi_ipc_handle_t *h, int
 acx_status_t acxi_buffer_ipc_import(acx_device_t *dev, const acxi_ipc_handle_t *h, acx_dtype_t dtype,
                                     int64_t timeout_ns, acx_buffer_t **out) {
   static const char fn[] = "acxi_buffer_ipc_import";
-  ACX_CHECK_NULL(dev);
-  ACX_CHECK_NULL(h);
-  ACX_CHECK_NULL(out);
+  ACX_CHECK_NULL_IN(fn, dev, "dev");
+  ACX_CHECK_NULL_IN(fn, h, "h");
+  ACX_CHECK_NULL_IN(fn, out, "out");
   *out = NULL;
   size_t es = acx_dtype_size(dtype);
   if (es == 0) {

@@ -71,7 +71,9 @@ for step in "$@"; do
     hier) el hier  # ranks sharing a GPU (hierarchical colls): acx all-reduce f32 at 1, 2 and 4 ranks per GPU, interleaved rounds
       NG=$(nvidia-smi -L | wc -l)
       for rep in $(seq ${HB_REPS:-2}); do for k in 1 2 4; do np=$((NG * k))
-        timeout ${HB_T:-150} mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench -b 8 -e ${HB_MAX:-256M} -f 8 -n ${HB_N:-20} -w 5 -d float >$OUT/hier-$k-$rep.txt 2>&1; echo "ranks/GPU=$k rep=$rep rc=$?"
+        nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 >$OUT/hier-mem-$k-$rep.txt 2>/dev/null & SMI=$!
+        t0=$(date +%s%N); timeout ${HB_T:-150} mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench -b 8 -e ${HB_MAX:-256M} -f 8 -n ${HB_N:-20} -w 5 -d float >$OUT/hier-$k-$rep.txt 2>&1; rc=$?; kill $SMI 2>/dev/null
+        echo "ranks/GPU=$k rep=$rep rc=$rc wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms; GPU processes seen: $(cut -d, -f1 $OUT/hier-mem-$k-$rep.txt | sort -u | wc -l), MiB per process (max): $(sort -t, -k2 -n $OUT/hier-mem-$k-$rep.txt | tail -1 | cut -d, -f2)"
         grep -E "^ +[0-9]+ " $OUT/hier-$k-$rep.txt | sed "s/^/k=$k rep=$rep /"; done; done ;;
     sm80) el sm80  # a build for sm_80 only, run on this GPU: the no-kernel-image error
       cmake -S $S -B $S/build-sm80 -G Ninja -DCMAKE_CUDA_ARCHITECTURES=80-real -DACX_BUILD_BENCH=OFF >$OUT/sm80-cfg.txt 2>&1 && cmake --build $S/build-sm80 -j 32 --target acx-info test_engine_cuda acx-executor >$OUT/sm80-build.txt 2>&1 || { tail -20 $OUT/sm80-build.txt; }
