@@ -884,12 +884,64 @@ static void test_log_names(void) {
   acx_buffer_release(local);
 }
 
+/* --ipc-across (ACX_REMOTE_TRANSPORT=ipc, under scripts/sim-cluster): a get from an owner on
+ * another node is refused with ACX_ERR_NOT_SUPPORTED and a line naming the owner; one from an
+ * owner on this node takes the device path. */
+static void test_ipc_across(void) {
+  int bad = 0, across = 0;
+  acx_test_where_t *where = calloc((size_t)nranks, sizeof *where);
+  acx_test_where_all(world, where);
+  acx_buffer_t *mine = alloc(4096, ACX_DTYPE_BYTE), *local = alloc(4096, ACX_DTYPE_BYTE);
+  ACX_ASSERT_STATUS(acx_buffer_fill(mine, 0, 4096, (uint64_t)(rank + 1), 1, 0, T_LONG), ACX_OK);
+  acx_token_t tok, *all = malloc((size_t)nranks * sizeof *all);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_READ, &tok), ACX_OK);
+  exchange(&tok, all);
+  for (int r = 0; r < nranks; r++) {
+    if (r == rank) continue;
+    int remote_node = where[r].node != where[rank].node;
+    uint64_t req0 = 0, req1 = 0;
+    acxc_remote_ipc_counts(world, &req0, NULL);
+    acx_test_log_begin();
+    acx_status_t st = acx_token_get_sync(world, &all[r], 0, 4096, local, 0, -1);
+    char *log = acx_test_log_end();
+    acxc_remote_ipc_counts(world, &req1, NULL);
+    char want[96];
+    snprintf(want, sizeof want, "ACX_REMOTE_TRANSPORT=ipc: rank %d is on another node", r);
+    int was = bad;
+    if (remote_node) {
+      across++;
+      bad += st != ACX_ERR_NOT_SUPPORTED || !strstr(log, want) || req1 != req0;
+    } else {
+      unsigned char b[2] = {0};
+      bad += st != ACX_OK || req1 != req0 + 1 || acx_buffer_read(local, 4090, b, 2, 0, T_LONG) != ACX_OK ||
+             b[0] != r + 1 || b[1] != r + 1;
+    }
+    if (bad != was) fprintf(stderr, "rank %d: get from rank %d (%s node): %s\n%s", rank, r, remote_node ? "another" : "this",
+                     acx_status_name(st), log);
+    free(log);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (!across) {
+    fprintf(stderr, "rank %d: no rank on another node: run under scripts/sim-cluster with 2 nodes\n", rank);
+    bad++;
+  }
+  acx_buffer_unexport(mine);
+  acx_buffer_release(mine);
+  acx_buffer_release(local);
+  free(all);
+  free(where);
+  CU_ASSERT_EQUAL(bad, 0);
+  if (rank == 0 && !bad)
+    printf("\n    ACX_REMOTE_TRANSPORT=ipc: %d owner(s) on the other node refused, the rest on the device path", across);
+}
+
 int main(int argc, char **argv) {
-  int provided = 0, bad_param = 0;
+  int provided = 0, bad_param = 0, ipc_across_only = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
     else if (!strcmp(argv[i], "--bad-transport")) bad_param = 1; /* run with ACX_REMOTE_TRANSPORT=bogus */
+    else if (!strcmp(argv[i], "--ipc-across")) ipc_across_only = 1; /* ACX_REMOTE_TRANSPORT=ipc, 2 nodes */
     else {
       fprintf(stderr, "test_remote: unknown argument '%s'\n", argv[i]);
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -952,7 +1004,9 @@ int main(int argc, char **argv) {
                                           ACX_TEST(test_ctrl_resend_dedup),
                                           ACX_TEST(test_stale_generation),
                                           ACX_TEST_END};
-  int rc = acx_test_run("remote", cases, NULL, NULL);
+  static const acx_test_case_t across_cases[] = {ACX_TEST(test_ipc_across), ACX_TEST_END};
+  int rc = ipc_across_only ? acx_test_run("remote-ipc-across", across_cases, NULL, NULL)
+                           : acx_test_run("remote", cases, NULL, NULL);
   st = acx_remote_stop(world, T_LONG);
   if (st != ACX_OK) {
     fprintf(stderr, "rank %d: acx_remote_stop: %s\n", rank, acx_status_str(st));
