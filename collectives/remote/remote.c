@@ -1,7 +1,7 @@
 /* Remote buffer access through tokens: the requester's side (a table of requests by tag, each
  * with its deadline) and the owner's (acxi_token_resolve on every request, then the bytes), as
  * handlers of the control plane. Remote traffic never shares a communicator, or an order, with
- * the collectives. The bytes move one of two ways:
+ * the collectives. The bytes move one of three ways:
  *
  * Channels (both buffers on cuda devices): GPU to GPU through NCCL. A channel is a two-rank NCCL
  * communicator that carries one requester's requests to one owner (the requester is NCCL rank 1,
@@ -16,15 +16,31 @@
  * before its reply, a failed transfer) closes the channel; the next request opens a new one, and
  * a CHAN_OPEN replaces the owner's old channel with the sender.
  *
- * MPI (host device kind, a buffer not on a GPU, an owner bound to this rank's GPU -- NCCL makes
- * no two-rank communicator on one GPU --, ACX_REMOTE_TRANSPORT=mpi): staged through host memory
- * and sent as MPI messages on the control plane's communicator under a tag derived from the
- * request's.
+ * The device path (both buffers on cuda devices and the owner bound to this rank's GPU, where
+ * NCCL makes no two-rank communicator; ACX_REMOTE_TRANSPORT=ipc: any owner on this node, host kind
+ * included): the requester keeps a shareable staging buffer per (its device, owner), made on the
+ * local buffer's device, re-made larger or after that device's generation moved, and sends its
+ * handle in IPC_OPEN ahead of the first request flagged IPC that names it (again in each new
+ * world epoch: the owner drops its imports at a rebuild). The owner maps it into the executor of
+ * the first buffer such a request names (again on another device or generation) and copies
+ * between its buffer and the staging on the device while serving, then replies; a put's bytes
+ * were copied into the staging before the request, a get's are copied out on the reply. Order: as
+ * for channels, the IPC_OPEN and the requests after it go under chan_lock on one communicator, and
+ * the owner's server thread handles them in arrival order. One request at a time per staging
+ * buffer: while it is busy, requests to that owner take MPI. One that ended without the owner
+ * being done with it (expired, failed copy, cancelled), or one replaced by a larger one, is
+ * retired, kept until acx_remote_stop, which frees staging buffers only after the collective
+ * release, once every owner has dropped its imports.
+ *
+ * MPI (host device kind, a buffer not on a GPU, ACX_REMOTE_TRANSPORT=mpi, a busy staging buffer):
+ * staged through host memory and sent as MPI messages on the control plane's communicator under a
+ * tag derived from the request's.
  *
  * Threads. The control plane's progress thread runs the handlers: it checks requests (the owner's
  * check needs no device), answers refusals, matches replies and posts MPI transfers. It never
  * waits for a device: everything that does (reads and writes of buffers, a channel's start, its
- * operations, its end) is a job for this module's server thread, which runs them one at a time in
+ * operations, its end, the device path's imports and copies) is a job for this module's server
+ * thread, which runs them one at a time in
  * the order they were queued. One thread keeps the channel order above: the owner's CHAN_OPEN and
  * its accepted channel requests are served in arrival order, and the requester issues its side
  * of accepted requests in the order of their replies. A refusal moves nothing on a channel, so it
@@ -47,6 +63,7 @@
 #include "acx_build_config.h"
 #include "collectives/coll_internal.h"
 #include "collectives/remote/ctrl_plane.h"
+#include "collectives/remote/remote_internal.h"
 #include "collectives/world_internal.h"
 #include "runtime/device/buffer.h"
 #include "runtime/base/clock.h"
@@ -58,6 +75,8 @@
 #define MAX_IN_FLIGHT 4096
 #define MAX_SERVING 4096 /* requests of other ranks admitted here and not finished */
 #define SERVER_NAP_NS 100000 /* the server's poll of channel transfers in flight */
+#define STAGING_MIN (64u << 10) /* the smallest staging buffer of the device path */
+#define MAX_IMPORTS_PER_PEER 16 /* owner: staging buffers one requester may have open here */
 /* Statuses of a request the owner refused on its checks: nothing moved, the channel is intact. */
 #define VERDICT(st)                                                                                \
   ((st) == ACX_ERR_BAD_TOKEN || (st) == ACX_ERR_STALE_TOKEN || (st) == ACX_ERR_DENIED ||           \
@@ -82,6 +101,34 @@ typedef struct chan {
   int failed;
 } chan_t;
 
+/* Requester side of the device path: a shareable staging buffer of this rank for the requests to
+ * one owner from local buffers on one device (see the top of the file). */
+typedef struct stg {
+  struct stg *next;
+  int peer;
+  acx_device_t *dev;   /* the local buffers' device, where it lives (buf holds it) */
+  acx_buffer_t *buf;   /* acxi_buffer_alloc_shareable's */
+  uint64_t number;     /* the slot's number (peer, dev), kept when it is re-made */
+  uint64_t bytes;
+  uint64_t generation; /* dev's generation at the allocation */
+  uint64_t epoch;      /* the world epoch of its last IPC_OPEN */
+  int opened;          /* an IPC_OPEN for this allocation was sent */
+  int busy;            /* a request uses it (one at a time) */
+  acxi_ipc_handle_t h;
+} stg_t;
+
+/* Owner side of the device path: a requester's staging buffer, mapped into the executor of the
+ * device of the buffers its requests name. */
+typedef struct imp {
+  struct imp *next;
+  int peer;
+  uint64_t number, bytes; /* the IPC_OPEN's */
+  uint64_t serial;        /* this rank's id of the entry (a replaced one gets a new one) */
+  acxi_ipc_handle_t h;    /* kept to map it again on another device or generation */
+  acx_buffer_t *buf;      /* the import (held); NULL until a request names a device */
+  uint64_t generation;    /* buf's device's generation at the import */
+} imp_t;
+
 /* A channel operation in the executor: a requester's receive/send, or an owner's send/receive. */
 typedef struct xfer {
   struct xfer *next;
@@ -104,6 +151,7 @@ typedef struct rop {
   struct rop *next;
   uint64_t tag;
   uint64_t chan; /* the channel's communicator id when the bytes move on it, else 0 */
+  stg_t *stg;    /* the staging buffer when they move on the device path (busy for it), else NULL */
   int is_put, owner, dtag_in, dtag_out, pending;
   acx_status_t first_error;
   acx_future_t *future; /* held */
@@ -132,17 +180,19 @@ typedef enum jkind {
   J_CHAN_OPEN,  /* owner: a requester's new channel */
   J_GET_LAND,   /* requester: a get's bytes arrived through MPI: write them into local */
   J_REPLY_CHAN, /* requester: the owner accepted a channel request: this side's operation */
-  J_CHAN_FREE   /* a channel closed on the progress thread: its end in the executor */
+  J_CHAN_FREE,  /* a channel closed on the progress thread: its end in the executor */
+  J_IPC_OPEN,   /* owner: a requester's new staging buffer */
+  J_IPC_LAND    /* requester: the owner copied a get's bytes into the staging: into local */
 } jkind_t;
 
 typedef struct job {
   struct job *next;
   jkind_t kind;
-  acxi_ctrl_msg_t m;     /* J_SERVE, J_CHAN_OPEN */
+  acxi_ctrl_msg_t m;     /* J_SERVE, J_CHAN_OPEN, J_IPC_OPEN */
   acx_buffer_t *buf;     /* J_SERVE: held */
   acxi_token_adm_t *adm; /* J_SERVE */
   oput_t *o;             /* J_PUT_LAND */
-  struct rop *r;         /* J_GET_LAND, J_REPLY_CHAN */
+  struct rop *r;         /* J_GET_LAND, J_REPLY_CHAN, J_IPC_LAND */
   struct chan *ch;       /* J_CHAN_FREE */
 } job_t;
 
@@ -162,6 +212,16 @@ typedef struct remote {
   chan_t *chans;             /* under lock */
   xfer_t *xfers;             /* the server thread's (and acx_remote_stop's once it has stopped) */
   _Atomic int serving;       /* admitted requests of other ranks not finished (MAX_SERVING) */
+  int ipc_mode;              /* IPC_NEVER, IPC_AUTO, IPC_FORCED (ACX_REMOTE_TRANSPORT) */
+  int node;                  /* this rank's node (acx_world_node) */
+  unsigned char *on_node;    /* [world rank]: 1 when on this rank's node (the world's local_comm) */
+  stg_t *stgs;               /* requester side, under lock */
+  stg_t *stg_dead;           /* under lock: retired staging buffers an owner may still map; freed at
+                                acx_remote_stop, once every owner has dropped its imports */
+  uint64_t next_stg;         /* under chan_lock */
+  imp_t *imps;               /* owner side, under lock */
+  uint64_t next_imp;         /* under lock */
+  _Atomic uint64_t ipc_requested, ipc_served;
 
   /* The server thread and its queue. */
   pthread_t server;
@@ -170,6 +230,8 @@ typedef struct remote {
   job_t *jhead, *jtail;
   int jstop;            /* under jlock: no more jobs; the server cancels what is queued */
 } remote_t;
+
+enum { IPC_NEVER, IPC_AUTO, IPC_FORCED };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static remote_t *registry;
@@ -319,13 +381,9 @@ static acx_status_t xfer_add(remote_t *rm, const chan_t *ch, acx_future_t *f, in
 static acx_status_t chan_for_request(remote_t *rm, const acx_token_t *t, acx_buffer_t *local, uint64_t *comm_id) {
   *comm_id = 0;
   if (!rm->use_channels || t->devid_type == ACX_TOKEN_DEVID_NONE || !on_gpu(local)) return ACX_OK;
-  /* NCCL makes no two-rank communicator on one GPU: a peer on this rank's GPU is reached through
-   * MPI (host-staged). */
-  if (acxc_world_shares_gpu(rm->world, t->owner_rank)) {
-    ACX_INFO(COLL, "remote: rank %d shares this rank's GPU: its buffers are reached through MPI, not a channel",
-             t->owner_rank);
-    return ACX_OK;
-  }
+  /* NCCL makes no two-rank communicator on one GPU: a peer on this rank's GPU is reached on the
+   * device path, or through MPI while its staging buffer is busy. */
+  if (acxc_world_shares_gpu(rm->world, t->owner_rank)) return ACX_OK;
   uint64_t epoch = 0;
   acx_world_epoch(rm->world, &epoch);
   pthread_mutex_lock(&rm->lock);
@@ -369,6 +427,8 @@ static acx_status_t chan_for_request(remote_t *rm, const acx_token_t *t, acx_buf
   return ACX_OK;
 }
 
+static void imps_drop(remote_t *rm, int peer);
+
 void acxc_remote_retire(acx_world_t *world) {
   remote_t *rm = remote_of(world);
   if (!rm) return;
@@ -400,6 +460,299 @@ void acxc_remote_retire(acx_world_t *world) {
   }
   if (n || more)
     ACX_INFO(COLL, "remote: world rebuilding: %d channel(s) aborted%s", n, more ? " (more were marked failed)" : "");
+  /* The owner's imports go; requesters send IPC_OPEN again in the new epoch (ipc_for_request). */
+  imps_drop(rm, -1);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the device path (ipc)                                                                      */
+
+/* Frees a staging buffer no request uses and no owner will touch again. Not under rm->lock. */
+static void stg_free(stg_t *g) {
+  if (g->buf) acx_buffer_release(g->buf);
+  free(g);
+}
+
+/* A request on g is over. reusable: the owner is done with the bytes (the request succeeded, or
+ * was refused before any copy); otherwise (it expired, failed in a copy, was cancelled) the owner
+ * may still be copying, so g is retired: kept, unused, until acx_remote_stop. Any thread. */
+static void stg_done(remote_t *rm, stg_t *g, int reusable) {
+  pthread_mutex_lock(&rm->lock);
+  if (reusable) {
+    g->busy = 0;
+  } else {
+    stg_t **pp = &rm->stgs;
+    while (*pp && *pp != g) pp = &(*pp)->next;
+    if (*pp) *pp = g->next;
+    g->next = rm->stg_dead;
+    rm->stg_dead = g;
+  }
+  pthread_mutex_unlock(&rm->lock);
+}
+
+/* Whether a request from local to the buffer t names takes the device path. IPC_FORCED refuses an
+ * owner on another node (ACX_ERR_NOT_SUPPORTED, logged); *use = 0: another path. */
+static acx_status_t ipc_wanted(remote_t *rm, const acx_token_t *t, const acx_buffer_t *local, int *use) {
+  *use = 0;
+  if (rm->ipc_mode == IPC_NEVER) return ACX_OK;
+  /* The token's device identity is set for GPU buffers only (a host-kind one has none). */
+  int owner_gpu = t->devid_type != ACX_TOKEN_DEVID_NONE;
+  if (rm->ipc_mode == IPC_AUTO) {
+    *use = on_gpu(local) && owner_gpu && acxc_world_shares_gpu(rm->world, t->owner_rank);
+    return ACX_OK;
+  }
+  /* The world's placement, not the token's node: a misrouted token is the owner's to refuse. */
+  if (!rm->on_node[t->owner_rank]) {
+    ACX_WARN(COLL, "remote: ACX_REMOTE_TRANSPORT=ipc: rank %d is on another node (node %d by its token) than this "
+             "rank (node %d): the device path reaches owners on this rank's node only; the request is refused",
+             t->owner_rank, (int)t->node, rm->node);
+    return ACX_ERR_NOT_SUPPORTED;
+  }
+  if (on_gpu(local) != owner_gpu) {
+    ACX_INFO(COLL, "remote: ACX_REMOTE_TRANSPORT=ipc: the local buffer is on a %s device, rank %d's on a %s one: "
+             "through MPI (a staging buffer maps into executors of its own kind only)", local->dev->kind,
+             t->owner_rank, owner_gpu ? "GPU" : "host-kind");
+    return ACX_OK;
+  }
+  *use = 1;
+  return ACX_OK;
+}
+
+/* The requester's staging buffer to t's owner for a request of `bytes` from local: made on
+ * local's device when there is none, re-made when it is too small or the device's generation
+ * moved, its IPC_OPEN sent when it has none in this world epoch, then marked busy. *out = NULL:
+ * the bytes go another way (not the device path, the staging buffer is busy with another request,
+ * or it could not be made: logged). Under rm->chan_lock: the IPC_OPEN precedes the request. */
+static acx_status_t ipc_for_request(remote_t *rm, const acx_token_t *t, acx_buffer_t *local, uint64_t bytes,
+                                    stg_t **out) {
+  *out = NULL;
+  int use = 0;
+  ACXCHECK(ipc_wanted(rm, t, local, &use));
+  if (!use) return ACX_OK;
+  uint64_t epoch = 0, gen = atomic_load_explicit(&local->dev->generation, memory_order_acquire);
+  acx_world_epoch(rm->world, &epoch);
+  stg_t *old = NULL, *g;
+  pthread_mutex_lock(&rm->lock);
+  stg_t **pp = &rm->stgs;
+  while (*pp && !((*pp)->peer == t->owner_rank && (*pp)->dev == local->dev)) pp = &(*pp)->next;
+  g = *pp;
+  if (g && g->busy) {
+    pthread_mutex_unlock(&rm->lock);
+    return ACX_OK; /* one device-path request per staging buffer: this one goes through MPI */
+  }
+  if (g && (g->generation != gen || g->bytes < bytes)) {
+    *pp = g->next; /* replaced below */
+    old = g;
+    g = NULL;
+    if (old->generation == gen) {
+      /* Still mapped by the owner until the replacement's IPC_OPEN: kept until the stop. */
+      old->next = rm->stg_dead;
+      rm->stg_dead = old;
+    }
+  }
+  if (g) g->busy = 1;
+  pthread_mutex_unlock(&rm->lock);
+  uint64_t number = old ? old->number : ++rm->next_stg;
+  uint64_t grown = old ? 2 * old->bytes : 0;
+  if (old && old->generation != gen) stg_free(old); /* its memory died with the old executor */
+  if (!g) {
+    g = calloc(1, sizeof *g);
+    if (!g) return ACX_ERR_NO_MEMORY;
+    g->peer = t->owner_rank;
+    g->dev = local->dev;
+    g->number = number;
+    g->bytes = bytes > grown ? bytes : grown;
+    if (g->bytes < STAGING_MIN) g->bytes = STAGING_MIN;
+    g->generation = gen;
+    g->busy = 1;
+    acx_status_t st = acxi_buffer_alloc_shareable(local->dev, g->bytes, ACX_DTYPE_BYTE, rm->timeout_ns, &g->buf);
+    if (st == ACX_OK) st = acxi_buffer_ipc_export(g->buf, &g->h, rm->timeout_ns);
+    if (st != ACX_OK) {
+      ACX_WARN(COLL, "remote: a %" PRIu64 "-byte staging buffer for rank %d could not be made (%s): this request goes "
+               "through MPI", g->bytes, t->owner_rank, acx_status_name(st));
+      stg_free(g);
+      return ACX_OK;
+    }
+    pthread_mutex_lock(&rm->lock);
+    g->next = rm->stgs;
+    rm->stgs = g;
+    pthread_mutex_unlock(&rm->lock);
+    ACX_INFO(COLL, "remote: staging buffer %" PRIu64 " (%" PRIu64 " bytes) for rank %d made", g->number, g->bytes,
+             g->peer);
+  }
+  if (!g->opened || g->epoch != epoch) {
+    acxi_ctrl_msg_t m = {.type = ACXI_CTRL_IPC_OPEN, .u.ipc = {.staging = g->number, .bytes = g->bytes}};
+    memcpy(m.u.ipc.handle, g->h.bytes, sizeof m.u.ipc.handle);
+    acx_status_t st = acxc_ctrl_send(rm->cp, g->peer, &m, NULL, NULL);
+    if (st != ACX_OK) {
+      ACX_WARN(COLL, "remote: sending staging buffer %" PRIu64 " to rank %d failed: %s", g->number, g->peer,
+               acx_status_name(st));
+      stg_done(rm, g, 0);
+      return st;
+    }
+    g->opened = 1; /* g is busy: this thread's alone */
+    g->epoch = epoch;
+  }
+  *out = g;
+  return ACX_OK;
+}
+
+/* Drops the owner's imports of `peer`'s staging buffers (-1: all). Not the progress thread (an
+ * import's release goes to its executor). */
+static void imps_drop(remote_t *rm, int peer) {
+  imp_t *gone = NULL;
+  pthread_mutex_lock(&rm->lock);
+  imp_t **pp = &rm->imps;
+  while (*pp) {
+    imp_t *e = *pp;
+    if (peer < 0 || e->peer == peer) {
+      *pp = e->next;
+      e->next = gone;
+      gone = e;
+    } else {
+      pp = &e->next;
+    }
+  }
+  pthread_mutex_unlock(&rm->lock);
+  while (gone) {
+    imp_t *e = gone;
+    gone = e->next;
+    if (e->buf) acx_buffer_release(e->buf);
+    free(e);
+  }
+}
+
+/* A requester's IPC_OPEN (server thread: after the requests it sent before, ahead of those it
+ * sends after): replaces the import of that number; mapped when a request names a device. */
+static void ipc_open(remote_t *rm, const acxi_ctrl_msg_t *m) {
+  acx_buffer_t *old = NULL;
+  int count = 0;
+  pthread_mutex_lock(&rm->lock);
+  imp_t *e = rm->imps;
+  for (imp_t *i = rm->imps; i; i = i->next) count += i->peer == m->sender;
+  while (e && !(e->peer == m->sender && e->number == m->u.ipc.staging)) e = e->next;
+  if (!e && count >= MAX_IMPORTS_PER_PEER) {
+    pthread_mutex_unlock(&rm->lock);
+    ACX_WARN(COLL, "remote: rank %d has %d staging buffers open to this rank already: its staging buffer %" PRIu64
+             " is not mapped, and its requests naming it will be refused", m->sender, count, m->u.ipc.staging);
+    return;
+  }
+  if (!e && (e = calloc(1, sizeof *e)) != NULL) {
+    e->peer = m->sender;
+    e->number = m->u.ipc.staging;
+    e->next = rm->imps;
+    rm->imps = e;
+  }
+  if (e) {
+    old = e->buf;
+    e->buf = NULL;
+    e->serial = ++rm->next_imp;
+    e->bytes = m->u.ipc.bytes;
+    memcpy(e->h.bytes, m->u.ipc.handle, sizeof e->h.bytes);
+  }
+  pthread_mutex_unlock(&rm->lock);
+  if (old) acx_buffer_release(old);
+  if (!e) {
+    ACX_WARN(COLL, "remote: out of memory for rank %d's staging buffer %" PRIu64 "; its requests naming it will be "
+             "refused", m->sender, m->u.ipc.staging);
+    return;
+  }
+  ACX_INFO(COLL, "remote: rank %d opened staging buffer %" PRIu64 " (%" PRIu64 " bytes) to this rank", m->sender,
+           m->u.ipc.staging, m->u.ipc.bytes);
+}
+
+/* The import of `peer`'s staging buffer `number` in dev's executor, held for the caller: mapped on
+ * first use, again when the device or its generation differs. Server thread. */
+static acx_status_t ipc_import_for(remote_t *rm, int peer, uint64_t number, acx_device_t *dev, uint64_t bytes,
+                                   acx_buffer_t **out) {
+  *out = NULL;
+  uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_acquire);
+  pthread_mutex_lock(&rm->lock);
+  imp_t *e = rm->imps;
+  while (e && !(e->peer == peer && e->number == number)) e = e->next;
+  if (!e) {
+    pthread_mutex_unlock(&rm->lock);
+    ACX_WARN(COLL, "remote: rank %d named staging buffer %" PRIu64 ", which it has not opened to this rank", peer,
+             number);
+    return ACX_ERR_INVALID_STATE;
+  }
+  if (bytes > e->bytes) {
+    uint64_t have = e->bytes;
+    pthread_mutex_unlock(&rm->lock);
+    ACX_WARN(COLL, "remote: rank %d asked for %" PRIu64 " bytes through its staging buffer %" PRIu64 " of %" PRIu64,
+             peer, bytes, number, have);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (e->buf && e->buf->dev == dev && e->generation == gen) {
+    acx_buffer_hold(e->buf);
+    *out = e->buf;
+    pthread_mutex_unlock(&rm->lock);
+    return ACX_OK;
+  }
+  acx_buffer_t *old = e->buf;
+  e->buf = NULL;
+  acxi_ipc_handle_t h = e->h;
+  uint64_t serial = e->serial;
+  pthread_mutex_unlock(&rm->lock);
+  if (old) acx_buffer_release(old);
+  acx_buffer_t *nb = NULL;
+  acx_status_t st = acxi_buffer_ipc_import(dev, &h, ACX_DTYPE_BYTE, rm->timeout_ns, &nb);
+  if (st != ACX_OK) {
+    ACX_WARN(COLL, "remote: mapping rank %d's staging buffer %" PRIu64 " on this rank's %s device failed: %s", peer,
+             number, dev->kind, acx_status_name(st));
+    return st;
+  }
+  /* Kept for the next request unless a newer IPC_OPEN (or a rebuild) replaced the entry meanwhile:
+   * then this request alone uses it. */
+  pthread_mutex_lock(&rm->lock);
+  e = rm->imps;
+  while (e && !(e->peer == peer && e->number == number && e->serial == serial)) e = e->next;
+  if (e && !e->buf) {
+    acx_buffer_hold(nb);
+    e->buf = nb;
+    e->generation = gen;
+  }
+  pthread_mutex_unlock(&rm->lock);
+  *out = nb;
+  return ACX_OK;
+}
+
+/* The owner's copy of an admitted IPC request (its access begun): between its buffer and the
+ * requester's staging, on the buffer's device. Server thread. */
+static acx_status_t serve_ipc(remote_t *rm, const acxi_ctrl_msg_t *m, acx_buffer_t *buf, int is_put,
+                              int64_t deadline) {
+  acx_buffer_t *imp = NULL;
+  uint64_t bytes = m->u.access.bytes, off = m->u.access.offset;
+  ACXCHECK(ipc_import_for(rm, m->sender, m->u.access.staging, buf->dev, bytes, &imp));
+  acx_status_t st = is_put ? acx_buffer_copy(buf, off, imp, 0, bytes, 0, left_ns(deadline))
+                           : acx_buffer_copy(imp, 0, buf, off, bytes, 0, left_ns(deadline));
+  acx_buffer_release(imp);
+  if (st != ACX_OK) {
+    ACX_WARN(COLL, "remote: serving rank %d's %s %" PRIu64 " through its staging buffer %" PRIu64 " failed: %s",
+             m->sender, is_put ? "put" : "get", m->u.access.tag, m->u.access.staging, acx_status_name(st));
+    return st;
+  }
+  add(is_put ? &rm->bytes_in : &rm->bytes_out, bytes);
+  add(&rm->ipc_served, 1);
+  return ACX_OK;
+}
+
+/* The owner copied a get's bytes into the staging buffer (server thread): into local. */
+static void rop_finish(struct rop *r, acx_status_t st);
+
+static void ipc_land(remote_t *rm, rop_t *r, acx_status_t st) {
+  if (st == ACX_OK) st = acx_buffer_copy(r->local, r->local_off, r->stg->buf, 0, r->bytes, 0, left_ns(r->deadline_ns));
+  if (st == ACX_OK) {
+    add(&rm->bytes_in, r->bytes);
+    add(&rm->ipc_requested, 1);
+  }
+  rop_finish(r, st);
+}
+
+void acxc_remote_ipc_counts(const acx_world_t *w, uint64_t *requested, uint64_t *served) {
+  remote_t *rm = remote_of(w);
+  if (requested) *requested = rm ? atomic_load(&rm->ipc_requested) : 0;
+  if (served) *served = rm ? atomic_load(&rm->ipc_served) : 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -412,6 +765,9 @@ static void rop_finish(rop_t *r, acx_status_t st) {
     ACX_INFO(COLL, "remote %s (tag %" PRIu64 ") of %" PRIu64 " bytes at rank %d: %s", r->is_put ? "put" : "get", r->tag,
              r->bytes, r->owner, acx_status_name(st));
   }
+  /* The owner is done with the staging buffer when it answered OK (a get's bytes were then copied
+   * out before this) or refused the request on its checks. */
+  if (r->stg) stg_done(rm, r->stg, st == ACX_OK || VERDICT(st));
   acx_future_complete(r->future, st, NULL, 0);
   acx_future_release(r->future);
   acx_buffer_release(r->local);
@@ -579,6 +935,17 @@ static void on_reply(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_s
   }
   if (r->chan) {
     job_submit(rm, &(job_t){.kind = J_REPLY_CHAN, .r = r});
+    return;
+  }
+  if (r->stg) {
+    /* The owner has copied: a put is done; a get's bytes wait in the staging buffer. */
+    if (!r->is_put) {
+      job_submit(rm, &(job_t){.kind = J_IPC_LAND, .r = r});
+      return;
+    }
+    add(&rm->bytes_out, r->bytes);
+    add(&rm->ipc_requested, 1);
+    rop_finish(r, ACX_OK);
     return;
   }
   atomic_fetch_add_explicit(&rm->inflight, 1, memory_order_relaxed);
@@ -820,6 +1187,14 @@ static void serving_done(remote_t *rm) { atomic_fetch_sub_explicit(&rm->serving,
 static void serve(remote_t *rm, const acxi_ctrl_msg_t *m, acx_buffer_t *buf, acxi_token_adm_t *adm, acx_status_t st) {
   int64_t deadline = acxi_deadline(rm->timeout_ns);
   if (st == ACX_OK) st = acxi_token_access_begin(adm, deadline);
+  if (m->flags & ACXI_CTRL_FLAG_IPC) {
+    if (st == ACX_OK) st = serve_ipc(rm, m, buf, m->type == ACXI_CTRL_PUT_REQ, deadline);
+    acxi_token_adm_free(adm); /* the copy is over */
+    acx_buffer_release(buf);
+    reply(rm->cp, m, st);
+    serving_done(rm);
+    return;
+  }
   if (m->flags & ACXI_CTRL_FLAG_CHANNEL) {
     if (st == ACX_OK) st = serve_on_channel(rm, m, buf, adm, m->type == ACXI_CTRL_PUT_REQ, deadline);
     if (st != ACX_OK) {
@@ -919,7 +1294,7 @@ static void on_request(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx
     reply(cp, m, st);
     return;
   }
-  if (is_put && !(m->flags & ACXI_CTRL_FLAG_CHANNEL)) {
+  if (is_put && !(m->flags & (ACXI_CTRL_FLAG_CHANNEL | ACXI_CTRL_FLAG_IPC))) {
     st = put_post(rm, m, buf, adm);
     if (st != ACX_OK) {
       acxi_token_adm_free(adm);
@@ -934,6 +1309,10 @@ static void on_request(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx
 
 static void on_chan_open(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
   job_submit((remote_t *)arg, &(job_t){.kind = J_CHAN_OPEN, .m = *m});
+}
+
+static void on_ipc_open(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
+  job_submit((remote_t *)arg, &(job_t){.kind = J_IPC_OPEN, .m = *m});
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -954,6 +1333,12 @@ static void job_run(remote_t *rm, job_t *j, acx_status_t st) {
   case J_GET_LAND: get_land(j->r, st); break;
   case J_REPLY_CHAN: reply_chan(rm, j->r, st); break;
   case J_CHAN_FREE: chan_free(j->ch); break;
+  case J_IPC_OPEN:
+    if (st == ACX_OK) ipc_open(rm, &j->m);
+    else ACX_INFO(COLL, "remote: rank %d's staging buffer %" PRIu64 " not mapped: %s", j->m.sender,
+                  j->m.u.ipc.staging, acx_status_name(st));
+    break;
+  case J_IPC_LAND: ipc_land(rm, j->r, st); break;
   }
 }
 
@@ -1039,6 +1424,30 @@ static acx_status_t server_stop(remote_t *rm, int64_t timeout_ns) {
 /* ------------------------------------------------------------------------------------------ */
 /* API                                                                                        */
 
+/* (*map)[r] = 1 for the world ranks on this rank's node: its local_comm's ranks, translated (no
+ * communication). */
+static acx_status_t on_node_map(acx_world_t *w, unsigned char **map) {
+  *map = calloc((size_t)w->size, 1);
+  int *in = malloc((size_t)w->local_size * sizeof *in), *out = malloc((size_t)w->local_size * sizeof *out);
+  MPI_Group lg = MPI_GROUP_NULL, wg = MPI_GROUP_NULL;
+  int rc = !*map || !in || !out ? -1 : MPI_Comm_group(w->local_comm, &lg);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_group(w->comm, &wg);
+  for (int i = 0; i < w->local_size && in; i++) in[i] = i;
+  if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(lg, w->local_size, in, wg, out);
+  for (int i = 0; rc == MPI_SUCCESS && i < w->local_size; i++)
+    if (out[i] >= 0 && out[i] < w->size) (*map)[out[i]] = 1;
+  if (lg != MPI_GROUP_NULL) MPI_Group_free(&lg);
+  if (wg != MPI_GROUP_NULL) MPI_Group_free(&wg);
+  free(in);
+  free(out);
+  if (rc == MPI_SUCCESS) return ACX_OK;
+  free(*map);
+  *map = NULL;
+  if (rc == -1) return ACX_ERR_NO_MEMORY;
+  ACX_WARN(COLL, "acx_remote_start: the world's ranks on this node could not be listed (MPI error %d)", rc);
+  return ACX_ERR_MPI;
+}
+
 acx_status_t acx_remote_start(acx_world_t *world) {
   ACX_CHECK_NULL(world);
   if (remote_of(world)) {
@@ -1056,13 +1465,22 @@ acx_status_t acx_remote_start(acx_world_t *world) {
   int64_t ms = acxi_param_int("ACX_REMOTE_TIMEOUT");
   rm->timeout_ns = (ms > 0 ? ms : 1) * 1000000LL;
   const char *tr = acxi_param_str("ACX_REMOTE_TRANSPORT");
-  if (tr && strcmp(tr, "auto") != 0 && strcmp(tr, "mpi") != 0) {
-    ACX_WARN(COLL, "ACX_REMOTE_TRANSPORT='%s': expected 'auto' or 'mpi'", tr);
+  if (tr && strcmp(tr, "auto") != 0 && strcmp(tr, "mpi") != 0 && strcmp(tr, "ipc") != 0) {
+    ACX_WARN(COLL, "ACX_REMOTE_TRANSPORT='%s': expected 'auto', 'mpi' or 'ipc'", tr);
     (void)acxc_ctrl_release(rm->cp, -1);
     free(rm);
     return ACX_ERR_BAD_PARAM;
   }
-  rm->use_channels = ACX_HAVE_NCCL && !(tr && strcmp(tr, "mpi") == 0);
+  int auto_tr = !tr || strcmp(tr, "auto") == 0, ipc_tr = tr && strcmp(tr, "ipc") == 0;
+  rm->use_channels = ACX_HAVE_NCCL && auto_tr;
+  rm->ipc_mode = ipc_tr ? IPC_FORCED : auto_tr ? IPC_AUTO : IPC_NEVER;
+  acx_world_node(world, &rm->node, NULL);
+  st = on_node_map(world, &rm->on_node);
+  if (st != ACX_OK) {
+    (void)acxc_ctrl_release(rm->cp, -1);
+    free(rm);
+    return st;
+  }
   pthread_mutex_init(&rm->lock, NULL);
   pthread_mutex_init(&rm->chan_lock, NULL);
   pthread_mutex_init(&rm->jlock, NULL);
@@ -1085,12 +1503,18 @@ acx_status_t acx_remote_start(acx_world_t *world) {
   acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_GET_REPLY, on_reply, rm);
   acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_PUT_REPLY, on_reply, rm);
   acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_CHAN_OPEN, on_chan_open, rm);
+  acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_IPC_OPEN, on_ipc_open, rm);
   acxc_ctrl_set_tick(rm->cp, 0, on_tick, rm);
-  ACX_INFO(COLL, "remote access started: bytes between GPU buffers move %s", rm->use_channels ? "on NCCL channels"
-           : "through host memory over MPI (ACX_REMOTE_TRANSPORT=mpi or no NCCL)");
+  ACX_INFO(COLL, "remote access started: bytes between GPU buffers move %s%s",
+           rm->ipc_mode == IPC_FORCED ? "on the device through staging buffers (ACX_REMOTE_TRANSPORT=ipc: owners on "
+                                        "this node only)"
+           : rm->use_channels ? "on NCCL channels"
+                              : "through host memory over MPI (ACX_REMOTE_TRANSPORT=mpi or no NCCL)",
+           rm->ipc_mode == IPC_AUTO ? "; to ranks on this rank's GPU, on the device through staging buffers" : "");
   return ACX_OK;
 
 err_destroy_locks:
+  free(rm->on_node);
   pthread_cond_destroy(&rm->jcond);
   pthread_mutex_destroy(&rm->jlock);
   pthread_mutex_destroy(&rm->chan_lock);
@@ -1114,6 +1538,7 @@ acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns) {
   }
   for (int t = ACXI_CTRL_GET_REQ; t <= ACXI_CTRL_PUT_REPLY; t++) acxc_ctrl_set_handler(rm->cp, t, NULL, NULL);
   acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_CHAN_OPEN, NULL, NULL);
+  acxc_ctrl_set_handler(rm->cp, ACXI_CTRL_IPC_OPEN, NULL, NULL);
   acxc_ctrl_set_tick(rm->cp, 0, NULL, NULL);
   /* The progress thread may be inside a handler or the tick right now. */
   (void)acxc_ctrl_quiesce(rm->cp, rm->timeout_ns);
@@ -1125,6 +1550,10 @@ acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns) {
     acx_status_t st = acxc_ctrl_release(rm->cp, timeout_ns);
     return st != ACX_OK ? st : server_st;
   }
+  /* The server is gone: nothing copies through the imports any more. Dropped before the collective
+   * release below, so that every requester frees its staging buffers after every owner unmapped
+   * them (a CUDA import does not keep the memory alive). */
+  imps_drop(rm, -1);
   /* Channels go (their operations in flight fail at once), then those operations are reaped. */
   pthread_mutex_lock(&rm->lock);
   chan_t *chans = rm->chans;
@@ -1160,10 +1589,25 @@ acx_status_t acx_remote_stop(acx_world_t *world, int64_t timeout_ns) {
     ACX_WARN(COLL, "acx_remote_stop: transfers still in flight after their deadline; their state is leaked");
     return st != ACX_OK ? st : ACX_ERR_TIMEOUT;
   }
+  /* Every request is over (the staging buffers are idle or retired) and, the release being
+   * collective, every owner has dropped its imports. */
+  stg_t *stgs = rm->stgs, *dead = rm->stg_dead;
+  rm->stgs = rm->stg_dead = NULL;
+  while (stgs) {
+    stg_t *g = stgs;
+    stgs = g->next;
+    stg_free(g);
+  }
+  while (dead) {
+    stg_t *g = dead;
+    dead = g->next;
+    stg_free(g);
+  }
   pthread_cond_destroy(&rm->jcond);
   pthread_mutex_destroy(&rm->jlock);
   pthread_mutex_destroy(&rm->lock);
   pthread_mutex_destroy(&rm->chan_lock);
+  free(rm->on_node);
   free(rm);
   return st;
 }
@@ -1241,16 +1685,25 @@ static acx_status_t access_remote(const char *fn, acx_world_t *world, const acx_
   /* From the channel's choice to the request's send, one requester thread at a time: a request
    * must reach the owner on the channel it was made for (a replacement's CHAN_OPEN comes after). */
   pthread_mutex_lock(&rm->chan_lock);
-  acx_status_t st = chan_for_request(rm, token, local, &r->chan);
-  if (st == ACX_OK && !r->chan) {
+  acx_status_t st = ipc_for_request(rm, token, local, bytes, &r->stg);
+  if (st == ACX_OK && !r->stg) st = chan_for_request(rm, token, local, &r->chan);
+  if (st == ACX_OK && r->stg && is_put) {
+    /* The bytes go into the staging buffer now; the owner copies them out when it serves. */
+    st = acx_buffer_copy(r->stg->buf, 0, local, local_offset, bytes, 0, rm->timeout_ns);
+    if (st != ACX_OK)
+      ACX_WARN(COLL, "%s: copying %" PRIu64 " bytes into the staging buffer for rank %d failed: %s", fn, bytes,
+               token->owner_rank, acx_status_name(st));
+  }
+  if (st == ACX_OK && !r->chan && !r->stg) {
     r->staging = malloc(bytes);
     if (!r->staging) st = ACX_ERR_NO_MEMORY;
   }
   if (st == ACX_OK) st = acx_future_create(&r->future);
-  if (st == ACX_OK && is_put && !r->chan)
+  if (st == ACX_OK && is_put && !r->chan && !r->stg)
     st = acx_buffer_read(local, local_offset, r->staging, bytes, 0, rm->timeout_ns);
   if (st != ACX_OK) {
     pthread_mutex_unlock(&rm->chan_lock);
+    if (r->stg) stg_done(rm, r->stg, 0);
     if (r->future) acx_future_release(r->future);
     free(r->staging);
     free(r);
@@ -1284,8 +1737,9 @@ static acx_status_t access_remote(const char *fn, acx_world_t *world, const acx_
   pthread_mutex_unlock(&rm->lock);
 
   acxi_ctrl_msg_t m = {.type = is_put ? ACXI_CTRL_PUT_REQ : ACXI_CTRL_GET_REQ,
-                       .flags = r->chan ? ACXI_CTRL_FLAG_CHANNEL : 0,
-                       .u.access = {.token = *token, .offset = offset, .bytes = bytes, .tag = r->tag}};
+                       .flags = r->chan ? ACXI_CTRL_FLAG_CHANNEL : r->stg ? ACXI_CTRL_FLAG_IPC : 0,
+                       .u.access = {.token = *token, .offset = offset, .bytes = bytes, .tag = r->tag,
+                                    .staging = r->stg ? r->stg->number : 0}};
   /* Once sent, the reply may finish and free r on the progress thread before the send returns:
    * what is needed afterwards is taken now (the future has the caller's own reference). */
   uint64_t chan = r->chan, tag = r->tag;

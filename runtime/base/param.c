@@ -62,7 +62,7 @@ static const param_def_t defs[] = {
     {"ACX_CTRL_TIMEOUT", ACX_PARAM_INT, "10000", "Deadline of sending one control-plane message between ranks (ms)"},
     {"ACX_CTRL_POLL_US", ACX_PARAM_INT, "500", "How long the control plane's progress thread naps between polls when idle (us)"},
     {"ACX_REMOTE_TIMEOUT", ACX_PARAM_INT, "30000", "Deadline of a remote token get/put, request to completion (ms)"},
-    {"ACX_REMOTE_TRANSPORT", ACX_PARAM_STRING, "auto", "How remote get/put bytes move: auto (GPU to GPU on a two-rank NCCL channel when both buffers are on cuda devices of different GPUs, else MPI through host memory: NCCL makes no two-rank communicator on one GPU) or mpi (always MPI through host memory)"},
+    {"ACX_REMOTE_TRANSPORT", ACX_PARAM_STRING, "auto", "How remote get/put bytes move: auto (both buffers on cuda devices: to a rank on this rank's GPU, on the device through a shareable staging buffer of the requester; to other GPUs, on a two-rank NCCL channel; else MPI through host memory), mpi (always MPI through host memory) or ipc (on the device through a staging buffer for every owner on this node, host kind included; owners on other nodes refused)"},
     {"ACX_REBUILD_TIMEOUT", ACX_PARAM_INT, "120000", "Deadline of a world rebuild, fault to ready world (ms)"},
     {"ACX_REBUILD_ATTEMPTS", ACX_PARAM_INT, "3", "Attempts at rebuilding the world before it is declared failed"},
     {"ACX_LAUNCH_CHECK", ACX_PARAM_INT, "1", "1: refuse a launch where MPI sees 1 process but the launcher started more (missing PMI/PMIx); 0: skip"},

@@ -27,13 +27,22 @@ enum {
 _Static_assert(H_END == ACXI_CTRL_HEADER_BYTES, "header layout");
 
 /* Payload layouts. */
-enum { A_TOKEN = 0, A_OFFSET = ACX_TOKEN_BYTES, A_BYTES = A_OFFSET + 8, A_TAG = A_BYTES + 8, A_END = A_TAG + 8 };
+enum {
+  A_TOKEN = 0,
+  A_OFFSET = ACX_TOKEN_BYTES,
+  A_BYTES = A_OFFSET + 8,
+  A_TAG = A_BYTES + 8,
+  A_STAGING = A_TAG + 8,
+  A_END = A_STAGING + 8
+};
 enum { R_STATUS = 0, R_RESERVED = 4, R_TAG = 8, R_END = 16 };
 enum { N_RANK = 0, N_CAUSE = 4, N_OLD = 8, N_NEW = 16, N_END = 24 };
 enum { Y_EPOCH = 0, Y_END = 8 };
 enum { C_CHANNEL = 0, C_ID = 8, C_END = C_ID + ACXI_CTRL_NCCL_ID_BYTES };
+enum { I_STAGING = 0, I_BYTES = 8, I_HANDLE = 16, I_END = I_HANDLE + ACXI_CTRL_IPC_HANDLE_BYTES };
 _Static_assert(ACXI_CTRL_HEADER_BYTES + C_END == ACXI_CTRL_MAX_BYTES, "largest message");
-_Static_assert((int)A_END <= (int)C_END && (int)R_END <= (int)C_END && (int)N_END <= (int)C_END && (int)Y_END <= (int)C_END, "largest payload");
+_Static_assert((int)A_END <= (int)C_END && (int)R_END <= (int)C_END && (int)N_END <= (int)C_END && (int)Y_END <= (int)C_END && (int)I_END <= (int)C_END,
+               "largest payload");
 
 static const char *const defect_names[ACXI_CTRL_DEFECT_COUNT] = {
     [ACXI_CTRL_OK] = "well-formed",
@@ -63,6 +72,7 @@ const char *acxi_ctrl_type_str(acxi_ctrl_type_t t) {
   case ACXI_CTRL_REBUILD_NOTICE: return "REBUILD_NOTICE";
   case ACXI_CTRL_REBUILD_READY: return "REBUILD_READY";
   case ACXI_CTRL_CHAN_OPEN: return "CHAN_OPEN";
+  case ACXI_CTRL_IPC_OPEN: return "IPC_OPEN";
   case ACXI_CTRL_TYPE_END: break;
   }
   return "unknown";
@@ -77,6 +87,7 @@ static size_t payload_size(unsigned t) {
   case ACXI_CTRL_REBUILD_NOTICE: return N_END;
   case ACXI_CTRL_REBUILD_READY: return Y_END;
   case ACXI_CTRL_CHAN_OPEN: return C_END;
+  case ACXI_CTRL_IPC_OPEN: return I_END;
   }
   return 0;
 }
@@ -103,8 +114,16 @@ static const char *check_payload(const acxi_ctrl_msg_t *m) {
     return NULL;
   case ACXI_CTRL_CHAN_OPEN:
     return m->u.chan.channel ? NULL : "channel number 0";
+  case ACXI_CTRL_IPC_OPEN:
+    if (m->u.ipc.staging == 0) return "staging number 0";
+    return m->u.ipc.bytes ? NULL : "staging size 0";
+  case ACXI_CTRL_GET_REQ:
+  case ACXI_CTRL_PUT_REQ:
+    /* The token is checked by its codec, offset and bytes by the owner. */
+    if (m->flags & ACXI_CTRL_FLAG_IPC) return m->u.access.staging ? NULL : "staging number 0 on an IPC request";
+    return m->u.access.staging == 0 ? NULL : "staging number on a request without the IPC flag";
   default:
-    return NULL; /* requests: the token is checked by its codec; offset/bytes by the owner */
+    return NULL;
   }
 }
 
@@ -121,6 +140,12 @@ acx_status_t acxi_ctrl_encode(const acxi_ctrl_msg_t *m, void *buf, size_t cap, s
   ACX_CHECK_ARG(!(m->flags & ACXI_CTRL_FLAG_CHANNEL) || m->type == ACXI_CTRL_GET_REQ || m->type == ACXI_CTRL_PUT_REQ,
                 "acxi_ctrl_encode: argument 'm->flags' has CHANNEL on a %s message (requests only)",
                 acxi_ctrl_type_str(m->type));
+  ACX_CHECK_ARG(!(m->flags & ACXI_CTRL_FLAG_IPC) || m->type == ACXI_CTRL_GET_REQ || m->type == ACXI_CTRL_PUT_REQ,
+                "acxi_ctrl_encode: argument 'm->flags' has IPC on a %s message (requests only)",
+                acxi_ctrl_type_str(m->type));
+  ACX_CHECK_ARG((m->flags & (ACXI_CTRL_FLAG_IPC | ACXI_CTRL_FLAG_CHANNEL)) !=
+                    (ACXI_CTRL_FLAG_IPC | ACXI_CTRL_FLAG_CHANNEL),
+                "acxi_ctrl_encode: argument 'm->flags' has both CHANNEL and IPC (one path per request)");
   const char *bad = check_payload(m);
   ACX_CHECK_ARG(bad == NULL, "acxi_ctrl_encode: %s message: %s out of its domain", acxi_ctrl_type_str(m->type), bad);
   if (cap < ACXI_CTRL_HEADER_BYTES + plen) {
@@ -136,6 +161,7 @@ acx_status_t acxi_ctrl_encode(const acxi_ctrl_msg_t *m, void *buf, size_t cap, s
     acxi_put_le64(p + A_OFFSET, m->u.access.offset);
     acxi_put_le64(p + A_BYTES, m->u.access.bytes);
     acxi_put_le64(p + A_TAG, m->u.access.tag);
+    acxi_put_le64(p + A_STAGING, m->u.access.staging);
     break;
   case ACXI_CTRL_GET_REPLY:
   case ACXI_CTRL_PUT_REPLY:
@@ -155,6 +181,11 @@ acx_status_t acxi_ctrl_encode(const acxi_ctrl_msg_t *m, void *buf, size_t cap, s
   case ACXI_CTRL_CHAN_OPEN:
     acxi_put_le64(p + C_CHANNEL, m->u.chan.channel);
     memcpy(p + C_ID, m->u.chan.nccl_id, ACXI_CTRL_NCCL_ID_BYTES);
+    break;
+  case ACXI_CTRL_IPC_OPEN:
+    acxi_put_le64(p + I_STAGING, m->u.ipc.staging);
+    acxi_put_le64(p + I_BYTES, m->u.ipc.bytes);
+    memcpy(p + I_HANDLE, m->u.ipc.handle, ACXI_CTRL_IPC_HANDLE_BYTES);
     break;
   case ACXI_CTRL_TYPE_END:
     break;
@@ -222,6 +253,12 @@ acx_status_t acxi_ctrl_decode(const void *buf, size_t len, acxi_ctrl_msg_t *m, a
   if ((flags & ACXI_CTRL_FLAG_CHANNEL) && type != ACXI_CTRL_GET_REQ && type != ACXI_CTRL_PUT_REQ)
     return reject(ACX_ERR_INVALID_ARG, ACXI_CTRL_BAD_FLAGS, why, "CHANNEL flag on a %s",
                   acxi_ctrl_type_str((acxi_ctrl_type_t)type));
+  if ((flags & ACXI_CTRL_FLAG_IPC) && type != ACXI_CTRL_GET_REQ && type != ACXI_CTRL_PUT_REQ)
+    return reject(ACX_ERR_INVALID_ARG, ACXI_CTRL_BAD_FLAGS, why, "IPC flag on a %s",
+                  acxi_ctrl_type_str((acxi_ctrl_type_t)type));
+  if ((flags & ACXI_CTRL_FLAG_IPC) && (flags & ACXI_CTRL_FLAG_CHANNEL))
+    return reject(ACX_ERR_INVALID_ARG, ACXI_CTRL_BAD_FLAGS, why, "both CHANNEL and IPC on a %s",
+                  acxi_ctrl_type_str((acxi_ctrl_type_t)type));
   uint32_t sender = acxi_get_le32(h + H_SENDER);
   if (sender > INT32_MAX)
     return reject(ACX_ERR_INVALID_ARG, ACXI_CTRL_BAD_SENDER, why, "sender %" PRId32, (int32_t)sender);
@@ -237,6 +274,7 @@ acx_status_t acxi_ctrl_decode(const void *buf, size_t len, acxi_ctrl_msg_t *m, a
     out.u.access.offset = acxi_get_le64(p + A_OFFSET);
     out.u.access.bytes = acxi_get_le64(p + A_BYTES);
     out.u.access.tag = acxi_get_le64(p + A_TAG);
+    out.u.access.staging = acxi_get_le64(p + A_STAGING);
     acxi_token_defect_t td;
     if (acxi_token_decode_why(p + A_TOKEN, ACX_TOKEN_BYTES, &out.u.access.token, &td) != ACX_OK) {
       memset(&out.u.access.token, 0, sizeof out.u.access.token);
@@ -276,6 +314,11 @@ acx_status_t acxi_ctrl_decode(const void *buf, size_t len, acxi_ctrl_msg_t *m, a
     if (out.u.chan.channel == 0)
       return reject(ACX_ERR_INVALID_ARG, ACXI_CTRL_BAD_FIELD, why, "channel number 0");
     memcpy(out.u.chan.nccl_id, p + C_ID, ACXI_CTRL_NCCL_ID_BYTES);
+    break;
+  case ACXI_CTRL_IPC_OPEN:
+    out.u.ipc.staging = acxi_get_le64(p + I_STAGING);
+    out.u.ipc.bytes = acxi_get_le64(p + I_BYTES);
+    memcpy(out.u.ipc.handle, p + I_HANDLE, ACXI_CTRL_IPC_HANDLE_BYTES);
     break;
   case ACXI_CTRL_TYPE_END:
     break;

@@ -9,11 +9,14 @@
 
 #include "acx/status.h"
 #include "acx/token.h"
+#include "runtime/proto/limits.h"
 
 #define ACXI_CTRL_MAGIC 0x43584341u /* "ACXC" as bytes on the wire */
-#define ACXI_CTRL_VERSION 2u /* 2: CHAN_OPEN and the CHANNEL flag */
+#define ACXI_CTRL_VERSION 3u /* 2: CHAN_OPEN and the CHANNEL flag; 3: IPC_OPEN, the IPC flag and the
+                                 request's staging number */
 #define ACXI_CTRL_HEADER_BYTES 40u
 #define ACXI_CTRL_NCCL_ID_BYTES 128u
+#define ACXI_CTRL_IPC_HANDLE_BYTES ACXI_IPC_HANDLE_BYTES /* a shareable buffer's handle (96) */
 /* The largest message (a CHAN_OPEN): receivers size their buffers with it. */
 #define ACXI_CTRL_MAX_BYTES (ACXI_CTRL_HEADER_BYTES + 8u + ACXI_CTRL_NCCL_ID_BYTES)
 
@@ -27,6 +30,9 @@ typedef enum acxi_ctrl_type {
   ACXI_CTRL_REBUILD_READY = 6,  /* a rank has rebuilt and is ready at `epoch` */
   ACXI_CTRL_CHAN_OPEN = 7,      /* requester -> owner: a new two-rank NCCL channel for the bytes of
                                    this requester's later CHANNEL requests (replaces the last one) */
+  ACXI_CTRL_IPC_OPEN = 8,       /* requester -> owner (same node): the handle of a shareable staging
+                                   buffer the owner maps, for this requester's later IPC requests
+                                   naming its number (replaces the owner's import of that number) */
   ACXI_CTRL_TYPE_END
 } acxi_ctrl_type_t;
 
@@ -36,12 +42,16 @@ typedef enum acxi_ctrl_type {
                                       (the sender's deadline passed): receivers deduplicate */
 #define ACXI_CTRL_FLAG_CHANNEL 0x2u /* GET/PUT request only: the bytes move on the channel of the
                                       sender's last CHAN_OPEN (NCCL, GPU to GPU), not through MPI */
-#define ACXI_CTRL_FLAGS_KNOWN (ACXI_CTRL_FLAG_RESEND | ACXI_CTRL_FLAG_CHANNEL)
+#define ACXI_CTRL_FLAG_IPC 0x4u     /* GET/PUT request only, never with CHANNEL: the bytes move on the
+                                      device through the requester's staging buffer `staging` (its
+                                      IPC_OPEN), not through MPI */
+#define ACXI_CTRL_FLAGS_KNOWN (ACXI_CTRL_FLAG_RESEND | ACXI_CTRL_FLAG_CHANNEL | ACXI_CTRL_FLAG_IPC)
 
 typedef struct acxi_ctrl_access {
   acx_token_t token;
   uint64_t offset, bytes;
-  uint64_t tag; /* the requester's id of this request, echoed by the reply */
+  uint64_t tag;     /* the requester's id of this request, echoed by the reply */
+  uint64_t staging; /* IPC requests: the number of the requester's staging buffer (never 0); else 0 */
 } acxi_ctrl_access_t;
 
 typedef struct acxi_ctrl_reply {
@@ -65,6 +75,12 @@ typedef struct acxi_ctrl_chan_open {
   unsigned char nccl_id[ACXI_CTRL_NCCL_ID_BYTES]; /* ncclUniqueId made by the requester */
 } acxi_ctrl_chan_open_t;
 
+typedef struct acxi_ctrl_ipc_open {
+  uint64_t staging; /* the requester's number for the staging buffer (never 0) */
+  uint64_t bytes;   /* its size (never 0): IPC requests use [0, bytes) of it */
+  unsigned char handle[ACXI_CTRL_IPC_HANDLE_BYTES]; /* acxi_buffer_ipc_export's bytes */
+} acxi_ctrl_ipc_open_t;
+
 typedef struct acxi_ctrl_msg {
   acxi_ctrl_type_t type;
   uint32_t flags;
@@ -77,6 +93,7 @@ typedef struct acxi_ctrl_msg {
     acxi_ctrl_rebuild_notice_t notice; /* REBUILD_NOTICE */
     acxi_ctrl_rebuild_ready_t ready;   /* REBUILD_READY */
     acxi_ctrl_chan_open_t chan;        /* CHAN_OPEN */
+    acxi_ctrl_ipc_open_t ipc;          /* IPC_OPEN */
   } u;
 } acxi_ctrl_msg_t;
 

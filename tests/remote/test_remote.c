@@ -11,6 +11,7 @@
  * neighbours sit on other nodes: every token names its owner's node, and a token sent to the wrong
  * node is refused. */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -27,6 +28,8 @@
 #include "acx_test.h"
 #include "acx_test_nodes.h"
 #include "collectives/remote/ctrl_plane.h"
+#include "collectives/remote/remote_internal.h"
+#include "collectives/world_internal.h"
 #include "runtime/base/clock.h"
 #include "runtime/device/device_internal.h"
 #include "runtime/proto/token_internal.h"
@@ -60,6 +63,20 @@ static void exchange(const acx_token_t *mine, acx_token_t *all) {
   for (int r = 0; r < nranks; r++)
     ACX_ASSERT_STATUS(acx_token_decode(encs + (size_t)r * ACX_TOKEN_BYTES, ACX_TOKEN_BYTES, &all[r]), ACX_OK);
   free(encs);
+}
+
+/* The path this rank's requests to `owner` take (docs/resilience.md "Remote access through
+ * tokens"): the device path (ipc) under ACX_REMOTE_TRANSPORT=ipc, or auto with GPU buffers of a
+ * rank bound to this rank's GPU; NCCL channels for GPU buffers of other GPUs under auto; else MPI. */
+enum { PATH_MPI, PATH_CHANNEL, PATH_IPC };
+static int path_to(int owner) {
+  const char *tr = getenv("ACX_REMOTE_TRANSPORT");
+  if (owner == rank) return PATH_MPI;
+  if (tr && !strcmp(tr, "ipc")) return PATH_IPC;
+  if (tr && !strcmp(tr, "mpi")) return PATH_MPI;
+  if (!use_cuda) return PATH_MPI;
+  if (acxc_world_shares_gpu(world, owner)) return PATH_IPC;
+  return ACX_HAVE_NCCL ? PATH_CHANNEL : PATH_MPI;
 }
 
 static unsigned char pattern(int owner, size_t i) { return (unsigned char)(owner * 37 + i * 11 + (i >> 8)); }
@@ -181,6 +198,8 @@ static void test_crossfire(void) {
   exchange(&t2, wr);
   acx_remote_stats_t before = {.size = sizeof before}, after = {.size = sizeof after};
   ACX_ASSERT_STATUS(acx_remote_stats(world, &before), ACX_OK);
+  uint64_t ipc_req0 = 0, ipc_srv0 = 0;
+  acxc_remote_ipc_counts(world, &ipc_req0, &ipc_srv0);
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
   acx_future_t *f[2 * 6];
@@ -206,18 +225,32 @@ static void test_crossfire(void) {
   for (size_t i = 0; i < big; i++) wrong += back[i] != pattern(right(), i); /* the right one puts here */
   CU_ASSERT_EQUAL(wrong, 0);
   uint64_t moved = after.channel_transfers - before.channel_transfers;
-  const char *tr = getenv("ACX_REMOTE_TRANSPORT");
-  int channels = use_cuda && ACX_HAVE_NCCL && !(tr && !strcmp(tr, "mpi")) && nranks > 1;
-  /* As requester: k gets and k puts; as owner: the neighbours' k gets and k puts. */
-  if (channels) {
-    CU_ASSERT(moved >= 4 * k);
+  uint64_t ipc_req = 0, ipc_srv = 0;
+  acxc_remote_ipc_counts(world, &ipc_req, &ipc_srv);
+  ipc_req -= ipc_req0;
+  ipc_srv -= ipc_srv0;
+  /* As requester: k gets (right) and k puts (left); as owner the same neighbours' k puts and k
+   * gets (the path between two ranks is the same both ways). */
+  int ch = (path_to(right()) == PATH_CHANNEL) + (path_to(left()) == PATH_CHANNEL);
+  int ipc = (path_to(right()) == PATH_IPC) + (path_to(left()) == PATH_IPC);
+  int channels = ch > 0;
+  CU_ASSERT(moved >= 2 * k * (uint64_t)ch);
+  if (!ch) CU_ASSERT_EQUAL(moved, 0);
+  /* One device-path request per staging buffer (one per owner here) at a time, the others through
+   * MPI: at least the first to each owner took it (at 2 ranks both neighbours are one rank). */
+  int ipc_owners = right() == left() ? ipc > 0 : ipc;
+  if (ipc) {
+    CU_ASSERT(ipc_req >= (uint64_t)ipc_owners);
+    CU_ASSERT(ipc_srv >= (uint64_t)ipc_owners);
   } else {
-    CU_ASSERT_EQUAL(moved, 0);
+    CU_ASSERT_EQUAL(ipc_req, 0);
+    CU_ASSERT_EQUAL(ipc_srv, 0);
   }
   if (rank == 0)
     printf("\n    crossfire: %zu gets + %zu puts of %zu KiB each way per rank in %.2f ms (%.1f GB/s per rank, in+out), "
            "%s\n", k, k, slot >> 10, secs * 1e3, 2.0 * (double)big / secs / 1e9,
-           channels ? "NCCL channels" : "MPI through host memory");
+           ipc ? (channels ? "device path and NCCL channels" : "device path (and MPI while a staging buffer is busy)")
+           : channels ? "NCCL channels" : "MPI through host memory");
   MPI_Barrier(MPI_COMM_WORLD);
   ACX_ASSERT_STATUS(acx_buffer_unexport(mine), ACX_OK);
   ACX_ASSERT_STATUS(acx_buffer_unexport(inbox), ACX_OK);
@@ -227,6 +260,66 @@ static void test_crossfire(void) {
   acx_buffer_release(out);
   free(rd);
   free(wr);
+  free(host);
+  free(back);
+}
+
+/* The bytes of a request really take the path path_to() names: one get and one put, each alone in
+ * flight, move through the staging buffer (requested and served counted once each, no channel
+ * transfer, nothing through MPI) under ACX_REMOTE_TRANSPORT=ipc or to a rank on this GPU;
+ * otherwise the device-path counters stay put. At 2 ranks the put, larger than the get, grows the
+ * staging buffer the get made (the same owner). */
+static void test_ipc_path(void) {
+  const size_t n = 200000, big = 3u << 20;
+  unsigned char *host = malloc(big), *back = malloc(big);
+  for (size_t i = 0; i < big; i++) host[i] = pattern(rank, i);
+  acx_buffer_t *mine = alloc(big, ACX_DTYPE_BYTE), *local = alloc(big, ACX_DTYPE_BYTE);
+  ACX_ASSERT_STATUS(acx_buffer_write(mine, 0, host, big, 0, T_LONG), ACX_OK);
+  acx_token_t tok, *all = malloc((size_t)nranks * sizeof *all);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_RIGHTS_ALL, &tok), ACX_OK);
+  exchange(&tok, all);
+  acx_remote_stats_t before = {.size = sizeof before}, after = {.size = sizeof after};
+  uint64_t req0 = 0, srv0 = 0, req1 = 0, srv1 = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  ACX_ASSERT_STATUS(acx_remote_stats(world, &before), ACX_OK);
+  acxc_remote_ipc_counts(world, &req0, &srv0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ACX_ASSERT_STATUS(acx_token_get_sync(world, &all[right()], 1000, n, local, 7, -1), ACX_OK);
+  MPI_Barrier(MPI_COMM_WORLD); /* every get is done before anyone writes */
+  /* Into the left neighbour's buffer past the range its right neighbour reads; larger than any
+   * staging buffer so far. */
+  ACX_ASSERT_STATUS(acx_buffer_write(local, n + 7, host, big - n - 7, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_token_put_sync(world, &all[left()], 4096 + n, big - n - 4096, local, n + 7, -1), ACX_OK);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ACX_ASSERT_STATUS(acx_remote_stats(world, &after), ACX_OK);
+  acxc_remote_ipc_counts(world, &req1, &srv1);
+  ACX_ASSERT_STATUS(acx_buffer_read(local, 7, back, n, 0, T_LONG), ACX_OK);
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += back[i] != pattern(right(), i + 1000);
+  CU_ASSERT_EQUAL(wrong, 0);
+  ACX_ASSERT_STATUS(acx_buffer_read(mine, 0, back, big, 0, T_LONG), ACX_OK);
+  wrong = 0;
+  int writer = right(); /* whose put lands here */
+  for (size_t i = 0; i < big; i++) {
+    unsigned char want = i >= 4096 + n ? pattern(writer, i - 4096 - n) : pattern(rank, i);
+    wrong += back[i] != want;
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
+  /* This rank's requests go right (get) and left (put); it serves the left one's get and the right
+   * one's put. */
+  uint64_t want_req = (path_to(right()) == PATH_IPC) + (path_to(left()) == PATH_IPC);
+  uint64_t want_srv = (path_to(left()) == PATH_IPC) + (path_to(right()) == PATH_IPC);
+  CU_ASSERT_EQUAL(req1 - req0, want_req);
+  CU_ASSERT_EQUAL(srv1 - srv0, want_srv);
+  if (want_req == 2 && want_srv == 2) CU_ASSERT_EQUAL(after.channel_transfers, before.channel_transfers);
+  if (rank == 0)
+    printf("\n    rank 0: %" PRIu64 " of its 2 requests and %" PRIu64 " of the 2 it served took the device path",
+           req1 - req0, srv1 - srv0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ACX_ASSERT_STATUS(acx_buffer_unexport(mine), ACX_OK);
+  acx_buffer_release(mine);
+  acx_buffer_release(local);
+  free(all);
   free(host);
   free(back);
 }
@@ -791,12 +884,64 @@ static void test_log_names(void) {
   acx_buffer_release(local);
 }
 
+/* --ipc-across (ACX_REMOTE_TRANSPORT=ipc, under scripts/sim-cluster): a get from an owner on
+ * another node is refused with ACX_ERR_NOT_SUPPORTED and a line naming the owner; one from an
+ * owner on this node takes the device path. */
+static void test_ipc_across(void) {
+  int bad = 0, across = 0;
+  acx_test_where_t *where = calloc((size_t)nranks, sizeof *where);
+  acx_test_where_all(world, where);
+  acx_buffer_t *mine = alloc(4096, ACX_DTYPE_BYTE), *local = alloc(4096, ACX_DTYPE_BYTE);
+  ACX_ASSERT_STATUS(acx_buffer_fill(mine, 0, 4096, (uint64_t)(rank + 1), 1, 0, T_LONG), ACX_OK);
+  acx_token_t tok, *all = malloc((size_t)nranks * sizeof *all);
+  ACX_ASSERT_STATUS(acx_buffer_export(mine, ACX_TOKEN_READ, &tok), ACX_OK);
+  exchange(&tok, all);
+  for (int r = 0; r < nranks; r++) {
+    if (r == rank) continue;
+    int remote_node = where[r].node != where[rank].node;
+    uint64_t req0 = 0, req1 = 0;
+    acxc_remote_ipc_counts(world, &req0, NULL);
+    acx_test_log_begin();
+    acx_status_t st = acx_token_get_sync(world, &all[r], 0, 4096, local, 0, -1);
+    char *log = acx_test_log_end();
+    acxc_remote_ipc_counts(world, &req1, NULL);
+    char want[96];
+    snprintf(want, sizeof want, "ACX_REMOTE_TRANSPORT=ipc: rank %d is on another node", r);
+    int was = bad;
+    if (remote_node) {
+      across++;
+      bad += st != ACX_ERR_NOT_SUPPORTED || !strstr(log, want) || req1 != req0;
+    } else {
+      unsigned char b[2] = {0};
+      bad += st != ACX_OK || req1 != req0 + 1 || acx_buffer_read(local, 4090, b, 2, 0, T_LONG) != ACX_OK ||
+             b[0] != r + 1 || b[1] != r + 1;
+    }
+    if (bad != was) fprintf(stderr, "rank %d: get from rank %d (%s node): %s\n%s", rank, r, remote_node ? "another" : "this",
+                     acx_status_name(st), log);
+    free(log);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (!across) {
+    fprintf(stderr, "rank %d: no rank on another node: run under scripts/sim-cluster with 2 nodes\n", rank);
+    bad++;
+  }
+  acx_buffer_unexport(mine);
+  acx_buffer_release(mine);
+  acx_buffer_release(local);
+  free(all);
+  free(where);
+  CU_ASSERT_EQUAL(bad, 0);
+  if (rank == 0 && !bad)
+    printf("\n    ACX_REMOTE_TRANSPORT=ipc: %d owner(s) on the other node refused, the rest on the device path", across);
+}
+
 int main(int argc, char **argv) {
-  int provided = 0, bad_param = 0;
+  int provided = 0, bad_param = 0, ipc_across_only = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
     else if (!strcmp(argv[i], "--bad-transport")) bad_param = 1; /* run with ACX_REMOTE_TRANSPORT=bogus */
+    else if (!strcmp(argv[i], "--ipc-across")) ipc_across_only = 1; /* ACX_REMOTE_TRANSPORT=ipc, 2 nodes */
     else {
       fprintf(stderr, "test_remote: unknown argument '%s'\n", argv[i]);
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -852,13 +997,16 @@ int main(int argc, char **argv) {
                                           ACX_TEST(test_local_buffer),
                                           ACX_TEST(test_bad_args), ACX_TEST(test_log_names),
                                           ACX_TEST(test_crossfire),
+                                          ACX_TEST(test_ipc_path),
                                           ACX_TEST(test_revocation_put_after_unexport),
                                           ACX_TEST(test_forged_reply),
                                           ACX_TEST(test_slow_io_does_not_stall),
                                           ACX_TEST(test_ctrl_resend_dedup),
                                           ACX_TEST(test_stale_generation),
                                           ACX_TEST_END};
-  int rc = acx_test_run("remote", cases, NULL, NULL);
+  static const acx_test_case_t across_cases[] = {ACX_TEST(test_ipc_across), ACX_TEST_END};
+  int rc = ipc_across_only ? acx_test_run("remote-ipc-across", across_cases, NULL, NULL)
+                           : acx_test_run("remote", cases, NULL, NULL);
   st = acx_remote_stop(world, T_LONG);
   if (st != ACX_OK) {
     fprintf(stderr, "rank %d: acx_remote_stop: %s\n", rank, acx_status_str(st));

@@ -20,7 +20,7 @@ static acx_token_t token_sample(void) {
   return t;
 }
 
-#define N_SAMPLES 9
+#define N_SAMPLES 12
 static acxi_ctrl_msg_t sample(int i) {
   acxi_ctrl_msg_t m = {.seq = 1000 + (uint64_t)i, .sender = i, .epoch = 4};
   switch (i) {
@@ -62,6 +62,23 @@ static acxi_ctrl_msg_t sample(int i) {
     m.flags = ACXI_CTRL_FLAG_CHANNEL;
     m.u.access = (acxi_ctrl_access_t){.token = token_sample(), .offset = 0, .bytes = 1 << 20, .tag = 79};
     break;
+  case 9:
+    m.type = ACXI_CTRL_IPC_OPEN;
+    m.u.ipc.staging = 2;
+    m.u.ipc.bytes = 1 << 20;
+    for (int k = 0; k < (int)ACXI_CTRL_IPC_HANDLE_BYTES; k++) m.u.ipc.handle[k] = (unsigned char)(k * 5 + 3);
+    break;
+  case 10:
+    m.type = ACXI_CTRL_PUT_REQ; /* bytes through the requester's staging buffer 2 */
+    m.flags = ACXI_CTRL_FLAG_IPC;
+    m.u.access = (acxi_ctrl_access_t){.token = token_sample(), .offset = 8, .bytes = 4096, .tag = 80, .staging = 2};
+    break;
+  case 11:
+    m.type = ACXI_CTRL_GET_REQ;
+    m.flags = ACXI_CTRL_FLAG_IPC | ACXI_CTRL_FLAG_RESEND;
+    m.u.access = (acxi_ctrl_access_t){.token = token_sample(), .offset = 0, .bytes = 1, .tag = 81,
+                                      .staging = UINT64_MAX};
+    break;
   default:
     m.type = ACXI_CTRL_REBUILD_READY;
     m.sender = INT32_MAX;
@@ -81,7 +98,7 @@ static int same_msg(const acxi_ctrl_msg_t *a, const acxi_ctrl_msg_t *b) {
   case ACXI_CTRL_PUT_REQ: {
     const acx_token_t *s = &a->u.access.token, *t = &b->u.access.token;
     return a->u.access.offset == b->u.access.offset && a->u.access.bytes == b->u.access.bytes &&
-           a->u.access.tag == b->u.access.tag && s->key == t->key && s->buffer_id == t->buffer_id &&
+           a->u.access.tag == b->u.access.tag && a->u.access.staging == b->u.access.staging && s->key == t->key && s->buffer_id == t->buffer_id &&
            s->generation == t->generation && s->epoch == t->epoch && s->bytes == t->bytes && s->rights == t->rights &&
            s->dtype == t->dtype && s->owner_rank == t->owner_rank &&
            strcmp(s->device.pci_bus_id, t->device.pci_bus_id) == 0;
@@ -98,6 +115,9 @@ static int same_msg(const acxi_ctrl_msg_t *a, const acxi_ctrl_msg_t *b) {
   case ACXI_CTRL_CHAN_OPEN:
     return a->u.chan.channel == b->u.chan.channel &&
            memcmp(a->u.chan.nccl_id, b->u.chan.nccl_id, ACXI_CTRL_NCCL_ID_BYTES) == 0;
+  case ACXI_CTRL_IPC_OPEN:
+    return a->u.ipc.staging == b->u.ipc.staging && a->u.ipc.bytes == b->u.ipc.bytes &&
+           memcmp(a->u.ipc.handle, b->u.ipc.handle, ACXI_CTRL_IPC_HANDLE_BYTES) == 0;
   default:
     return 0;
   }
@@ -152,6 +172,8 @@ static void test_round_trip(void) {
   CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_CHAN_OPEN), ACXI_CTRL_MAX_BYTES);
   CU_ASSERT(acxi_ctrl_wire_size(ACXI_CTRL_GET_REQ) < ACXI_CTRL_MAX_BYTES);
   CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_REBUILD_READY), ACXI_CTRL_HEADER_BYTES + 8);
+  CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_IPC_OPEN), ACXI_CTRL_HEADER_BYTES + 16 + ACXI_CTRL_IPC_HANDLE_BYTES);
+  CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_GET_REQ), ACXI_CTRL_HEADER_BYTES + ACX_TOKEN_BYTES + 32);
   CU_ASSERT_EQUAL(acxi_ctrl_wire_size((acxi_ctrl_type_t)0), 0);
 }
 
@@ -159,7 +181,7 @@ static void test_header_layout(void) {
   acxi_ctrl_msg_t m = sample(2);
   uint8_t b[ACXI_CTRL_MAX_BYTES];
   size_t len = encode_ok(&m, b);
-  static const uint8_t head[36] = {'A', 'C', 'X', 'C', 2, 0, ACXI_CTRL_GET_REPLY, 0, 0, 0, 0, 0, 2, 0, 0, 0,
+  static const uint8_t head[36] = {'A', 'C', 'X', 'C', 3, 0, ACXI_CTRL_GET_REPLY, 0, 0, 0, 0, 0, 2, 0, 0, 0,
                                    0xea, 3, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0};
   CU_ASSERT(memcmp(b, head, sizeof head) == 0);
   CU_ASSERT_EQUAL(len, 56);
@@ -238,7 +260,11 @@ static void test_header_fields(void) {
   CU_ASSERT_EQUAL(defect_of(b, len, &st), ACXI_CTRL_BAD_VERSION);
   CU_ASSERT_EQUAL(st, ACX_ERR_NOT_SUPPORTED);
   len = encode_ok(&m, b);
-  wr16(b + 4, 3);
+  wr16(b + 4, 2); /* the version before IPC_OPEN (requests 8 bytes shorter) */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, &st), ACXI_CTRL_BAD_VERSION);
+  len = encode_ok(&m, b);
+  wr16(b + 4, ACXI_CTRL_VERSION + 1);
   reseal(b, len);
   CU_ASSERT_EQUAL(defect_of(b, len, &st), ACXI_CTRL_BAD_VERSION);
 
@@ -310,6 +336,45 @@ static void test_payload_fields(void) {
   wr32(b + 8, ACXI_CTRL_FLAG_CHANNEL); /* the CHANNEL flag on anything but a request */
   reseal(b, len);
   CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FLAGS);
+
+  /* The device path: IPC_OPEN's staging number and size; the IPC flag and a request's staging
+   * number go together, on requests only, never with CHANNEL. */
+  m = sample(9);
+  len = encode_ok(&m, b);
+  wr64(b + 40, 0); /* staging number 0 */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
+  len = encode_ok(&m, b);
+  wr64(b + 48, 0); /* staging size 0 */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
+  len = encode_ok(&m, b);
+  wr32(b + 8, ACXI_CTRL_FLAG_IPC); /* the IPC flag on an IPC_OPEN */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FLAGS);
+  m = sample(10);
+  len = encode_ok(&m, b);
+  const size_t staging_at = 40 + ACX_TOKEN_BYTES + 24;
+  wr64(b + staging_at, 0); /* an IPC request naming no staging buffer */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
+  len = encode_ok(&m, b);
+  wr32(b + 8, 0); /* a staging number without the IPC flag */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
+  len = encode_ok(&m, b);
+  wr32(b + 8, ACXI_CTRL_FLAG_IPC | ACXI_CTRL_FLAG_CHANNEL); /* two paths at once */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FLAGS);
+  len = encode_ok(&m, b);
+  wr32(b + 8, 0x8); /* a bit with no meaning yet */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FLAGS);
+  m = sample(2);
+  len = encode_ok(&m, b);
+  wr32(b + 8, ACXI_CTRL_FLAG_IPC); /* on a reply */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FLAGS);
 }
 
 /* A request whose token is broken (message checksum right): BAD_TOKEN, and the receiver still
@@ -342,7 +407,25 @@ static void test_encode_rejects(void) {
   m.type = (acxi_ctrl_type_t)0;
   ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
   m = sample(0);
-  m.flags = 4;
+  m.flags = 8;
+  ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
+  m = sample(0);
+  m.flags = ACXI_CTRL_FLAG_IPC; /* no staging number */
+  ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
+  m = sample(0);
+  m.u.access.staging = 3; /* without the IPC flag */
+  ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
+  m = sample(10);
+  m.flags |= ACXI_CTRL_FLAG_CHANNEL;
+  ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
+  m = sample(2);
+  m.flags = ACXI_CTRL_FLAG_IPC; /* requests only */
+  ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
+  m = sample(9);
+  m.u.ipc.bytes = 0;
+  ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
+  m = sample(9);
+  m.u.ipc.staging = 0;
   ACX_ASSERT_STATUS(acxi_ctrl_encode(&m, b, sizeof b, NULL), ACX_ERR_INVALID_ARG);
   m = sample(0);
   m.sender = -1;
@@ -372,8 +455,9 @@ static void test_random(void) {
   for (int i = 0; i < 100000; i++) {
     uint8_t b[ACXI_CTRL_MAX_BYTES], b2[ACXI_CTRL_MAX_BYTES];
     acx_test_fill_random(b, sizeof b, (uint64_t)i + 1);
-    uint16_t type = (uint16_t)(1 + b[6] % 7);
-    size_t len = type <= ACXI_CTRL_REBUILD_READY ? acxi_ctrl_wire_size((acxi_ctrl_type_t)type) : 48;
+    uint16_t type = (uint16_t)(1 + b[6] % 8);
+    size_t len = type <= ACXI_CTRL_REBUILD_READY || type == ACXI_CTRL_IPC_OPEN
+                     ? acxi_ctrl_wire_size((acxi_ctrl_type_t)type) : 48;
     if (i % 2) {
       wr32(b, ACXI_CTRL_MAGIC);
       wr16(b + 4, ACXI_CTRL_VERSION);
