@@ -70,6 +70,58 @@ static void check_allreduce(void) {
   acx_buffer_release(b);
 }
 
+/* The other collectives, checked exactly: after a rebuild every one must work under the same
+ * handle (a hierarchical coll re-forms its groups, staging buffers and mappings). */
+static void check_collectives(void) {
+  enum { K = 19 };
+  size_t n = (size_t)nranks;
+  int32_t *a = malloc(n * K * sizeof *a), *g = malloc(n * K * sizeof *g);
+  int64_t *rs = malloc(n * K * sizeof *rs), rso[K];
+  uint64_t *t = malloc(n * K * sizeof *t), *to = malloc(n * K * sizeof *to);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a && g && rs && t && to);
+  for (int i = 0; i < K; i++) a[i] = rank * 100 + i;
+  for (size_t i = 0; i < n * K; i++) {
+    rs[i] = (int64_t)(rank + 1) * (int64_t)(i + 1);
+    t[i] = (uint64_t)rank << 32 | (uint64_t)(i / K) << 16 | (uint64_t)(i % K);
+  }
+  acx_buffer_t *ga = alloc(n * K * sizeof *a, ACX_DTYPE_I32), *gb = alloc(n * K * sizeof *a, ACX_DTYPE_I32);
+  acx_buffer_t *ra = alloc(n * K * sizeof *rs, ACX_DTYPE_I64), *rb = alloc(K * sizeof *rs, ACX_DTYPE_I64);
+  acx_buffer_t *ta = alloc(n * K * sizeof *t, ACX_DTYPE_U64), *tb = alloc(n * K * sizeof *t, ACX_DTYPE_U64);
+  ACX_ASSERT_STATUS(acx_buffer_write(ga, 0, a, K * sizeof *a, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_write(ra, 0, rs, n * K * sizeof *rs, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_write(ta, 0, t, n * K * sizeof *t, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_allgather_sync(coll, ga, gb, K, ACX_DTYPE_I32, 0, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_reduce_scatter_sync(coll, ra, rb, K, ACX_DTYPE_I64, ACX_REDOP_SUM, 0, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_alltoall_sync(coll, ta, tb, K, ACX_DTYPE_U64, 0, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_broadcast_sync(coll, ga, ga, K, ACX_DTYPE_I32, nranks - 1, 0, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_read(gb, 0, g, n * K * sizeof *g, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_read(rb, 0, rso, sizeof rso, 0, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_read(tb, 0, to, n * K * sizeof *to, 0, T_LONG), ACX_OK);
+  size_t wrong = 0;
+  int64_t ranks_sum = (int64_t)nranks * (nranks + 1) / 2;
+  for (size_t r = 0; r < n; r++)
+    for (int i = 0; i < K; i++) {
+      wrong += g[r * K + (size_t)i] != (int32_t)r * 100 + i;
+      wrong += to[r * K + (size_t)i] != ((uint64_t)r << 32 | (uint64_t)rank << 16 | (uint64_t)i);
+    }
+  for (int i = 0; i < K; i++) wrong += rso[i] != ranks_sum * (int64_t)((size_t)rank * K + (size_t)i + 1);
+  ACX_ASSERT_STATUS(acx_buffer_read(ga, 0, a, K * sizeof *a, 0, T_LONG), ACX_OK);
+  for (int i = 0; i < K; i++) wrong += a[i] != (nranks - 1) * 100 + i;
+  if (wrong) fprintf(stderr, "rank %d: %zu wrong elements in the collectives after the rebuild\n", rank, wrong);
+  CU_ASSERT_EQUAL(wrong, 0);
+  acx_buffer_release(ga);
+  acx_buffer_release(gb);
+  acx_buffer_release(ra);
+  acx_buffer_release(rb);
+  acx_buffer_release(ta);
+  acx_buffer_release(tb);
+  free(a);
+  free(g);
+  free(rs);
+  free(t);
+  free(to);
+}
+
 static void test_rebuild_after_kill(void) {
   /* Which node loses its executor: on a (simulated) cluster, one of several. */
   int nodes_before = acx_test_check_nodes(world), node = -1;
@@ -156,9 +208,10 @@ static void test_rebuild_after_kill(void) {
   for (size_t i = 0; i < n; i++) wrong += back[i] != (unsigned char)(p * 31 + i);
   CU_ASSERT_EQUAL(wrong, 0);
 
-  /* Collectives resume under the same handle. */
+  /* Collectives resume under the same handle: every kind of them. */
   ACX_ASSERT_STATUS(acx_coll_state(coll), ACX_OK);
   check_allreduce();
+  check_collectives();
   MPI_Barrier(MPI_COMM_WORLD);
   acx_buffer_unexport(old);
   if (cur != old) {
