@@ -13,12 +13,42 @@ shift 4
 # progress line on stderr, so the launcher's interleaving of ranks cannot split the line compared.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# A run still going after RESILIENT_HANG_S seconds (default 100; a run takes a few) is a hang: what
+# every rank's threads are doing goes to stderr before the 150 s timeout kills the job, so a rare
+# hang leaves its evidence (gdb's backtraces when gdb is installed, else each thread's kernel wait).
+hang_report() {
+  local exe p t
+  exe=$(readlink -f "$example")
+  echo "resilient_test.sh: the $1 run is still going after ${RESILIENT_HANG_S:-100} s: its ranks' threads" >&2
+  for p in $(pgrep -f -- "$example"); do
+    [ "$(readlink -f "/proc/$p/exe" 2>/dev/null)" = "$exe" ] || continue
+    echo "--- pid $p" >&2
+    if command -v gdb >/dev/null; then
+      gdb -p "$p" -batch -ex "thread apply all bt" 2>&1 | grep -E "^Thread|^#" | head -120 >&2
+    else
+      for t in /proc/"$p"/task/*; do
+        echo "  thread $(basename "$t") $(cat "$t/comm" 2>/dev/null): $(cat "$t/wchan" 2>/dev/null)" >&2
+      done
+    fi
+  done
+}
 run() { # run NAME [example args...]: stdout to $tmp/NAME.out, stderr to $tmp/NAME.err
-  local name=$1
+  local name=$1 pid waited=0
   shift
   # shellcheck disable=SC2086 # the flag is one word or none
   timeout 150 "$mpiexec" -np "$np" ${ACX_MPIEXEC_OVERSUBSCRIBE---oversubscribe} "$example" "$@" \
-    >"$tmp/$name.out" 2>"$tmp/$name.err"
+    >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  pid=$!
+  # A watchdog's poll, not a synchronisation: the run's end is waited for below.
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$waited" -ge "$((${RESILIENT_HANG_S:-100} * 5))" ]; then
+      hang_report "$name"
+      break
+    fi
+    sleep 0.2
+    waited=$((waited + 1))
+  done
+  wait "$pid"
 }
 run clean "$@"
 rc=$?
