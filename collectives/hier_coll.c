@@ -68,11 +68,6 @@ int acxc_hier_mode(const acx_coll_t *c) {
 /* ------------------------------------------------------------------------------------------ */
 /* waits                                                                                       */
 
-static int64_t left_ns(int64_t deadline) {
-  int64_t l = deadline - acxi_now_ns();
-  return l > 1000000 ? l : 1000000;
-}
-
 /* Waits for one MPI request until the deadline. On ACX_ERR_COLL_TIMEOUT the request is parked
  * with `mem` (MPI may still write it: the caller must not free it) and the communicators are
  * kept. */
@@ -98,59 +93,39 @@ static acx_status_t mpi_wait(acx_coll_t *c, acxc_hier_t *h, MPI_Request *req, vo
   }
 }
 
-/* Every status of the group at the leader: the worst (ACX_OK: all well). *mpi_failed: the
- * exchange itself failed (the coll is then broken by the caller). */
-static acx_status_t gather_status(acx_coll_t *c, acxc_hier_t *h, acx_status_t mine, int64_t deadline,
-                                  acx_status_t *worst) {
-  int *v = calloc((size_t)h->gsize + 1, sizeof *v);
-  if (!v) return ACX_ERR_NO_MEMORY;
-  v[h->gsize] = (int)mine;
-  MPI_Request req;
-  if (MPI_Igather(&v[h->gsize], 1, MPI_INT, v, 1, MPI_INT, 0, h->gcomm, &req) != MPI_SUCCESS) {
-    free(v);
-    return ACX_ERR_MPI;
-  }
-  acx_status_t st = mpi_wait(c, h, &req, v, deadline, "the group's gather");
-  if (st != ACX_OK) return st; /* v parked or freed below only on success */
-  *worst = mine;
-  if (h->grank == 0)
-    for (int i = 0; i < h->gsize; i++)
-      if (v[i] != ACX_OK && *worst == ACX_OK) *worst = (acx_status_t)v[i];
-  free(v);
-  return ACX_OK;
-}
+/* The step protocol's small exchanges: one int per rank, on heap memory (an exchange that passes
+ * its deadline is parked with it: MPI may still write it). GATHER: the worst status of the group
+ * at the leader (members keep their own); BCAST: the leader's value to its group; LEADERS: the
+ * worst over the leaders. Statuses are positive and ACX_OK is 0, so the worst is the largest. */
+typedef enum { X_GATHER, X_BCAST, X_LEADERS } xchg_t;
 
-/* The leader's status to its group. */
-static acx_status_t bcast_status(acx_coll_t *c, acxc_hier_t *h, acx_status_t *s, int64_t deadline) {
-  int *v = malloc(sizeof *v);
+static acx_status_t exchange(acx_coll_t *c, acxc_hier_t *h, xchg_t kind, acx_status_t in, int64_t deadline,
+                             acx_status_t *out) {
+  *out = in;
+  if (kind == X_LEADERS && h->lsize == 1) return ACX_OK;
+  int n = kind == X_GATHER ? h->gsize : 1; /* v[0..n): what arrives; v[n]: this rank's */
+  int *v = calloc((size_t)n + 1, sizeof *v);
   if (!v) return ACX_ERR_NO_MEMORY;
-  *v = (int)*s;
+  v[0] = v[n] = (int)in;
   MPI_Request req;
-  if (MPI_Ibcast(v, 1, MPI_INT, 0, h->gcomm, &req) != MPI_SUCCESS) {
+  int r;
+  static const char *const what[] = {"the group's gather", "the group's broadcast", "the leaders' agreement"};
+  switch (kind) {
+  case X_GATHER: r = MPI_Igather(&v[n], 1, MPI_INT, v, 1, MPI_INT, 0, h->gcomm, &req); break;
+  case X_BCAST: r = MPI_Ibcast(v, 1, MPI_INT, 0, h->gcomm, &req); break;
+  default: r = MPI_Iallreduce(&v[n], v, 1, MPI_INT, MPI_MAX, h->lcomm, &req); break;
+  }
+  if (r != MPI_SUCCESS) {
     free(v);
+    ACX_WARN(COLL, "hierarchical collective: posting %s failed", what[kind]);
     return ACX_ERR_MPI;
   }
-  acx_status_t st = mpi_wait(c, h, &req, v, deadline, "the group's broadcast");
-  if (st != ACX_OK) return st;
-  *s = (acx_status_t)*v;
-  free(v);
-  return ACX_OK;
-}
-
-/* Leaders: the worst status of every group (statuses are positive, ACX_OK is 0). */
-static acx_status_t leaders_agree(acx_coll_t *c, acxc_hier_t *h, acx_status_t *s, int64_t deadline) {
-  if (h->lsize == 1) return ACX_OK;
-  int *v = malloc(2 * sizeof *v);
-  if (!v) return ACX_ERR_NO_MEMORY;
-  v[0] = (int)*s;
-  MPI_Request req;
-  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MAX, h->lcomm, &req) != MPI_SUCCESS) {
-    free(v);
-    return ACX_ERR_MPI;
-  }
-  acx_status_t st = mpi_wait(c, h, &req, v, deadline, "the leaders' agreement");
-  if (st != ACX_OK) return st;
-  *s = (acx_status_t)v[1];
+  acx_status_t st = mpi_wait(c, h, &req, v, deadline, what[kind]);
+  if (st != ACX_OK) return st; /* v is MPI's now (parked), or the request failed */
+  if (kind != X_GATHER || h->grank == 0)
+    for (int i = 0; i < n; i++)
+      if (v[i] > (int)*out) *out = (acx_status_t)v[i];
+  if (kind == X_BCAST) *out = (acx_status_t)v[0];
   free(v);
   return ACX_OK;
 }
@@ -168,7 +143,7 @@ static acx_status_t inner_nccl(acx_coll_t *c, acxc_hier_t *h, uint32_t op, acx_b
   cmd.buf[0] = send->id;
   cmd.buf[1] = recv->id;
   acxi_cpl_t cpl = {0};
-  acx_status_t st = acxi_device_call(c->dev, &cmd, ba, send == recv ? 1 : 2, 0, -1, left_ns(deadline), &cpl);
+  acx_status_t st = acxi_device_call(c->dev, &cmd, ba, send == recv ? 1 : 2, 0, -1, acxi_left_ns(deadline), &cpl);
   if (st != ACX_OK) {
     ACX_WARN(COLL, "hierarchical collective: the leaders' NCCL step (op %#x) failed: %s (NCCL code %d)", op,
              acx_status_name(st), cpl.lib_code);
@@ -190,9 +165,9 @@ static acx_status_t inner_mpi(acx_coll_t *c, acxc_hier_t *h, uint32_t op, acx_bu
   unsigned char *sb = h->host, *rb = h->host + h->stage;
   if (op == ACXC_OP_ALLGATHER) {
     ACXCHECK(acx_buffer_read(send, (size_t)h->lrank * count * es, rb + (size_t)h->lrank * count * es, sn * es,
-                             stream, left_ns(deadline)));
+                             stream, acxi_left_ns(deadline)));
   } else {
-    ACXCHECK(acx_buffer_read(send, 0, op == ACXC_OP_BROADCAST ? rb : sb, sn * es, stream, left_ns(deadline)));
+    ACXCHECK(acx_buffer_read(send, 0, op == ACXC_OP_BROADCAST ? rb : sb, sn * es, stream, acxi_left_ns(deadline)));
   }
   MPI_Datatype t = acxc_mpi_dtype(dt);
   MPI_Request req;
@@ -213,7 +188,7 @@ static acx_status_t inner_mpi(acx_coll_t *c, acxc_hier_t *h, uint32_t op, acx_bu
     if (h->parked) h->host = NULL; /* MPI keeps it */
     return st;
   }
-  return acx_buffer_write(recv, 0, rb, rn * es, stream, left_ns(deadline));
+  return acx_buffer_write(recv, 0, rb, rn * es, stream, acxi_left_ns(deadline));
 }
 
 static acx_status_t inner(acx_coll_t *c, acxc_hier_t *h, uint32_t op, acx_buffer_t *send, acx_buffer_t *recv,
@@ -221,7 +196,7 @@ static acx_status_t inner(acx_coll_t *c, acxc_hier_t *h, uint32_t op, acx_buffer
                           int64_t deadline) {
   /* One group: nothing to exchange (an all-to-all's blocks still move from `pack` to staging). */
   if (h->lsize == 1)
-    return send == recv ? ACX_OK : acx_buffer_copy(recv, 0, send, 0, count * acx_dtype_size(dt), stream, left_ns(deadline));
+    return send == recv ? ACX_OK : acx_buffer_copy(recv, 0, send, 0, count * acx_dtype_size(dt), stream, acxi_left_ns(deadline));
   if (redop == ACX_REDOP_AVG) redop = ACX_REDOP_SUM; /* divided once, after the leaders' sum */
   return c->host_kind ? inner_mpi(c, h, op, send, recv, count, dt, redop, root, stream, deadline)
                                            : inner_nccl(c, h, op, send, recv, count, dt, redop, root, stream, deadline);
@@ -242,7 +217,7 @@ typedef struct batch {
 
 static void batch_flush(batch_t *b) {
   for (int i = 0; i < b->n; i++) {
-    acx_status_t s = acx_future_wait(b->f[i], left_ns(b->deadline), NULL, 0, NULL);
+    acx_status_t s = acx_future_wait(b->f[i], acxi_left_ns(b->deadline), NULL, 0, NULL);
     if (s != ACX_OK && b->st == ACX_OK) b->st = s;
     acx_future_release(b->f[i]);
   }
@@ -280,7 +255,7 @@ typedef struct chunk {
 static acx_status_t step_in(acx_coll_t *c, acxc_hier_t *h, const chunk_t *k, int64_t deadline) {
   const acxc_opdesc_t *d = k->d;
   size_t es = k->es, n = (size_t)c->size, bytes = k->n * es;
-  int64_t t = left_ns(deadline);
+  int64_t t = acxi_left_ns(deadline);
   switch (d->op) {
   case ACXC_OP_ALLREDUCE:
   case ACXC_OP_REDUCE:
@@ -309,7 +284,7 @@ static acx_status_t step_in(acx_coll_t *c, acxc_hier_t *h, const chunk_t *k, int
 static acx_status_t step_combine(acx_coll_t *c, acxc_hier_t *h, const chunk_t *k, int64_t deadline) {
   const acxc_opdesc_t *d = k->d;
   size_t es = k->es, n = (size_t)c->size, bytes = k->n * es;
-  int64_t t = left_ns(deadline);
+  int64_t t = acxi_left_ns(deadline);
   switch (d->op) {
   case ACXC_OP_ALLREDUCE:
   case ACXC_OP_REDUCE:
@@ -359,7 +334,7 @@ static acx_status_t step_inner(acx_coll_t *c, acxc_hier_t *h, const chunk_t *k, 
   case ACXC_OP_REDUCE_SCATTER:
     st = inner(c, h, ACXC_OP_ALLREDUCE, h->mine, h->mine, k->n, d->dtype, d->redop, 0, d->stream, deadline);
     if (st == ACX_OK && d->redop == ACX_REDOP_AVG)
-      st = acxi_buffer_div(h->mine, 0, k->n, d->dtype, (uint64_t)c->size, d->stream, left_ns(deadline));
+      st = acxi_buffer_div(h->mine, 0, k->n, d->dtype, (uint64_t)c->size, d->stream, acxi_left_ns(deadline));
     return st;
   case ACXC_OP_BROADCAST:
     return inner(c, h, ACXC_OP_BROADCAST, h->mine, h->mine, k->n, d->dtype, ACX_REDOP_SUM, h->group_of[d->peer],
@@ -368,7 +343,7 @@ static acx_status_t step_inner(acx_coll_t *c, acxc_hier_t *h, const chunk_t *k, 
     /* In place in `pack` (each leader's slot at its index), then the whole to its staging buffer. */
     st = inner(c, h, ACXC_OP_ALLGATHER, h->pack, h->pack, g * k->n, d->dtype, ACX_REDOP_SUM, 0, d->stream, deadline);
     if (st == ACX_OK)
-      st = acx_buffer_copy(h->mine, 0, h->pack, 0, (size_t)h->lsize * g * k->n * k->es, d->stream, left_ns(deadline));
+      st = acx_buffer_copy(h->mine, 0, h->pack, 0, (size_t)h->lsize * g * k->n * k->es, d->stream, acxi_left_ns(deadline));
     return st;
   case ACXC_OP_ALLTOALL:
     return inner(c, h, ACXC_OP_ALLTOALL, h->pack, h->mine, g * g * k->n, d->dtype, ACX_REDOP_SUM, 0, d->stream,
@@ -383,7 +358,7 @@ static acx_status_t step_out(acx_coll_t *c, acxc_hier_t *h, const chunk_t *k, in
   const acxc_opdesc_t *d = k->d;
   size_t es = k->es, bytes = k->n * es, g = (size_t)h->gmax;
   acx_buffer_t *res = result_of(h);
-  int64_t t = left_ns(deadline);
+  int64_t t = acxi_left_ns(deadline);
   switch (d->op) {
   case ACXC_OP_ALLREDUCE:
   case ACXC_OP_BROADCAST:
@@ -463,12 +438,12 @@ acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadli
      * every member has copied the last chunk's result out of the leader's staging buffer. */
     acx_status_t s = h->grank == 0 ? ACX_OK : step_in(c, h, &k, deadline), worst = ACX_OK;
     if (own == ACX_OK) own = s;
-    acx_status_t m = gather_status(c, h, s, deadline, &worst);
+    acx_status_t m = exchange(c, h, X_GATHER, s, deadline, &worst);
     if (m != ACX_OK) return lost(c, m);
     if (h->grank == 0) {
       if (worst == ACX_OK && (worst = step_in(c, h, &k, deadline)) != ACX_OK) own = worst;
       if (worst == ACX_OK && (worst = step_combine(c, h, &k, deadline)) != ACX_OK) own = worst;
-      if ((m = leaders_agree(c, h, &worst, deadline)) != ACX_OK) return lost(c, m);
+      if ((m = exchange(c, h, X_LEADERS, worst, deadline, &worst)) != ACX_OK) return lost(c, m);
       if (worst == ACX_OK) {
         worst = step_inner(c, h, &k, deadline);
         if (worst != ACX_OK) own = worst;
@@ -479,7 +454,7 @@ acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadli
         }
       }
     }
-    if ((m = bcast_status(c, h, &worst, deadline)) != ACX_OK) return lost(c, m);
+    if ((m = exchange(c, h, X_BCAST, worst, deadline, &worst)) != ACX_OK) return lost(c, m);
     if (worst != ACX_OK) {
       /* A rank whose own steps went well reports another's failure as a lost peer: its device
        * is fine (a peer's ACX_ERR_DEVICE_LOST must not send this rank into device recovery). */
@@ -526,7 +501,7 @@ static acx_status_t arrive(acx_coll_t *c, acxc_hier_t *h, MPI_Comm comm, int64_t
 static acx_status_t exchange_handles(acx_coll_t *c, acxc_hier_t *h, int64_t deadline) {
   acxi_ipc_handle_t *all = calloc((size_t)h->gsize + 1, sizeof *all);
   if (!all) return ACX_ERR_NO_MEMORY;
-  acx_status_t st = acxi_buffer_ipc_export(h->mine, &all[h->gsize], left_ns(deadline));
+  acx_status_t st = acxi_buffer_ipc_export(h->mine, &all[h->gsize], acxi_left_ns(deadline));
   if (st != ACX_OK) {
     free(all);
     return st;
@@ -544,7 +519,7 @@ static acx_status_t exchange_handles(acx_coll_t *c, acxc_hier_t *h, int64_t dead
   }
   if ((st = mpi_wait(c, h, &req, all, deadline, "the leader's staging handle")) != ACX_OK) return st;
   for (int j = h->grank == 0 ? 1 : 0; st == ACX_OK && j < (h->grank == 0 ? h->gsize : 1); j++)
-    st = acxi_buffer_ipc_import(c->dev, &all[j], ACX_DTYPE_BYTE, left_ns(deadline), &h->peer[j]);
+    st = acxi_buffer_ipc_import(c->dev, &all[j], ACX_DTYPE_BYTE, acxi_left_ns(deadline), &h->peer[j]);
   free(all);
   return st;
 }
@@ -663,9 +638,9 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
   memcpy(h->group_of, groups, (size_t)c->size * sizeof *groups);
   free(groups);
 
-  ACXCHECK(acxi_buffer_alloc_shareable(c->dev, h->stage, ACX_DTYPE_BYTE, left_ns(deadline), &h->mine));
+  ACXCHECK(acxi_buffer_alloc_shareable(c->dev, h->stage, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &h->mine));
   if (h->grank == 0) {
-    ACXCHECK(acx_buffer_alloc(c->dev, h->stage, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, left_ns(deadline), &h->pack));
+    ACXCHECK(acx_buffer_alloc(c->dev, h->stage, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, acxi_left_ns(deadline), &h->pack));
     if (c->host_kind && !(h->host = malloc(2 * h->stage))) return ACX_ERR_NO_MEMORY;
   }
   ACXCHECK(exchange_handles(c, h, deadline));

@@ -248,11 +248,6 @@ int acxc_remote_running(const acx_world_t *w) { return remote_of(w) != NULL; }
 
 static void add(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 
-static int64_t left_ns(int64_t deadline) {
-  int64_t l = deadline - acxi_now_ns();
-  return l > 1000000 ? l : 1000000;
-}
-
 static void put_status(unsigned char *p, acx_status_t st) { acxi_put_le32(p, (uint32_t)st); }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -724,8 +719,8 @@ static acx_status_t serve_ipc(remote_t *rm, const acxi_ctrl_msg_t *m, acx_buffer
   acx_buffer_t *imp = NULL;
   uint64_t bytes = m->u.access.bytes, off = m->u.access.offset;
   ACXCHECK(ipc_import_for(rm, m->sender, m->u.access.staging, buf->dev, bytes, &imp));
-  acx_status_t st = is_put ? acx_buffer_copy(buf, off, imp, 0, bytes, 0, left_ns(deadline))
-                           : acx_buffer_copy(imp, 0, buf, off, bytes, 0, left_ns(deadline));
+  acx_status_t st = is_put ? acx_buffer_copy(buf, off, imp, 0, bytes, 0, acxi_left_ns(deadline))
+                           : acx_buffer_copy(imp, 0, buf, off, bytes, 0, acxi_left_ns(deadline));
   acx_buffer_release(imp);
   if (st != ACX_OK) {
     ACX_WARN(COLL, "remote: serving rank %d's %s %" PRIu64 " through its staging buffer %" PRIu64 " failed: %s",
@@ -741,7 +736,7 @@ static acx_status_t serve_ipc(remote_t *rm, const acxi_ctrl_msg_t *m, acx_buffer
 static void rop_finish(struct rop *r, acx_status_t st);
 
 static void ipc_land(remote_t *rm, rop_t *r, acx_status_t st) {
-  if (st == ACX_OK) st = acx_buffer_copy(r->local, r->local_off, r->stg->buf, 0, r->bytes, 0, left_ns(r->deadline_ns));
+  if (st == ACX_OK) st = acx_buffer_copy(r->local, r->local_off, r->stg->buf, 0, r->bytes, 0, acxi_left_ns(r->deadline_ns));
   if (st == ACX_OK) {
     add(&rm->bytes_in, r->bytes);
     add(&rm->ipc_requested, 1);
@@ -794,7 +789,7 @@ static rop_t *rop_take(remote_t *rm, int owner, uint64_t tag) {
 /* A get's bytes are here (server thread): into local, and the request is done. st != ACX_OK:
  * they did not come, or the server is stopping. */
 static void get_land(rop_t *r, acx_status_t st) {
-  if (st == ACX_OK) st = acx_buffer_write(r->local, r->local_off, r->staging, r->bytes, 0, left_ns(r->deadline_ns));
+  if (st == ACX_OK) st = acx_buffer_write(r->local, r->local_off, r->staging, r->bytes, 0, acxi_left_ns(r->deadline_ns));
   atomic_fetch_sub_explicit(&r->rm->inflight, 1, memory_order_release);
   rop_finish(r, st);
 }

@@ -16,6 +16,13 @@ static inline int64_t acxi_deadline(int64_t timeout_ns) {
   return timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
 }
 
+/* What is left until deadline, at least 1 ms: a call that is out of time still gets one try
+ * (and fails with its own timeout status) rather than a zero or negative timeout. */
+static inline int64_t acxi_left_ns(int64_t deadline) {
+  int64_t l = deadline - acxi_now_ns();
+  return l > 1000000 ? l : 1000000;
+}
+
 static inline struct timespec acxi_ts_from_ns(int64_t ns) {
   struct timespec ts = {.tv_sec = ns / 1000000000LL, .tv_nsec = ns % 1000000000LL};
   return ts;
