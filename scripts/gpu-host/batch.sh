@@ -2,11 +2,15 @@
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
 # .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mprobe hier sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
-# F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT.
+# F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT. Steps run on the GPUs that
+# CUDA_VISIBLE_DEVICES names (all when unset): NG below; two batches on disjoint GPU sets can run at
+# once with their own OUT. Steps for every visible GPU (issue 18): stests sres sbench smn.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
 export PATH="/usr/local/cuda/bin:$PATH"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 ACX_EXECUTOR_PATH=$B/tools/acx-executor
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then NG=$(tr , '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .); else NG=$(nvidia-smi -L | grep -c '^GPU'); fi
+RB_ENV="ACX_HEARTBEAT_MS=20000 ACX_COLL_TIMEOUT=30000 ACX_REBUILD_TIMEOUT=60000 ACX_REMOTE_TIMEOUT=20000"
 BENCH="mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE $B/bench/allreduce/acx-allreduce-bench --compare"
 for step in "$@"; do
   case "$step" in
@@ -52,7 +56,7 @@ for step in "$@"; do
       for rep in $(seq ${NETCMP_REPS:-2}); do for bl in 1 0; do for rg in "-b 8 -e 256K -f 8 -n 200 -w 20" "-b 2M -e ${NETCMP_MAX:-1G} -f 8 -n 10 -w 3"; do
         ACX_COLL_BLOCKING=$bl NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x ACX_COLL_BLOCKING $B/bench/allreduce/acx-allreduce-bench --compare $rg -d float >$OUT/netcmp-$bl-$rep.txt 2>&1; echo "rc=$?"; grep -E "^ +[0-9]+ " $OUT/netcmp-$bl-$rep.txt | sed "s/^/blocking=$bl rep=$rep /"; done; done; done ;;
     ctestr) el ctestr  # the GPU tests matching CTEST_R, with CTEST_ENV exported
-      (cd $B && env ${CTEST_ENV:-} timeout ${CTEST_T:-300} ctest -R "${CTEST_R:-.}" -L gpu --output-on-failure --timeout 200 >$OUT/ctest-r.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-r.txt | tail -30) ;;
+      (cd $B && env ${CTEST_ENV:-} timeout ${CTEST_T:-300} ctest -R "${CTEST_R:-.}" -E "${CTEST_E:-^$}" -L gpu --output-on-failure --timeout 200 >$OUT/ctest-r.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-r.txt | tail -30) ;;
     mtests) el mtests  # the gpu-multinode tests: 2 simulated nodes x 1 GPU (docs/multinode.md)
       (cd $B && timeout ${MT_T:-420} ctest -L gpu-multinode --output-on-failure --timeout 300 >$OUT/ctest-gpu-multinode.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-gpu-multinode.txt | tail -30) ;;
     mbench) el mbench  # acx vs raw NCCL f32 8 B - 1 GiB: 2 simulated nodes x 1 GPU, and 1 node with NCCL's network transport forced; rounds ABBA (-r), medians
@@ -69,7 +73,6 @@ for step in "$@"; do
         timeout 120 $SIM $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 64K -f 8 -n $n -w 20 -r 3 -d float >$OUT/mp-$n-$rep.txt 2>&1; echo "n=$n rep=$rep rc=$?"
         grep -E "^ +[0-9]+ " $OUT/mp-$n-$rep.txt | sed "s/^/n=$n rep=$rep /"; done; done ;;
     hier) el hier  # ranks sharing a GPU (hierarchical colls): acx all-reduce f32 at 1, 2 and 4 ranks per GPU, interleaved rounds
-      NG=$(nvidia-smi -L | wc -l)
       for rep in $(seq ${HB_REPS:-2}); do for k in 1 2 4; do np=$((NG * k))
         nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 500 >$OUT/hier-mem-$k-$rep.txt 2>/dev/null & SMI=$!
         t0=$(date +%s%N); timeout ${HB_T:-150} mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench -b 8 -e ${HB_MAX:-256M} -f 8 -n ${HB_N:-20} -w 5 -d float >$OUT/hier-$k-$rep.txt 2>&1; rc=$?; kill $SMI 2>/dev/null
@@ -79,6 +82,23 @@ for step in "$@"; do
       cmake -S $S -B $S/build-sm80 -G Ninja -DCMAKE_CUDA_ARCHITECTURES=80-real -DACX_BUILD_BENCH=OFF >$OUT/sm80-cfg.txt 2>&1 && cmake --build $S/build-sm80 -j 32 --target acx-info test_engine_cuda acx-executor >$OUT/sm80-build.txt 2>&1 || { tail -20 $OUT/sm80-build.txt; }
       $S/build-sm80/tools/acx-info 2>&1 | grep -iE "architectures|compute capability" | head -4
       ACX_EXECUTOR_PATH=$S/build-sm80/tools/acx-executor timeout 60 $S/build-sm80/tests/gpu/test_engine_cuda 2>&1 | grep -m3 -iE "no kernel image|NOT_SUPPORTED|Run Summary" ;;
+    stests) el stests  # every visible GPU: test_coll (1 rank per GPU: flat NCCL; 2 per GPU: hierarchical), test_rebuild, test_remote
+      for w in "$NG:test_coll:--cuda" "$((2 * NG)):test_coll:--cuda --hier" "$NG:test_rebuild:--cuda" "$NG:test_remote:--cuda"; do IFS=: read -r np t a <<<"$w"
+        d=$(dirname "$(find $B/tests -name "$t" -type f | head -1)")
+        env $RB_ENV timeout ${ST_T:-240} mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $d/$t $a >$OUT/st-$t-$np.txt 2>&1; echo "np=$np $t $a rc=$?"
+        grep -E "Run Summary|suites|tests  |asserts|crossfire" $OUT/st-$t-$np.txt | head -5; done ;;
+    sres) el sres  # the resilient example with a fault on rank 1 (injected, then executor killed) at 2 and NG ranks: identical result, fault to ready
+      for np in 2 $NG; do for f in inject kill; do
+        env $RB_ENV timeout 320 $S/tests/rebuild/resilient_test.sh $B/examples/resilient_allreduce mpirun $np 17 --iters 40 --n 1048576 --cuda --fault $f >$OUT/sres-$np-$f.txt 2>&1; echo "np=$np fault=$f rc=$?"
+        grep -E "identical|differ|rebuild\(s\)|never" $OUT/sres-$np-$f.txt | sort -u | head -$((np + 2)); done; done ;;
+    sbench) el sbench  # acx vs raw NCCL on every visible GPU, f32 and bf16, 8 B - 8 GiB
+      for d in float bfloat16; do timeout ${SB_T:-280} mpirun -np $NG --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e ${SB_MAX:-8G} -f 4 -n ${SB_N:-20} -w 5 -d $d --json $OUT/sb-$d.json >$OUT/sb-$d.txt 2>&1; echo "np=$NG $d rc=$?"; grep -vE "^#  Rank" $OUT/sb-$d.txt | tail -22; done ;;
+    smn) el smn  # 2 simulated nodes x NG/2 GPUs: test_coll, test_rebuild, the resilient example with a fault, acx vs raw NCCL
+      SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r $((NG / 2)) -g $((NG / 2)) --mpirun -x --mpirun ACX_EXECUTOR_PATH --"
+      for t in test_coll test_rebuild; do d=$(dirname "$(find $B/tests -name "$t" -type f | head -1)")
+        env $RB_ENV timeout 240 $SIM $d/$t --cuda >$OUT/smn-$t.txt 2>&1; echo "2 nodes x $((NG / 2)) GPUs: $t rc=$?"; grep -E "Run Summary|tests  |asserts" $OUT/smn-$t.txt | head -3; done
+      env $RB_ENV SIM_MPIEXEC_GPUS_PER_NODE=$((NG / 2)) SIM_MPIEXEC_MAP_BY=slot timeout 320 $S/tests/rebuild/resilient_test.sh $B/examples/resilient_allreduce $S/tests/multinode/sim_mpiexec.sh $NG 17 --iters 40 --n 1048576 --cuda --fault inject >$OUT/smn-res.txt 2>&1; echo "resilient rc=$?"; grep -E "identical|differ|rebuild\(s\)" $OUT/smn-res.txt | sort -u | head -6
+      timeout 200 $SIM $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 1G -f 8 -n 10 -w 3 -d float >$OUT/smn-bench.txt 2>&1; echo "bench rc=$?"; grep -E "nodes:|^ +[0-9]+ " $OUT/smn-bench.txt ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
 done
