@@ -137,6 +137,15 @@ done
 say "$(printf '%q ' "${cmd[@]}")"
 [ $dry_run = 1 ] && exit 0
 
+# PMIx's data store: restricted to one component (the GPU host exports PMIX_MCA_gds=hash), MPI_Init
+# and the first collectives hang with 2 or more ranks per node when several orteds share one host
+# (seen with Open MPI 4.1.4 and 4.1.6: plain MPI_Comm_split_type + MPI_Allgather never return on
+# node0; hash, ds21 and ds12 alone all hang; the default selection works). Leave the choice to PMIx.
+if [ -n "${PMIX_MCA_gds:-}" ] && [[ $PMIX_MCA_gds != *,* ]] && [ "$per_node" -gt 1 ]; then
+  say "PMIX_MCA_gds=$PMIX_MCA_gds unset for this job: one data-store component hangs $per_node ranks per simulated node"
+  unset PMIX_MCA_gds
+fi
+
 export SIM_CLUSTER_NODES=$nodes SIM_CLUSTER_RANKS_PER_NODE=$per_node SIM_CLUSTER_NODELIST=$nodelist
 export SIM_CLUSTER_SHARED_SHM=$shared_shm
 if [ -n "$gpus_per_node" ]; then export SIM_CLUSTER_GPU_MAP=$gpu_map; else unset SIM_CLUSTER_GPU_MAP; fi
