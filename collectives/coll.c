@@ -44,9 +44,7 @@ static const char *op_fn(uint32_t op) {
   }
 }
 
-static acx_status_t broken(const acx_coll_t *c) {
-  return (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
-}
+static acx_status_t broken(const acx_coll_t *c) { return acxc_coll_broken(c); }
 
 /* ------------------------------------------------------------------------------------------ */
 /* validation                                                                                 */
@@ -229,7 +227,7 @@ void acxc_coll_break(acx_coll_t *c, acx_status_t cause, int abort, const char *w
   ACX_WARN(COLL, "coll (rank %d of %d, %s) broken: %s: %s; waiting operations fail with it%s", c->rank, c->size,
            c->host ? "host kind, MPI" : "NCCL", why, acx_status_name(cause),
            abort && !c->host ? ", the communicator is aborted" : "");
-  fail_tracked(c, cause);
+  fail_tracked(c, acxc_coll_user_status(c, cause));
   if (c->host) acxc_mpi_break(c, cause);
   else if (abort) send_abort(c, cause);
 }
@@ -916,6 +914,7 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   pthread_mutexattr_destroy(&ma);
   pthread_mutex_init(&c->track_lock, NULL);
   atomic_init(&c->broken, ACX_OK);
+  atomic_init(&c->supervised, 0);
   c->gents = malloc(ACXC_GROUP_MAX * sizeof *c->gents);
   c->gdesc = malloc(ACXC_GROUP_MAX * sizeof *c->gdesc);
   c->gfuts = calloc(ACXC_GROUP_MAX, sizeof *c->gfuts);

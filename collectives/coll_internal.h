@@ -43,7 +43,11 @@ struct acx_coll {
   int64_t timeout_ns;
   uint64_t generation; /* device generation the communicator was made in */
 
-  _Atomic int broken; /* acx_status_t: ACX_OK while usable */
+  _Atomic int broken; /* acx_status_t: ACX_OK while usable, else the cause (acxc_coll_cause) */
+  /* 1 while acx_world_supervise rebuilds the world when this coll fails: its operations then fail
+   * with the retryable ACX_ERR_WORLD_REBUILDING whatever broke it (acxc_coll_broken), since the
+   * supervisor rebuilds on every cause; `broken` keeps the cause for the supervisor and the logs. */
+  _Atomic int supervised;
   _Atomic int closing;
 
   /* Submission order: one submitter at a time per communicator (group owners hold it across
@@ -97,6 +101,21 @@ acx_status_t acxc_nccl_make_id(acx_device_t *dev, acx_host_mem_t *region);
 /* The coll is broken with `cause` (first cause wins): waiting operations fail with it, the NCCL
  * communicator is aborted (abort != 0). Any thread. */
 void acxc_coll_break(acx_coll_t *c, acx_status_t cause, int abort, const char *why);
+/* What broke the coll (ACX_OK: nothing), as recorded. */
+static inline acx_status_t acxc_coll_cause(const acx_coll_t *c) {
+  return (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
+}
+/* The status a caller sees for `s`, a failure of this coll: under supervision a failure means a
+ * rebuild (a peer's fault can reach this rank first as its transport's error: NCCL over sockets
+ * sees the connection close before the rebuild notice arrives), so ACX_ERR_WORLD_REBUILDING. */
+static inline acx_status_t acxc_coll_user_status(const acx_coll_t *c, acx_status_t s) {
+  if (s == ACX_OK || s == ACX_ERR_CANCELLED || !atomic_load_explicit(&c->supervised, memory_order_acquire)) return s;
+  return ACX_ERR_WORLD_REBUILDING;
+}
+/* acxc_coll_user_status of the cause: what operations of a broken coll fail with. */
+static inline acx_status_t acxc_coll_broken(const acx_coll_t *c) {
+  return acxc_coll_user_status(c, acxc_coll_cause(c));
+}
 /* The watchdog's turn (the actor's timer): deadlines and the NCCL async-error probe. */
 void acxc_coll_watchdog(acx_coll_t *c);
 /* The probe's answer (cpl of the CHECK command). */

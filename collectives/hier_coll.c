@@ -80,7 +80,7 @@ static acx_status_t mpi_wait(acx_coll_t *c, acxc_hier_t *h, MPI_Request *req, vo
       return ACX_ERR_MPI;
     }
     if (flag) return ACX_OK;
-    acx_status_t b = h->building ? ACX_OK : (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
+    acx_status_t b = h->building ? ACX_OK : acxc_coll_broken(c);
     if (acxi_now_ns() >= deadline || b != ACX_OK) {
       acxc_world_park(*req, mem);
       h->parked = 1;

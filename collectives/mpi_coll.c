@@ -237,7 +237,7 @@ static acx_status_t finish_op(acx_coll_t *c, mop_t *o, int64_t tmo) {
 
 /* Hierarchical: one member after the other (no point-to-point in these groups: coll.c refuses it). */
 static void run_hier(acx_coll_t *c, mreq_t *r) {
-  acx_status_t st = (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
+  acx_status_t st = acxc_coll_broken(c);
   for (int i = 0; st == ACX_OK && i < r->nops; i++) st = acxc_hier_run(c, &r->ops[i].d, r->deadline_ns);
   req_complete(c, r, st);
   req_free(r, 1);
@@ -250,7 +250,7 @@ static void run_request(acx_coll_t *c, mreq_t *r) {
   }
   acxc_mpi_t *m = c->mpi;
   int64_t tmo = acxi_device_timeout(c->dev, -1);
-  acx_status_t st = (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
+  acx_status_t st = acxc_coll_broken(c);
   int posted = 0;
   for (int i = 0; st == ACX_OK && i < r->nops; i++) {
     st = post(c, &r->ops[i], &r->reqs[i], tmo);
@@ -270,7 +270,7 @@ static void run_request(acx_coll_t *c, mreq_t *r) {
       }
       if (flag) break;
       int64_t now = acxi_now_ns();
-      acx_status_t b = (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
+      acx_status_t b = acxc_coll_broken(c);
       if (now >= r->deadline_ns || b != ACX_OK) {
         st = b != ACX_OK ? b : ACX_ERR_COLL_TIMEOUT;
         if (b == ACX_OK)
@@ -500,7 +500,7 @@ acx_status_t acxc_mpi_synchronize(acx_coll_t *c, acxc_mpi_t *m, int64_t timeout_
   acx_status_t st = m->unreported;
   m->unreported = ACX_OK;
   pthread_mutex_unlock(&m->lock);
-  acx_status_t b = (acx_status_t)atomic_load_explicit(&c->broken, memory_order_acquire);
+  acx_status_t b = acxc_coll_broken(c);
   if (st == ACX_OK && b == ACX_OK && stopped) st = ACX_ERR_CANCELLED;
   return st != ACX_OK ? st : b;
 }

@@ -243,7 +243,7 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
   switch (msg->type) {
   case MSG_TICK: {
     if (!s->coll) return ACX_OK;
-    acx_status_t cs = acx_coll_state(s->coll);
+    acx_status_t cs = acxc_coll_cause(s->coll); /* acx_coll_state says WORLD_REBUILDING under supervision */
     pthread_mutex_lock(&s->lock);
     int ready = s->state == S_READY && !s->pending;
     pthread_mutex_unlock(&s->lock);
@@ -521,6 +521,7 @@ acx_status_t acx_world_supervise(acx_world_t *world, acx_system_t *sys, acx_devi
   s->next = registry;
   registry = s;
   pthread_mutex_unlock(&registry_lock);
+  if (coll) atomic_store_explicit(&coll->supervised, 1, memory_order_release);
   ACX_INFO(COLL, "world supervised: rank %d, rebuild deadline %" PRId64 " ms, %d attempts", acxc_ctrl_rank(s->cp),
            s->timeout_ns / 1000000, s->attempts);
   return ACX_OK;
@@ -551,6 +552,7 @@ acx_status_t acx_world_unsupervise(acx_world_t *world, int64_t timeout_ns) {
     ACX_WARN(COLL, "acx_world_unsupervise: this world is not supervised");
     return ACX_ERR_INVALID_STATE;
   }
+  if (s->coll) atomic_store_explicit(&s->coll->supervised, 0, memory_order_release);
   stop_actor(s);
   acxc_ctrl_set_handler(s->cp, ACXI_CTRL_REBUILD_NOTICE, NULL, NULL);
   acxc_ctrl_set_handler(s->cp, ACXI_CTRL_REBUILD_READY, NULL, NULL);

@@ -320,9 +320,9 @@ int main(int argc, char **argv) {
       completed = k++;
       continue;
     }
-    /* A peer's fault reaches this rank as a rebuild notice (WORLD_REBUILDING) or, when the
-     * transport notices first (NCCL over sockets sees the peer's connection close), as an NCCL
-     * error or a lost peer: the supervisor rebuilds the world either way. */
+    /* A peer's fault reaches this rank as ACX_ERR_WORLD_REBUILDING (also when the transport notices
+     * first: NCCL over sockets sees the peer's connection close), as this rank's own lost device,
+     * or as an error of a buffer that went with it: the supervisor rebuilds the world either way. */
     if (!ACX_IS_RETRYABLE(st) && !ACX_IS_BUFFER_ERROR(st) && !ACX_IS_WORLD_ERROR(st) && !ACX_IS_DEVICE_LOST(st)) {
       fprintf(stderr, "rank %d: iteration %d failed: %s\n", rank, k, acx_status_str(st));
       MPI_Abort(MPI_COMM_WORLD, 1);

@@ -98,7 +98,9 @@ acx_status_t acx_coll_destroy(acx_coll_t *coll, int64_t timeout_ns);
 acx_status_t acx_coll_rank(const acx_coll_t *coll, int *rank);
 acx_status_t acx_coll_size(const acx_coll_t *coll, int *size);
 /* ACX_OK while usable; otherwise why it broke (ACX_ERR_COLL_TIMEOUT, ACX_ERR_NCCL, ACX_ERR_MPI,
- * ACX_ERR_DEVICE_LOST, ...). Any thread. */
+ * ACX_ERR_DEVICE_LOST, ...). Under acx_world_supervise every failure means a rebuild: the coll's
+ * operations and this call then say ACX_ERR_WORLD_REBUILDING, whatever broke it (the cause is in
+ * the log and in acx_world_rebuild_stats' last_cause). Any thread. */
 acx_status_t acx_coll_state(const acx_coll_t *coll);
 /* Aborts the communicator now (NCCL: ncclCommAbort in the executor) and fails every waiting
  * operation with `cause` (ACX_ERR_CANCELLED when cause is ACX_OK). The coll stays broken. */

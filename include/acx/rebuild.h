@@ -2,7 +2,8 @@
  * executor is restarted (its device generation moved) or its collectives fail (an NCCL error, a
  * passed deadline), that rank tells every other rank over the control plane (REBUILD_NOTICE);
  * every rank then retires its collectives (waiting and new operations fail with the retryable
- * ACX_ERR_WORLD_REBUILDING), waits for its device, creates a new communicator under the same
+ * ACX_ERR_WORLD_REBUILDING; so do they when the rank's transport sees the fault first, e.g. NCCL
+ * over sockets seeing a dead peer's connection close before the notice arrives), waits for its device, creates a new communicator under the same
  * acx_coll_t (cuda: a fresh ncclUniqueId from rank 0 broadcast over MPI, a new NCCL
  * communicator in each executor; host: a fresh MPI duplicate), moves the world's epoch on (older
  * tokens answer ACX_ERR_STALE_TOKEN from then on, remote requests accepted before but whose bytes

@@ -26,6 +26,7 @@
 #include "acx/world.h"
 #include "acx_test.h"
 #include "acx_test_nodes.h"
+#include "collectives/coll_internal.h"
 #include "collectives/remote/ctrl_plane.h"
 #include "runtime/base/clock.h"
 #include "runtime/device/device_internal.h"
@@ -242,6 +243,41 @@ static void test_requested_rebuild(void) {
   CU_ASSERT_EQUAL(rs.last_initiator, 0);
   CU_ASSERT_EQUAL(rs.last_cause, ACX_ERR_PEER_LOST);
   CU_ASSERT(rs.max_fault_to_ready_ns >= rs.last_fault_to_ready_ns);
+  check_allreduce();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A peer's fault can reach a rank first as its transport's error: NCCL over sockets sees the
+ * peer's connection close before the rebuild notice arrives (gpu_multinode_rebuild on the GPU host
+ * failed so: the waiting all-reduce returned ACX_ERR_NCCL). Under supervision the caller sees the
+ * retryable ACX_ERR_WORLD_REBUILDING all the same, and the supervisor rebuilds on the real cause.
+ * Rank 0 breaks its coll the way the transport's error does, while it waits in an all-reduce. */
+static void test_transport_error_under_supervision(void) {
+  uint64_t e = 0;
+  acx_world_epoch(world, &e);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    acx_buffer_t *pend = alloc(64, ACX_DTYPE_F32);
+    acx_future_t *f = NULL;
+    ACX_ASSERT_STATUS(acx_allreduce(coll, pend, pend, 16, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &f), ACX_OK);
+    acxc_coll_break(coll, ACX_ERR_NCCL, 1, "test: the transport saw a peer's connection close");
+    acx_status_t st = acx_future_wait(f, T_LONG, NULL, 0, NULL);
+    acx_future_release(f);
+    ACX_ASSERT_STATUS(st, ACX_ERR_WORLD_REBUILDING);
+    /* New operations too, until the rebuild is done (or already done: the world moved on). */
+    st = acx_coll_state(coll);
+    CU_ASSERT(st == ACX_ERR_WORLD_REBUILDING || st == ACX_OK);
+    acx_buffer_release(pend);
+  }
+  ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_world_wait_ready(world, T_LONG), ACX_OK);
+  uint64_t e2 = 0;
+  acx_world_epoch(world, &e2);
+  CU_ASSERT_EQUAL(e2, e + 1);
+  acx_rebuild_stats_t rs = {.size = sizeof rs};
+  ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &rs), ACX_OK);
+  CU_ASSERT_EQUAL(rs.last_initiator, 0);
+  CU_ASSERT_EQUAL(rs.last_cause, ACX_ERR_NCCL);
   check_allreduce();
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -584,6 +620,7 @@ int main(int argc, char **argv) {
   if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   if (acx_world_supervise(world, sys, dev, coll, NULL) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   static const acx_test_case_t cases[] = {ACX_TEST(test_rebuild_after_kill), ACX_TEST(test_requested_rebuild),
+                                          ACX_TEST(test_transport_error_under_supervision),
                                           ACX_TEST(test_restart_during_rebuild),
                                           ACX_TEST(test_synchronize_during_rebuild),
                                           ACX_TEST(test_revocation_put_after_epoch),
