@@ -158,6 +158,8 @@ void acxc_mpi_destroy(acx_coll_t *c, int64_t timeout_ns);
 MPI_Comm acxc_mpi_comm(const acx_coll_t *c);
 MPI_Datatype acxc_mpi_dtype(acx_dtype_t d);
 MPI_Op acxc_mpi_redop(const acx_coll_t *c, acx_dtype_t d, acx_redop_t op);
+/* buf[i] /= n for count elements of d: avg's division (integer division for integer types). */
+void acxc_mpi_divide(void *buf, acx_dtype_t d, size_t count, int n);
 
 /* Hierarchical collectives (hier_coll.c). mode: 1 when this coll should be hierarchical
  * (ACX_COLL_HIER, and ranks sharing a GPU); the ranks agree on it before create. create:

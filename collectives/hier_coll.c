@@ -57,6 +57,9 @@ struct acxc_hier {
   uint64_t comm_id;       /* cuda leaders, more than one group: NCCL among the leaders */
   acx_host_mem_t *region; /* ... and the host region its unique id came through */
   unsigned char *host;    /* host-kind leaders: 2 x stage bytes of host copies for MPI */
+  size_t direct;          /* all-reduces of at most this many bytes take the direct path (0: none;
+                             the smallest ACX_COLL_HIER_DIRECT_KB of any rank, at most `stage`) */
+  unsigned char *dhost;   /* the direct path's host copies: 2 x direct bytes, then 2 status ints */
   int parked;             /* an MPI exchange passed its deadline: the communicators (and `host`)
                              stay with MPI, never freed */
   int building;           /* set-up (creation or a rebuild's reinit, while the coll is still marked
@@ -430,10 +433,55 @@ static acx_status_t lost(acx_coll_t *c, acx_status_t st) {
   return st;
 }
 
+/* Small all-reduces skip the staging steps: every rank reads its input into host memory, one MPI
+ * all-reduce over every rank (with each rank's status reduced beside it, so a failed read fails
+ * the operation everywhere and nothing is written), every rank writes its result. Two executor
+ * round trips and one exchange, where the staged path takes three exchanges and four or five round
+ * trips per chunk. The order of a floating-point sum is then MPI's (fixed for a given MPI and
+ * world size), not the staged path's group order. */
+static acx_status_t direct_allreduce(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t *d, int64_t deadline) {
+  size_t es = acx_dtype_size(d->dtype), bytes = d->count * es;
+  unsigned char *sb = h->dhost, *rb = h->dhost + h->direct;
+  int *stv = (int *)(h->dhost + 2 * h->direct); /* [0]: this rank's status, [1]: the worst */
+  acx_status_t own = acx_buffer_read(d->send, 0, sb, bytes, d->stream, acxi_left_ns(deadline));
+  stv[0] = (int)own;
+  MPI_Comm comm = acxc_mpi_comm(c);
+  acx_redop_t op = d->redop == ACX_REDOP_AVG ? ACX_REDOP_SUM : d->redop;
+  MPI_Request req[2];
+  if (MPI_Iallreduce(sb, rb, (int)d->count, acxc_mpi_dtype(d->dtype), acxc_mpi_redop(c, d->dtype, op), comm, &req[0]) !=
+      MPI_SUCCESS)
+    return lost(c, ACX_ERR_MPI);
+  if (MPI_Iallreduce(&stv[0], &stv[1], 1, MPI_INT, MPI_MAX, comm, &req[1]) != MPI_SUCCESS) {
+    acxc_world_park(req[0], h->dhost);
+    h->dhost = NULL; /* MPI may still write it */
+    h->parked = 1;
+    return lost(c, ACX_ERR_MPI);
+  }
+  /* A wait that passes its deadline parks its request with dhost, which MPI may still write. */
+  acx_status_t m = mpi_wait(c, h, &req[0], h->dhost, deadline, "the direct all-reduce");
+  if (m == ACX_OK) m = mpi_wait(c, h, &req[1], h->dhost, deadline, "the direct all-reduce's status");
+  else if (h->parked) acxc_world_park(req[1], NULL); /* its memory is parked with req[0] */
+  if (m != ACX_OK) {
+    if (h->parked) h->dhost = NULL; /* parked with MPI: never freed */
+    return lost(c, m);
+  }
+  acx_status_t worst = (acx_status_t)stv[1];
+  if (worst != ACX_OK) {
+    if (own == ACX_OK)
+      ACX_WARN(COLL, "hierarchical all-reduce (%zu elements, direct): another rank's read failed with %s: "
+               "ACX_ERR_PEER_LOST here", d->count, acx_status_name(worst));
+    return own != ACX_OK ? own : ACX_ERR_PEER_LOST;
+  }
+  if (d->redop == ACX_REDOP_AVG) acxc_mpi_divide(rb, d->dtype, d->count, c->size);
+  return acx_buffer_write(d->recv, 0, rb, bytes, d->stream, acxi_left_ns(deadline));
+}
+
 acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadline) {
   acxc_hier_t *h = c->hier;
   if (!h) return ACX_ERR_INVALID_STATE;
   size_t es = acx_dtype_size(d->dtype);
+  /* The same choice on every rank: the count and dtype are the collective's, `direct` agreed. */
+  if (d->op == ACXC_OP_ALLREDUCE && h->dhost && d->count <= h->direct / es) return direct_allreduce(c, h, d, deadline);
   size_t total = d->count;
   if (d->op == ACXC_OP_REDUCE_SCATTER) total = d->count * (size_t)c->size; /* reduced whole, then split */
   size_t per = chunk_elems(c, h, d, es);
@@ -603,12 +651,19 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
     MPI_Comm_rank(h->lcomm, &h->lrank);
     MPI_Comm_size(h->lcomm, &h->lsize);
   }
-  /* Every rank's group and place in it; the leader count and index reach the members. */
-  int mine[4] = {h->lrank, h->grank, h->gsize, h->lsize};
+  /* Every rank's group and place in it, and its direct-path limit; the leader count and index
+   * reach the members. */
+  int64_t dkb = acxi_param_int("ACX_COLL_HIER_DIRECT_KB");
+  if (dkb < 0) {
+    ACX_WARN(COLL, "acx_coll_create: ACX_COLL_HIER_DIRECT_KB=%" PRId64 " is negative (0 turns the direct path off)", dkb);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (dkb > kb) dkb = kb; /* never more than a staging buffer */
+  int mine[5] = {h->lrank, h->grank, h->gsize, h->lsize, (int)dkb};
   int *all = malloc((size_t)c->size * sizeof mine);
   if (!all) return ACX_ERR_NO_MEMORY;
   MPI_Request req;
-  if (MPI_Iallgather(mine, 4, MPI_INT, all, 4, MPI_INT, comm, &req) != MPI_SUCCESS) {
+  if (MPI_Iallgather(mine, 5, MPI_INT, all, 5, MPI_INT, comm, &req) != MPI_SUCCESS) {
     free(all);
     return ACX_ERR_MPI;
   }
@@ -623,11 +678,14 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
   /* A member learns its group's index from its leader's entry (the lowest rank with grank 0 of
    * its group: the leader is the group's lowest rank, so the first leader entry at or below). */
   for (int r = 0; r < c->size; r++) {
-    h->pos_of[r] = all[4 * r + 1];
-    if (all[4 * r + 2] > h->gmax) h->gmax = all[4 * r + 2];
-    if (all[4 * r + 1] == 0) h->lsize = all[4 * r + 3];
+    h->pos_of[r] = all[5 * r + 1];
+    if (all[5 * r + 2] > h->gmax) h->gmax = all[5 * r + 2];
+    if (all[5 * r + 1] == 0) h->lsize = all[5 * r + 3];
+    if (all[5 * r + 4] < dkb) dkb = all[5 * r + 4];
   }
   free(all);
+  h->direct = (size_t)dkb * 1024;
+  if (h->direct && !(h->dhost = malloc(2 * h->direct + 2 * sizeof(int)))) return ACX_ERR_NO_MEMORY;
   /* Group indices: a leader's own lrank; members get it from their leader. */
   int *gi = malloc(sizeof *gi);
   if (!gi) return ACX_ERR_NO_MEMORY;
@@ -668,8 +726,9 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
                 members);
   /* Fixed at creation (a rebuild makes the same groups): validation reads it without a lock. */
   if (!c->hier_where[0]) memcpy(c->hier_where, where, sizeof where);
-  ACX_INFO(COLL, "hierarchical coll: rank %d is %s of group %d of %d (%s); staging %zu KiB", c->rank,
-           h->grank == 0 ? "the leader" : "a member", h->lrank, h->lsize, where, h->stage / 1024);
+  ACX_INFO(COLL, "hierarchical coll: rank %d is %s of group %d of %d (%s); staging %zu KiB; all-reduces up to %zu "
+           "KiB direct", c->rank, h->grank == 0 ? "the leader" : "a member", h->lrank, h->lsize, where, h->stage / 1024,
+           h->direct / 1024);
   return ACX_OK;
 }
 
@@ -689,6 +748,7 @@ void acxc_hier_destroy(acx_coll_t *c) {
   if (h->mine) acx_buffer_release(h->mine);
   if (!h->parked) {
     free(h->host);
+    free(h->dhost);
     if (h->gcomm != MPI_COMM_NULL) MPI_Comm_free(&h->gcomm);
     if (h->lcomm != MPI_COMM_NULL) MPI_Comm_free(&h->lcomm);
   }

@@ -99,8 +99,7 @@ MPI_Comm acxc_mpi_comm(const acx_coll_t *c) { return c->mpi ? c->mpi->comm : MPI
 MPI_Datatype acxc_mpi_dtype(acx_dtype_t d) { return mpi_type(d); }
 MPI_Op acxc_mpi_redop(const acx_coll_t *c, acx_dtype_t d, acx_redop_t op) { return mpi_op(c->mpi, d, op); }
 
-/* buf[i] /= n, the second half of avg. */
-static void divide(void *buf, acx_dtype_t d, size_t count, int n) {
+void acxc_mpi_divide(void *buf, acx_dtype_t d, size_t count, int n) {
   for (size_t i = 0; i < count; i++) {
     switch (d) {
     case ACX_DTYPE_I8: ((int8_t *)buf)[i] = (int8_t)(((int8_t *)buf)[i] / n); break;
@@ -229,7 +228,7 @@ static acx_status_t finish_op(acx_coll_t *c, mop_t *o, int64_t tmo) {
   int reduces = d->op == ACXC_OP_ALLREDUCE || d->op == ACXC_OP_REDUCE || d->op == ACXC_OP_REDUCE_SCATTER;
   if (d->op == ACXC_OP_REDUCE && !root) return ACX_OK;
   if (!o->rn) return ACX_OK;
-  if (reduces && d->redop == ACX_REDOP_AVG) divide(o->rbuf, d->dtype, o->rn, c->size);
+  if (reduces && d->redop == ACX_REDOP_AVG) acxc_mpi_divide(o->rbuf, d->dtype, o->rn, c->size);
   size_t off = 0;
   if (d->op == ACXC_OP_REDUCE_SCATTER && d->send == d->recv) off = (size_t)c->rank * d->count * es;
   return acx_buffer_write(d->recv, off, o->rbuf, o->rn * es, d->stream, tmo);
