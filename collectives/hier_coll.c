@@ -27,6 +27,7 @@
  * the world's size after the leaders' step (integer division for integer types, as NCCL does). */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -659,6 +660,7 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
     return ACX_ERR_INVALID_ARG;
   }
   if (dkb > kb) dkb = kb; /* never more than a staging buffer */
+  if (dkb > INT_MAX / 1024) dkb = INT_MAX / 1024; /* counts go to MPI as int */
   int mine[5] = {h->lrank, h->grank, h->gsize, h->lsize, (int)dkb};
   int *all = malloc((size_t)c->size * sizeof mine);
   if (!all) return ACX_ERR_NO_MEMORY;

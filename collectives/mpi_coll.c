@@ -138,6 +138,9 @@ static void req_free(mreq_t *r, int free_staging) {
 }
 
 static void req_complete(acx_coll_t *c, mreq_t *r, acx_status_t st) {
+  /* A failure that broke the coll reads as its callers see every failure of a broken coll
+   * (ACX_ERR_WORLD_REBUILDING under supervision: coll_internal.h). */
+  if (st != ACX_OK && acxc_coll_cause(c) != ACX_OK) st = acxc_coll_user_status(c, st);
   int told = 0;
   for (int i = 0; r->mfuts && i < r->nops; i++)
     if (r->mfuts[i]) {

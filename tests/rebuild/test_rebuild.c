@@ -227,6 +227,23 @@ static void test_rebuild_after_kill(void) {
   free(back);
 }
 
+/* After one rebuild from epoch e, which `initiator` started for `cause`: epoch e + 1, the stats
+ * say so, and the collectives work. */
+static void check_rebuilt_by(uint64_t e, int initiator, acx_status_t cause) {
+  ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_world_wait_ready(world, T_LONG), ACX_OK);
+  uint64_t e2 = 0;
+  acx_world_epoch(world, &e2);
+  CU_ASSERT_EQUAL(e2, e + 1);
+  acx_rebuild_stats_t rs = {.size = sizeof rs};
+  ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &rs), ACX_OK);
+  CU_ASSERT_EQUAL(rs.last_initiator, initiator);
+  CU_ASSERT_EQUAL(rs.last_cause, cause);
+  CU_ASSERT(rs.max_fault_to_ready_ns >= rs.last_fault_to_ready_ns);
+  check_allreduce();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static void test_requested_rebuild(void) {
   uint64_t e = 0;
   acx_world_epoch(world, &e);
@@ -234,17 +251,7 @@ static void test_requested_rebuild(void) {
    * otherwise read the new epoch and wait for one more (seen under srun, 4 ranks on 2 cores). */
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) ACX_ASSERT_STATUS(acx_world_request_rebuild(world, ACX_ERR_PEER_LOST), ACX_OK);
-  ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
-  uint64_t e2 = 0;
-  acx_world_epoch(world, &e2);
-  CU_ASSERT_EQUAL(e2, e + 1);
-  acx_rebuild_stats_t rs = {.size = sizeof rs};
-  ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &rs), ACX_OK);
-  CU_ASSERT_EQUAL(rs.last_initiator, 0);
-  CU_ASSERT_EQUAL(rs.last_cause, ACX_ERR_PEER_LOST);
-  CU_ASSERT(rs.max_fault_to_ready_ns >= rs.last_fault_to_ready_ns);
-  check_allreduce();
-  MPI_Barrier(MPI_COMM_WORLD);
+  check_rebuilt_by(e, 0, ACX_ERR_PEER_LOST);
 }
 
 /* A peer's fault can reach a rank first as its transport's error: NCCL over sockets sees the
@@ -269,17 +276,7 @@ static void test_transport_error_under_supervision(void) {
     CU_ASSERT(st == ACX_ERR_WORLD_REBUILDING || st == ACX_OK);
     acx_buffer_release(pend);
   }
-  ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e, T_LONG), ACX_OK);
-  ACX_ASSERT_STATUS(acx_world_wait_ready(world, T_LONG), ACX_OK);
-  uint64_t e2 = 0;
-  acx_world_epoch(world, &e2);
-  CU_ASSERT_EQUAL(e2, e + 1);
-  acx_rebuild_stats_t rs = {.size = sizeof rs};
-  ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &rs), ACX_OK);
-  CU_ASSERT_EQUAL(rs.last_initiator, 0);
-  CU_ASSERT_EQUAL(rs.last_cause, ACX_ERR_NCCL);
-  check_allreduce();
-  MPI_Barrier(MPI_COMM_WORLD);
+  check_rebuilt_by(e, 0, ACX_ERR_NCCL);
 }
 
 /* Rank 1's executor dies while a rebuild rank 0 asked for gets under way: that one rebuild covers
