@@ -35,6 +35,7 @@
 
 #include "collectives/coll_internal.h"
 #include "collectives/world_internal.h"
+#include "runtime/actor/future.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/log.h"
 #include "runtime/base/param.h"
@@ -61,6 +62,11 @@ struct acxc_hier {
   size_t direct;          /* all-reduces of at most this many bytes take the direct path (0: none;
                              the smallest ACX_COLL_HIER_DIRECT_KB of any rank, at most `stage`) */
   unsigned char *dhost;   /* the direct path's host copies: 2 x direct bytes, then 2 status ints */
+  acx_host_mem_t *flags;  /* the ordered path's flags (ordered.c below): the leader's region,
+                             attached by its members; NULL: the path is off */
+  _Atomic uint32_t *fl;   /* ... mapped here */
+  uint32_t fseq;          /* ... the sequence number of the last chunk (every rank of the group
+                             counts the same chunks) */
   int parked;             /* an MPI exchange passed its deadline: the communicators (and `host`)
                              stay with MPI, never freed */
   int building;           /* set-up (creation or a rebuild's reinit, while the coll is still marked
@@ -477,10 +483,192 @@ static acx_status_t direct_allreduce(acx_coll_t *c, acxc_hier_t *h, const acxc_o
   return acx_buffer_write(d->recv, 0, rb, bytes, d->stream, acxi_left_ns(deadline));
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* the ordered path: all-reduces ordered on the streams                                         */
+
+/* All-reduces of every size skip the MPI exchanges: the steps are ordered on the executors'
+ * streams through 32-bit flags in a host region of the group (the leader's, attached by its
+ * members and registered with every executor of the group, which reach it through the GPU's
+ * mapping of pinned memory). Per chunk, with s the chunk's sequence number (the same on every rank
+ * of the group: each counts the same chunks):
+ *   member j: copy its input into its staging buffer; ready[j] := s; wait until done >= s; copy
+ *             the result out of the leader's staging buffer. Every command of every chunk is
+ *             enqueued at once (fire-and-forget but the last); the rank waits for the last.
+ *   leader:   waits on the host until every ready[j] >= s (a few loads of shared memory, no
+ *             round trip), then enqueues: its input into its staging buffer, the members' reduced
+ *             into it, the leaders' step (NCCL in the executors; host kind: MPI on host copies),
+ *             avg's division, done := s, its result out.
+ * Reuse is ordered by the same flags: a member writes its staging buffer for chunk s + 1 only
+ * after done >= s (its stream waited), which the leader writes after its reduce read it; the
+ * leader writes its own for s + 1 only after every ready >= s + 1, which each member writes
+ * after copying chunk s out. The leader's host wait is what keeps a failure from spreading as
+ * garbage: a leader enqueues its leaders' step only when all its members' inputs are there and
+ * none aborted, so a leaders' step that completes had every group's real data.
+ * Failure: a rank whose wait fails (deadline, broken coll, lost device, a failed command) aborts
+ * the group: abort := 1 and every flag pushed far ahead, which releases every stream of the group
+ * still waiting (its own included: no executor stays wedged), and breaks the coll (a rebuild makes
+ * it anew). A member checks, once its last command completed, that done >= s and no abort: a
+ * released wait is a failure, never a result. recv is undefined after a failed operation. */
+#define FL_ABORT 0u                   /* word index: nonzero once the group aborted */
+#define FL_DONE 16u                   /* the leader's: the result of chunk `done` is in its staging */
+#define FL_READY(j) (32u + 16u * (j)) /* member j's: its input of chunk ready[j] is in its staging */
+#define FL_BYTES(g) (4u * FL_READY(g))
+#define FL_AHEAD (1u << 30)           /* how far an abort pushes the flags */
+
+static int fl_reached(uint32_t v, uint32_t want) { return (int32_t)(v - want) >= 0; }
+
+/* The group's flags are dead: every waiter of the group passes, and finds the abort. */
+static void flags_abort(acxc_hier_t *h) {
+  if (!h->fl) return;
+  /* release: abort is visible to whoever sees a pushed flag (stored after it). */
+  atomic_store_explicit(&h->fl[FL_ABORT], 1u, memory_order_release);
+  uint32_t v = h->fseq + FL_AHEAD;
+  atomic_store_explicit(&h->fl[FL_DONE], v, memory_order_release);
+  for (int j = 0; j < h->gsize; j++) atomic_store_explicit(&h->fl[FL_READY(j)], v, memory_order_release);
+}
+
+static int flags_aborted(const acxc_hier_t *h) {
+  return atomic_load_explicit(&h->fl[FL_ABORT], memory_order_acquire) != 0;
+}
+
+static acx_status_t post(acx_coll_t *c, acxi_cmd_t *cmd, const acxi_bufarg_t *ba, int n, int64_t deadline,
+                         acx_future_t **f) {
+  return acxi_device_submit(c->dev, cmd, ba, n, 0, -1, deadline, f);
+}
+
+static acx_status_t post_copy(acx_coll_t *c, acx_buffer_t *dst, size_t doff, acx_buffer_t *src, size_t soff,
+                              size_t bytes, uint32_t stream, int64_t deadline, acx_future_t **f) {
+  acxi_cmd_t cmd = {.op = ACXI_OP_COPY_D2D, .stream = stream, .buf = {dst->id, src->id}, .off = {doff, soff},
+                    .bytes = bytes};
+  acxi_bufarg_t ba[2] = {{dst, "recv"}, {src, "send"}};
+  return post(c, &cmd, ba, 2, deadline, f);
+}
+
+static acx_status_t post_flag(acx_coll_t *c, acxc_hier_t *h, uint32_t op, uint32_t word, uint32_t value,
+                              uint32_t stream, int64_t deadline) {
+  acxi_cmd_t cmd = {.op = op, .stream = stream, .off = {4u * word},
+                    .arg = {h->flags->id, value, (uint64_t)acxi_left_ns(deadline)}};
+  if (op == ACXI_OP_WAIT_VALUE && cmd.arg[2] == 0) cmd.arg[2] = 1; /* 0 would mean the executor's default */
+  return post(c, &cmd, NULL, 0, deadline, NULL);
+}
+
+/* Waits for the future of this rank's last command until the deadline, watching for a broken
+ * coll (a rebuild, another thread's failure). */
+static acx_status_t ordered_wait(acx_coll_t *c, acx_future_t *f, int64_t deadline) {
+  for (;;) {
+    int64_t left = acxi_left_ns(deadline);
+    acx_status_t st = acx_future_wait(f, left < 2000000 ? left : 2000000, NULL, 0, NULL);
+    if (acxi_future_is_done(f)) return st;
+    acx_status_t b = acxc_coll_broken(c);
+    if (b != ACX_OK) return b;
+    if (left <= 0) return ACX_ERR_COLL_TIMEOUT;
+  }
+}
+
+/* The leader, before it enqueues a chunk's reduce: every member's input of chunk s is there. */
+static acx_status_t ordered_gate(acx_coll_t *c, acxc_hier_t *h, uint32_t s, int64_t deadline) {
+  const int64_t spin_until = acxi_now_ns() + HIER_SPIN_NS;
+  int j = 1;
+  for (;;) {
+    while (j < h->gsize && fl_reached(atomic_load_explicit(&h->fl[FL_READY(j)], memory_order_acquire), s)) j++;
+    if (flags_aborted(h)) return ACX_ERR_PEER_LOST; /* a member's flag may be pushed, not its input */
+    if (j == h->gsize) return ACX_OK;
+    acx_status_t b = acxc_coll_broken(c);
+    if (b != ACX_OK) return b;
+    if (acxi_now_ns() >= deadline) {
+      ACX_WARN(COLL, "hierarchical all-reduce (ordered): member %d of the group did not deliver chunk %u by the "
+               "operation's deadline (ACX_COLL_TIMEOUT)", j, s);
+      return ACX_ERR_COLL_TIMEOUT;
+    }
+    if (acxi_now_ns() < spin_until) sched_yield();
+    else nanosleep(&(struct timespec){0, 20000}, NULL);
+  }
+}
+
+/* The leader's chunk after its gate: combine, the leaders' step, done, its own result out. */
+static acx_status_t ordered_lead(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t *d, size_t o, size_t n,
+                                 uint32_t s, int64_t deadline, int *stepped, acx_future_t **f) {
+  size_t es = acx_dtype_size(d->dtype), bytes = n * es;
+  uint32_t st = d->stream;
+  acx_redop_t op = d->redop == ACX_REDOP_AVG ? ACX_REDOP_SUM : d->redop;
+  ACXCHECK(post_copy(c, h->mine, 0, d->send, o * es, bytes, st, deadline, NULL));
+  for (int j = 1; j < h->gsize; j++) {
+    acxi_cmd_t cmd = {.op = ACXI_OP_REDUCE, .stream = st, .dtype = (uint32_t)d->dtype,
+                      .buf = {h->mine->id, h->peer[j]->id}, .bytes = bytes, .arg = {(uint64_t)op}};
+    acxi_bufarg_t ba[2] = {{h->mine, "staging"}, {h->peer[j], "staging"}};
+    ACXCHECK(post(c, &cmd, ba, 2, deadline, NULL));
+  }
+  if (h->lsize > 1) {
+    *stepped = 1;
+    if (c->host_kind) {
+      ACXCHECK(inner_mpi(c, h, ACXC_OP_ALLREDUCE, h->mine, h->mine, n, d->dtype, op, 0, st, deadline));
+    } else {
+      acxi_cmd_t cmd = {.op = ACXC_OP_ALLREDUCE, .stream = st, .dtype = (uint32_t)d->dtype, .bytes = n,
+                        .buf = {h->mine->id, h->mine->id}, .arg = {h->comm_id, (uint64_t)op, 0, ++c->seq}};
+      acxi_bufarg_t ba[1] = {{h->mine, "staging"}};
+      ACXCHECK(post(c, &cmd, ba, 1, deadline, NULL));
+    }
+  }
+  if (d->redop == ACX_REDOP_AVG) {
+    acxi_cmd_t cmd = {.op = ACXI_OP_DIV, .stream = st, .dtype = (uint32_t)d->dtype, .buf = {h->mine->id},
+                      .bytes = bytes, .arg = {(uint64_t)c->size}};
+    acxi_bufarg_t ba[1] = {{h->mine, "staging"}};
+    ACXCHECK(post(c, &cmd, ba, 1, deadline, NULL));
+  }
+  if (h->gsize > 1) ACXCHECK(post_flag(c, h, ACXI_OP_WRITE_VALUE, FL_DONE, s, st, deadline));
+  return post_copy(c, d->recv, o * es, h->mine, 0, bytes, st, deadline, f);
+}
+
+/* A member's chunk: every step enqueued, nothing waited for here. */
+static acx_status_t ordered_member(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t *d, size_t o, size_t n,
+                                   uint32_t s, int64_t deadline, acx_future_t **f) {
+  size_t es = acx_dtype_size(d->dtype), bytes = n * es;
+  uint32_t st = d->stream;
+  ACXCHECK(post_copy(c, h->mine, 0, d->send, o * es, bytes, st, deadline, NULL));
+  ACXCHECK(post_flag(c, h, ACXI_OP_WRITE_VALUE, FL_READY((uint32_t)h->grank), s, st, deadline));
+  ACXCHECK(post_flag(c, h, ACXI_OP_WAIT_VALUE, FL_DONE, s, st, deadline));
+  return post_copy(c, d->recv, o * es, h->peer[0], 0, bytes, st, deadline, f);
+}
+
+static acx_status_t ordered_allreduce(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t *d, int64_t deadline) {
+  size_t es = acx_dtype_size(d->dtype), per = h->stage / es, total = d->count;
+  if (flags_aborted(h)) return lost(c, ACX_ERR_PEER_LOST); /* an earlier operation's abort: rebuild */
+  if (total == 0) return ACX_OK;
+  acx_future_t *f = NULL;
+  acx_status_t st = ACX_OK;
+  int stepped = 0; /* the leaders' NCCL step was enqueued */
+  for (size_t o = 0; o < total && st == ACX_OK; o += per) {
+    size_t n = total - o < per ? total - o : per;
+    uint32_t s = ++h->fseq;
+    acx_future_t **last = o + n == total ? &f : NULL;
+    if (h->grank == 0) {
+      if ((st = ordered_gate(c, h, s, deadline)) == ACX_OK) st = ordered_lead(c, h, d, o, n, s, deadline, &stepped, last);
+    } else {
+      st = ordered_member(c, h, d, o, n, s, deadline, last);
+    }
+  }
+  if (st == ACX_OK) st = ordered_wait(c, f, deadline);
+  if (f) acx_future_release(f);
+  if (st == ACX_OK && h->grank != 0 &&
+      (flags_aborted(h) || !fl_reached(atomic_load_explicit(&h->fl[FL_DONE], memory_order_acquire), h->fseq)))
+    st = ACX_ERR_PEER_LOST; /* released by an abort, or a host-kind wait that gave up */
+  if (st == ACX_OK) return ACX_OK;
+  flags_abort(h);
+  if (stepped && !c->host_kind) {
+    /* Our leaders' step may be waiting in NCCL for a leader that will not come. */
+    acxi_cmd_t ab = {.op = ACXC_OP_ABORT, .arg = {h->comm_id, (uint64_t)ACX_ERR_COLL_TIMEOUT}};
+    (void)acxi_device_call(c->dev, &ab, NULL, 0, 0, -1, 5000000000LL, NULL);
+  }
+  ACX_WARN(COLL, "hierarchical all-reduce (ordered, %zu elements) failed on rank %d: %s; the group's flags are "
+           "aborted", d->count, c->rank, acx_status_name(st));
+  return lost(c, st);
+}
+
 acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadline) {
   acxc_hier_t *h = c->hier;
   if (!h) return ACX_ERR_INVALID_STATE;
   size_t es = acx_dtype_size(d->dtype);
+  if (d->op == ACXC_OP_ALLREDUCE && h->fl) return ordered_allreduce(c, h, d, deadline);
   /* The same choice on every rank: the count and dtype are the collective's, `direct` agreed. */
   if (d->op == ACXC_OP_ALLREDUCE && h->dhost && d->count <= h->direct / es) return direct_allreduce(c, h, d, deadline);
   size_t total = d->count;
@@ -582,6 +770,80 @@ static acx_status_t exchange_handles(acx_coll_t *c, acxc_hier_t *h, int64_t dead
     st = acxi_buffer_ipc_import(c->dev, &all[j], ACX_DTYPE_BYTE, acxi_left_ns(deadline), &h->peer[j]);
   free(all);
   return st;
+}
+
+/* The ordered path's flags: the leader's region, attached by its members, registered with every
+ * executor of the group, tried once (a write and a wait) by each; the path is on only if every
+ * rank of the coll has it on and got this far (otherwise every rank uses the step protocol, and
+ * says why in its log). */
+typedef struct flags_msg {
+  acxi_host_share_t share;
+  int32_t ok, pad;
+} flags_msg_t;
+
+static acx_status_t flags_setup(acx_coll_t *c, acxc_hier_t *h, int64_t deadline) {
+  int ok = acxi_param_int("ACX_COLL_HIER_ORDERED") != 0;
+  const char *why = ok ? NULL : "ACX_COLL_HIER_ORDERED=0";
+  flags_msg_t *msg = calloc(1, sizeof *msg);
+  if (!msg) return ACX_ERR_NO_MEMORY;
+  if (h->grank == 0 && ok) {
+    acx_status_t st = acx_host_alloc(c->dev, FL_BYTES(h->gsize), &h->flags);
+    if (st == ACX_OK) st = acxi_host_share(h->flags, &msg->share);
+    if (st != ACX_OK) {
+      ok = 0;
+      why = "the leader's flag region could not be made";
+    }
+  }
+  msg->ok = ok;
+  MPI_Request req;
+  if (MPI_Ibcast(msg, (int)sizeof *msg, MPI_BYTE, 0, h->gcomm, &req) != MPI_SUCCESS) {
+    free(msg);
+    return ACX_ERR_MPI;
+  }
+  ACXCHECK(mpi_wait(c, h, &req, msg, deadline, "the group's flag region"));
+  if (h->grank != 0 && ok && !msg->ok) {
+    ok = 0;
+    why = "the leader has it off or could not make its flag region";
+  }
+  if (h->grank != 0 && ok && acxi_host_attach(c->dev, &msg->share, &h->flags) != ACX_OK) {
+    ok = 0;
+    why = "the leader's flag region could not be attached";
+  }
+  free(msg);
+  void *p = NULL;
+  if (ok && acx_host_mem_ptr(h->flags, &p, NULL) != ACX_OK) ok = 0;
+  if (ok) {
+    /* The executor's own word, rewritten with its value (0: nothing ran yet), then waited for. */
+    uint32_t w = h->grank == 0 ? FL_DONE : FL_READY((uint32_t)h->grank);
+    for (uint32_t op = ACXI_OP_WRITE_VALUE; ok; op = ACXI_OP_WAIT_VALUE) {
+      acxi_cmd_t cmd = {.op = op, .off = {4u * w}, .arg = {h->flags->id, 0, (uint64_t)acxi_left_ns(deadline) + 1}};
+      if (acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, acxi_left_ns(deadline), NULL) != ACX_OK) {
+        ok = 0;
+        why = "the executor cannot wait for or write flags in host memory";
+      }
+      if (op == ACXI_OP_WAIT_VALUE) break;
+    }
+  }
+  int *all = malloc(2 * sizeof *all);
+  if (!all) return ACX_ERR_NO_MEMORY;
+  all[0] = ok;
+  if (MPI_Iallreduce(&all[0], &all[1], 1, MPI_INT, MPI_MIN, acxc_mpi_comm(c), &req) != MPI_SUCCESS) {
+    free(all);
+    return ACX_ERR_MPI;
+  }
+  ACXCHECK(mpi_wait(c, h, &req, all, deadline, "the ordered path's agreement"));
+  int every = all[1];
+  free(all);
+  if (every) {
+    h->fl = p;
+    return ACX_OK;
+  }
+  if (ok) why = "another rank cannot take it";
+  ACX_INFO(COLL, "hierarchical coll: rank %d: all-reduces take the step protocol, not the ordered path: %s", c->rank,
+           why);
+  if (h->flags) acx_host_free(h->flags);
+  h->flags = NULL;
+  return ACX_OK;
 }
 
 /* cuda leaders: an NCCL communicator among the leaders (group 0's executor makes the id). */
@@ -715,6 +977,7 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
     if (c->host_kind && !(h->host = malloc(2 * h->stage))) return ACX_ERR_NO_MEMORY;
   }
   ACXCHECK(exchange_handles(c, h, deadline));
+  ACXCHECK(flags_setup(c, h, deadline));
   if (h->grank == 0 && h->lsize > 1 && !c->host_kind) ACXCHECK(leaders_nccl(c, h, init_timeout_ns, deadline));
   char members[128] = "";
   size_t at = 0;
@@ -728,9 +991,14 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
                 members);
   /* Fixed at creation (a rebuild makes the same groups): validation reads it without a lock. */
   if (!c->hier_where[0]) memcpy(c->hier_where, where, sizeof where);
-  ACX_INFO(COLL, "hierarchical coll: rank %d is %s of group %d of %d (%s); staging %zu KiB; all-reduces up to %zu "
-           "KiB direct", c->rank, h->grank == 0 ? "the leader" : "a member", h->lrank, h->lsize, where, h->stage / 1024,
-           h->direct / 1024);
+  if (h->fl)
+    ACX_INFO(COLL, "hierarchical coll: rank %d is %s of group %d of %d (%s); staging %zu KiB; all-reduces ordered "
+             "on the streams", c->rank, h->grank == 0 ? "the leader" : "a member", h->lrank, h->lsize, where,
+             h->stage / 1024);
+  else
+    ACX_INFO(COLL, "hierarchical coll: rank %d is %s of group %d of %d (%s); staging %zu KiB; all-reduces up to %zu "
+             "KiB direct", c->rank, h->grank == 0 ? "the leader" : "a member", h->lrank, h->lsize, where,
+             h->stage / 1024, h->direct / 1024);
   return ACX_OK;
 }
 
@@ -746,6 +1014,9 @@ void acxc_hier_destroy(acx_coll_t *c) {
     (void)acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, 5000000000LL, NULL);
   }
   if (h->region) acx_host_free(h->region);
+  /* Every stream of the group is past its waits: the operations completed, or whoever failed
+   * pushed the flags. An attached region only unmaps; the leader's outlives the mappings. */
+  if (h->flags) acx_host_free(h->flags);
   if (h->pack) acx_buffer_release(h->pack);
   if (h->mine) acx_buffer_release(h->mine);
   if (!h->parked) {

@@ -942,6 +942,42 @@ static acx_status_t op_div(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cp
   return ACX_OK;
 }
 
+/* cuStreamWaitValue32 / cuStreamWriteValue32 (driver API, reached without linking libcuda:
+ * cuda_internal.h). CUresult, CUstream, CUdeviceptr and cuuint32_t spelled as what they are on
+ * every 64-bit platform CUDA supports; flags 0: CU_STREAM_WAIT_VALUE_GEQ (wrap-around compare,
+ * (int32_t)(*addr - value) >= 0) and CU_STREAM_WRITE_VALUE_DEFAULT (after a memory barrier). */
+typedef int (*stream_value_fn)(cudaStream_t stream, unsigned long long addr, uint32_t value, unsigned flags);
+static stream_value_fn wait_value32, write_value32;
+static pthread_once_t stream_value_once = PTHREAD_ONCE_INIT;
+static void stream_value_load(void) {
+  if (acxk_driver_entry("cuStreamWaitValue32", 12000, (void **)&wait_value32) != 0) wait_value32 = NULL;
+  if (acxk_driver_entry("cuStreamWriteValue32", 12000, (void **)&write_value32) != 0) write_value32 = NULL;
+}
+#define CU_ERROR_NOT_SUPPORTED_ 801
+
+/* WAIT_VALUE / WRITE_VALUE: the flag is a word of a pinned host region, reached by the GPU
+ * through its mapping. Nothing is tracked: a flag orders work, it is not data. */
+static acx_status_t op_flag(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl, op_out_t *o) {
+  region_t *r;
+  ACXCHECK(check_stream(e, c, c->stream));
+  ACXCHECK(get_region(e, c, c->arg[0], &r));
+  if (c->off[0] % 4 != 0 || c->off[0] > r->bytes || r->bytes - c->off[0] < 4)
+    BAD(ACX_ERR_INVALID_ARG, c, "flag offset off[0] = %" PRIu64 " is not a 4-aligned word inside host region %" PRIu64
+        " (%" PRIu64 " bytes)", c->off[0], c->arg[0], r->bytes);
+  if (c->arg[1] > UINT32_MAX) BAD(ACX_ERR_INVALID_ARG, c, "flag value arg[1] = %" PRIu64 " exceeds 32 bits", c->arg[1]);
+  pthread_once(&stream_value_once, stream_value_load);
+  stream_value_fn fn = c->op == ACXI_OP_WAIT_VALUE ? wait_value32 : write_value32;
+  if (!fn) BAD(ACX_ERR_NOT_SUPPORTED, c, "the driver has no cuStream%sValue32", c->op == ACXI_OP_WAIT_VALUE ? "Wait" : "Write");
+  void *dp = NULL;
+  CUDACHECK(cudaHostGetDevicePointer(&dp, (char *)r->addr + c->off[0], 0));
+  int rc = fn(e->streams[c->stream], (unsigned long long)(uintptr_t)dp, (uint32_t)c->arg[1], 0);
+  if (rc != 0)
+    BAD(rc == CU_ERROR_NOT_SUPPORTED_ ? ACX_ERR_NOT_SUPPORTED : ACX_ERR_DEVICE, c, "cuStream%sValue32 failed: CUresult %d",
+        c->op == ACXI_OP_WAIT_VALUE ? "Wait" : "Write", rc);
+  o->after = (int)c->stream;
+  return ACX_OK;
+}
+
 static acx_status_t op_kernel_empty(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl, op_out_t *o) {
   ACXCHECK(check_stream(e, c, c->stream));
   CUDACHECK(acxk_cuda_launch_empty(e->streams[c->stream]));
@@ -1312,6 +1348,8 @@ static acx_status_t dispatch(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *
     case ACXI_OP_IPC_IMPORT: return op_ipc_import(e, c, cpl, o);
     case ACXI_OP_REDUCE: return op_reduce(e, c, cpl, o);
     case ACXI_OP_DIV: return op_div(e, c, cpl, o);
+    case ACXI_OP_WAIT_VALUE:
+    case ACXI_OP_WRITE_VALUE: return op_flag(e, c, cpl, o);
     default: BAD(ACX_ERR_INVALID_ARG, c, "unknown op");
   }
 }
@@ -1337,7 +1375,8 @@ static const char *op_name(uint32_t op) {
       [ACXI_OP_HOST_REGISTER] = "acx:host_register", [ACXI_OP_HOST_UNREGISTER] = "acx:host_unregister",
       [ACXI_OP_FAULT] = "acx:fault",       [ACXI_OP_SHUTDOWN] = "acx:shutdown",
       [ACXI_OP_BUFFER_INFO] = "acx:buffer_info", [ACXI_OP_IPC_EXPORT] = "acx:ipc_export",
-      [ACXI_OP_IPC_IMPORT] = "acx:ipc_import", [ACXI_OP_REDUCE] = "acx:reduce", [ACXI_OP_DIV] = "acx:div"};
+      [ACXI_OP_IPC_IMPORT] = "acx:ipc_import", [ACXI_OP_REDUCE] = "acx:reduce", [ACXI_OP_DIV] = "acx:div",
+      [ACXI_OP_WAIT_VALUE] = "acx:wait_value", [ACXI_OP_WRITE_VALUE] = "acx:write_value"};
   if (op >= ACXI_OP_EXT_BASE) return "acx:extension";
   return op < sizeof names / sizeof names[0] && names[op] ? names[op] : "acx:unknown";
 }
@@ -1476,7 +1515,8 @@ static acx_status_t cuda_host_region_add(acxi_engine_t *e, uint64_t id, void *ad
   track_init(&r->t);
   acx_status_t st = ACX_OK;
   /* Pinned, so that copies are true DMA and asynchronous; portable, for every context. */
-  cudaError_t err = cudaHostRegister(addr, bytes, cudaHostRegisterPortable);
+  /* Mapped: the GPU reaches flags in it (WAIT_VALUE, WRITE_VALUE). */
+  cudaError_t err = cudaHostRegister(addr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
   if (err == cudaErrorHostMemoryAlreadyRegistered) {
     (void)cudaGetLastError(); /* someone else pinned it (inline mode: the user): fine, not ours to undo */
   } else if (err != cudaSuccess) {

@@ -6,9 +6,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -17,8 +20,10 @@
 
 #include "acx/coll.h" /* acx_redop_t, acx_dtype_t (acx/device.h) */
 #include "kernels/exec/engine.h"
+#include "runtime/base/clock.h"
 #include "runtime/base/half.h"
 #include "runtime/base/log.h"
+#include "runtime/base/param.h"
 #include "runtime/proto/shm.h"
 
 typedef struct hbuf {
@@ -288,6 +293,58 @@ static acx_status_t do_copy(acxi_engine_t *e, const acxi_cmd_t *c) {
     memmove((char *)dst->ptr + c->off[0], (char *)src->ptr + c->off[1], c->bytes);
     return ACX_OK;
   }
+}
+
+/* The flag of a WAIT_VALUE or WRITE_VALUE: a 4-aligned word inside a registered host region. */
+static acx_status_t get_flag(acxi_engine_t *e, const acxi_cmd_t *c, _Atomic uint32_t **flag) {
+  region_t *r;
+  ACXCHECK(check_stream(e, c, 0));
+  ACXCHECK(get_region(e, c, &r));
+  if (c->off[0] % 4 != 0 || c->off[0] > r->bytes || r->bytes - c->off[0] < 4) {
+    ACX_WARN(EXEC, "op %u request %" PRIu64 ": flag offset off[0]=%" PRIu64 " is not a 4-aligned word inside host "
+             "region %" PRIu64 " (%" PRIu64 " bytes)", c->op, c->req_id, c->off[0], c->arg[0], r->bytes);
+    return ACX_ERR_INVALID_ARG;
+  }
+  if (c->arg[1] > UINT32_MAX) {
+    ACX_WARN(EXEC, "op %u request %" PRIu64 ": flag value arg[1]=%" PRIu64 " exceeds 32 bits", c->op, c->req_id,
+             c->arg[1]);
+    return ACX_ERR_INVALID_ARG;
+  }
+  *flag = (_Atomic uint32_t *)(void *)((char *)r->addr + c->off[0]);
+  return ACX_OK;
+}
+
+/* Everything runs on this thread, in order: a wait is this thread polling the word (written by
+ * another process's executor or rank), yielding the core for the first 50 us, then sleeping
+ * 20 us between looks, until its deadline. */
+static acx_status_t do_wait_value(acxi_engine_t *e, const acxi_cmd_t *c) {
+  _Atomic uint32_t *flag;
+  ACXCHECK(get_flag(e, c, &flag));
+  int64_t limit = c->arg[2] ? (int64_t)(c->arg[2] > (uint64_t)INT64_MAX / 2 ? (uint64_t)INT64_MAX / 2 : c->arg[2])
+                            : acxi_param_int("ACX_EXEC_TIMEOUT_MS") * 1000000;
+  int64_t start = acxi_now_ns(), deadline = start + limit;
+  uint32_t want = (uint32_t)c->arg[1];
+  for (;;) {
+    /* acquire: what the writer stored before its release store is visible once we see the value. */
+    uint32_t v = atomic_load_explicit(flag, memory_order_acquire);
+    if ((int32_t)(v - want) >= 0) return ACX_OK;
+    int64_t now = acxi_now_ns();
+    if (now >= deadline) {
+      ACX_WARN(EXEC, "WAIT_VALUE request %" PRIu64 ": flag at host region %" PRIu64 " + %" PRIu64 " stayed at %u, "
+               "below %u, for %" PRId64 " ms", c->req_id, c->arg[0], c->off[0], v, want, limit / 1000000);
+      return ACX_ERR_COLL_TIMEOUT;
+    }
+    if (now - start < 50000) sched_yield();
+    else nanosleep(&(struct timespec){0, 20000}, NULL);
+  }
+}
+
+static acx_status_t do_write_value(acxi_engine_t *e, const acxi_cmd_t *c) {
+  _Atomic uint32_t *flag;
+  ACXCHECK(get_flag(e, c, &flag));
+  /* release: every earlier command's writes (done, on this thread) before the value. */
+  atomic_store_explicit(flag, (uint32_t)c->arg[1], memory_order_release);
+  return ACX_OK;
 }
 
 static acx_status_t do_event(acxi_engine_t *e, const acxi_cmd_t *c) {
@@ -686,6 +743,12 @@ static void host_submit(acxi_engine_t *e, const acxi_cmd_t *c) {
       break;
     case ACXI_OP_DIV:
       st = do_div(e, c);
+      break;
+    case ACXI_OP_WAIT_VALUE:
+      st = do_wait_value(e, c);
+      break;
+    case ACXI_OP_WRITE_VALUE:
+      st = do_write_value(e, c);
       break;
     default:
       /* HOST_REGISTER/UNREGISTER are served by the loop and never reach an engine. */

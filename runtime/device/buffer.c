@@ -6,9 +6,13 @@
 #include "runtime/device/buffer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/base/clock.h"
 #include "runtime/actor/future.h"
@@ -509,6 +513,8 @@ static int lock_by(pthread_mutex_t *m, int64_t deadline) {
 static void host_list_add(acx_device_t *dev, acx_host_mem_t *m);
 static void host_list_remove(acx_device_t *dev, acx_host_mem_t *m);
 static acx_status_t host_mem_new(acx_device_t *dev, size_t bytes, int internal, acx_host_mem_t **out);
+static void host_mem_init(acx_device_t *dev, acx_host_mem_t *m, size_t bytes, int internal);
+static acx_status_t host_mem_publish(acx_device_t *dev, acx_host_mem_t *m, acx_host_mem_t **out);
 static void host_mem_free(acx_host_mem_t *m);
 static acxi_cmd_t host_register_cmd(acx_device_t *dev, acx_host_mem_t *m);
 
@@ -850,11 +856,8 @@ static void host_list_remove(acx_device_t *dev, acx_host_mem_t *m) {
 }
 
 /* The shared memory and the handle, neither listed nor registered (host_mem_free undoes it). */
-static acx_status_t host_mem_new(acx_device_t *dev, size_t bytes, int internal, acx_host_mem_t **out) {
-  acx_host_mem_t *m = calloc(1, sizeof *m);
-  if (!m) return ACX_ERR_NO_MEMORY;
-  acx_status_t res;
-  ACXCHECKGOTO(acxi_shm_create("acx-host", bytes, &m->shm), res, err_free_mem);
+/* m->shm mapped: the rest of the handle (host_mem_free undoes it). */
+static void host_mem_init(acx_device_t *dev, acx_host_mem_t *m, size_t bytes, int internal) {
   m->dev = dev;
   m->bytes = bytes;
   m->internal = internal;
@@ -862,6 +865,14 @@ static acx_status_t host_mem_new(acx_device_t *dev, size_t bytes, int internal, 
   m->id = atomic_fetch_add_explicit(&dev->next_region_id, 1, memory_order_relaxed);
   if (!internal) acxi_device_hold(dev);
   atomic_fetch_add_explicit(&dev->host_bytes, bytes, memory_order_relaxed); /* a statistic */
+}
+
+static acx_status_t host_mem_new(acx_device_t *dev, size_t bytes, int internal, acx_host_mem_t **out) {
+  acx_host_mem_t *m = calloc(1, sizeof *m);
+  if (!m) return ACX_ERR_NO_MEMORY;
+  acx_status_t res;
+  ACXCHECKGOTO(acxi_shm_create("acx-host", bytes, &m->shm), res, err_free_mem);
+  host_mem_init(dev, m, bytes, internal);
   *out = m;
   return ACX_OK;
 err_free_mem:
@@ -880,6 +891,11 @@ static void host_mem_free(acx_host_mem_t *m) {
 static acx_status_t host_mem_create(acx_device_t *dev, size_t bytes, acx_host_mem_t **out) {
   acx_host_mem_t *m;
   ACXCHECK(host_mem_new(dev, bytes, 0, &m));
+  return host_mem_publish(dev, m, out);
+}
+
+/* Lists m and registers it with the executor; on failure frees it. */
+static acx_status_t host_mem_publish(acx_device_t *dev, acx_host_mem_t *m, acx_host_mem_t **out) {
   /* Listed before it is registered, under host_lock, so a restart in between registers it with
    * the new executor instead. */
   pthread_mutex_lock(&dev->host_lock);
@@ -893,6 +909,66 @@ static acx_status_t host_mem_create(acx_device_t *dev, size_t bytes, acx_host_me
   }
   *out = m;
   return ACX_OK;
+}
+
+/* ---- host regions shared by the ranks of a node ---- */
+
+acx_status_t acxi_host_share(const acx_host_mem_t *mem, acxi_host_share_t *out) {
+  static const char fn[] = "acxi_host_share";
+  ACX_CHECK_NULL_IN(fn, mem, "mem");
+  ACX_CHECK_NULL_IN(fn, out, "out");
+  struct stat st;
+  if (fstat(mem->shm.fd, &st) != 0) {
+    ACX_WARN(BUFFER, "%s: host region %" PRIu64 ": fstat failed: %s", fn, mem->id, strerror(errno));
+    return ACX_ERR_SYSTEM;
+  }
+  *out = (acxi_host_share_t){.pid = (int32_t)getpid(), .fd = mem->shm.fd, .dev = (uint64_t)st.st_dev,
+                             .ino = (uint64_t)st.st_ino, .bytes = mem->bytes};
+  return ACX_OK;
+}
+
+acx_status_t acxi_host_attach(acx_device_t *dev, const acxi_host_share_t *share, acx_host_mem_t **out) {
+  static const char fn[] = "acxi_host_attach";
+  ACX_CHECK_NULL_IN(fn, dev, "dev");
+  ACX_CHECK_NULL_IN(fn, share, "share");
+  ACX_CHECK_NULL_IN(fn, out, "out");
+  *out = NULL;
+  ACX_CHECK_ARG(share->pid > 0 && share->fd >= 0 && share->bytes > 0 && share->bytes <= (uint64_t)INT64_MAX,
+                "%s: argument 'share' names no region (pid %d, fd %d, %" PRIu64 " bytes)", fn, (int)share->pid,
+                (int)share->fd, share->bytes);
+  ACXCHECK(usable(dev));
+  /* The owner's descriptor through /proc: the same file only if its identity matches (the owner
+   * may have freed the region, and the number may name another file by now). */
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)share->pid, (int)share->fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    ACX_WARN(BUFFER, "%s: cannot open %s (the region of process %d): %s", fn, path, (int)share->pid, strerror(errno));
+    return ACX_ERR_PEER_LOST;
+  }
+  acx_status_t st = ACX_OK;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_dev != share->dev || (uint64_t)sb.st_ino != share->ino ||
+      (uint64_t)sb.st_size < share->bytes) {
+    ACX_WARN(BUFFER, "%s: %s is no longer the shared region (freed by process %d)", fn, path, (int)share->pid);
+    st = ACX_ERR_PEER_LOST;
+    goto err_close_fd;
+  }
+  acx_host_mem_t *m = calloc(1, sizeof *m);
+  if (!m) {
+    st = ACX_ERR_NO_MEMORY;
+    goto err_close_fd;
+  }
+  if ((st = acxi_shm_map(fd, (size_t)share->bytes, &m->shm)) != ACX_OK) { /* maps a duplicate of fd */
+    free(m);
+    goto err_close_fd;
+  }
+  close(fd);
+  host_mem_init(dev, m, (size_t)share->bytes, 0);
+  return host_mem_publish(dev, m, out);
+err_close_fd:
+  close(fd);
+  return st;
 }
 
 acx_status_t acx_host_alloc(acx_device_t *dev, size_t bytes, acx_host_mem_t **mem) {

@@ -312,6 +312,21 @@ acx_status_t acxi_buffer_reduce(acx_buffer_t *dst, size_t dst_off, acx_buffer_t 
 acx_status_t acxi_buffer_div(acx_buffer_t *buf, size_t off, size_t count, acx_dtype_t dtype, uint64_t divisor,
                              uint32_t stream, int64_t timeout_ns);
 
+/* A host region that every rank of a node may map (issue 16: the flags through which the executors
+ * of one GPU's ranks order a collective's steps): its owner's process, descriptor and the file's
+ * identity. The owner's acx_host_free ends the sharing; an attached region keeps its mapping. */
+typedef struct acxi_host_share {
+  int32_t pid, fd;
+  uint64_t dev, ino, bytes;
+} acxi_host_share_t;
+/* What another process of the node needs to attach mem. ACX_ERR_SYSTEM (logged) if it cannot say. */
+acx_status_t acxi_host_share(const acx_host_mem_t *mem, acxi_host_share_t *out);
+/* A host region of dev that is the region `share` names (through /proc/<pid>/fd/<fd>), registered
+ * with dev's executor like acx_host_alloc's (and with every later incarnation); acx_host_free
+ * unmaps it. ACX_ERR_PEER_LOST (logged): the owner is gone or freed the region; the statuses of
+ * acx_host_alloc. */
+acx_status_t acxi_host_attach(acx_device_t *dev, const acxi_host_share_t *share, acx_host_mem_t **out);
+
 /* The executor library for the inline transport, loaded on first use (runtime/device/exec_lib.c).
  * ACX_ERR_NOT_SUPPORTED (logged) when it cannot be found, ACX_ERR_BAD_PARAM when ACX_EXEC_LIBRARY
  * names a file that is not one. */

@@ -45,10 +45,21 @@ typedef enum acxi_op {
                               MAX MIN) buf[1][off[1], +bytes), elementwise in `dtype` */
   ACXI_OP_DIV = 23,        /* buf[0][off[0], +bytes) /= arg[0] (a uint64_t > 0), elementwise in
                               `dtype`: truncating for integers, IEEE for floats */
+  /* Flags in host memory that several executors share (issue 16: the ranks of one GPU order a
+   * collective's steps on their streams, with no rank in the loop). A flag is a 32-bit word at
+   * byte offset off[0] (a multiple of 4) of host region arg[0]; values compare in wrap-around
+   * order, so a sequence number may run on past 2^32. */
+  ACXI_OP_WAIT_VALUE = 24,  /* later work on `stream` starts only once the flag is >= arg[1]
+                               ((int32_t)(flag - arg[1]) >= 0). cuda: device-side
+                               (cuStreamWaitValue32), the executor goes on at once; host kind: the
+                               executor polls, for at most arg[2] ns (0: ACX_EXEC_TIMEOUT_MS),
+                               then fails ACX_ERR_COLL_TIMEOUT */
+  ACXI_OP_WRITE_VALUE = 25, /* once the work queued before it on `stream` is done and its memory
+                               writes are visible, the flag := arg[1] (cuStreamWriteValue32) */
   /* ACXI_OP_EXT_BASE and up (runtime/proto/limits.h): ops handled by registered extensions
    * (collectives, libraries) */
 } acxi_op_t;
-_Static_assert(ACXI_OP_NOP >= ACXI_OP_CORE_FIRST && ACXI_OP_DIV <= ACXI_OP_CORE_LAST,
+_Static_assert(ACXI_OP_NOP >= ACXI_OP_CORE_FIRST && ACXI_OP_WRITE_VALUE <= ACXI_OP_CORE_LAST,
                "core ops stay inside their range (runtime/proto/limits.h)");
 
 typedef enum acxi_mem_kind {
