@@ -880,7 +880,11 @@ static acx_status_t leaders_nccl(acx_coll_t *c, acxc_hier_t *h, int64_t init_tim
   acxi_cmd_t cmd = {.op = ACXC_OP_INIT,
                     .arg = {h->comm_id, (uint64_t)h->lsize, (uint64_t)h->lrank, h->region->id,
                             (uint64_t)(init_timeout_ns / 1000000)},
-                    .off = {c->world->nodes > 1 ? ACXC_INIT_BLOCKING : 0}};
+                    /* Blocking when the ordered path is on: a non-blocking communicator may
+                     * return ncclInProgress and enqueue the kernel later, behind the flag write
+                     * that follows it on the stream (members would copy the result before it is
+                     * there). */
+                    .off = {c->world->nodes > 1 || h->fl ? ACXC_INIT_BLOCKING : 0}};
   acxi_cpl_t cpl = {0};
   st = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, init_timeout_ns + 5000000000LL, &cpl);
   if (st != ACX_OK) {

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mprobe hier hiero sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
+# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mprobe hier hiero hiermps sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT. Steps run on the GPUs that
 # CUDA_VISIBLE_DEVICES names (all when unset): NG below; two batches on disjoint GPU sets can run at
 # once with their own OUT. Steps for every visible GPU (issue 18): stests sres sbench smn.
@@ -12,6 +12,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABL
 if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then NG=$(tr , '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .); else NG=$(nvidia-smi -L | grep -c '^GPU'); fi
 RB_ENV="ACX_HEARTBEAT_MS=20000 ACX_COLL_TIMEOUT=30000 ACX_REBUILD_TIMEOUT=60000 ACX_REMOTE_TIMEOUT=20000"
 BENCH="mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE $B/bench/allreduce/acx-allreduce-bench --compare"
+# Interleaved rounds of acx-allreduce-bench f32 at 1, 2 and 4 ranks per GPU, the hierarchical ones
+# with the ordered path on and off (ACX_COLL_HIER_ORDERED); $1 names the logs, HB_X adds mpirun options.
+hier_rounds() {
+  for rep in $(seq ${HB_REPS:-2}); do for v in ${HB_V:-1:1 2:1 2:0 4:1 4:0}; do IFS=: read -r k o <<<"$v"; np=$((NG * k))
+    t0=$(date +%s%N); timeout ${HB_T:-120} mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_HIER_ORDERED=$o ${HB_X:-} $B/bench/allreduce/acx-allreduce-bench -b 8 -e ${HB_MAX:-256M} -f ${HB_F:-8} -n ${HB_N:-20} -w 5 -d float >$OUT/$1-$k-$o-$rep.txt 2>&1; rc=$?
+    echo "ranks/GPU=$k ordered=$o rep=$rep rc=$rc wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    grep -E "^ +[0-9]+ " $OUT/$1-$k-$o-$rep.txt | sed "s/^/k=$k o=$o rep=$rep /"; done; done
+}
 for step in "$@"; do
   case "$step" in
     build) el build
@@ -79,10 +87,13 @@ for step in "$@"; do
         echo "ranks/GPU=$k rep=$rep rc=$rc wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms; GPU processes seen: $(cut -d, -f1 $OUT/hier-mem-$k-$rep.txt | sort -u | wc -l), MiB per process (max): $(sort -t, -k2 -n $OUT/hier-mem-$k-$rep.txt | tail -1 | cut -d, -f2)"
         grep -E "^ +[0-9]+ " $OUT/hier-$k-$rep.txt | sed "s/^/k=$k rep=$rep /"; done; done ;;
     hiero) el hiero  # ranks sharing a GPU: the ordered path against the step protocol (ACX_COLL_HIER_ORDERED=0, direct path up to 64 KiB), 1 rank per GPU beside, interleaved rounds
-      for rep in $(seq ${HB_REPS:-2}); do for v in 1:1 2:1 2:0 4:1 4:0; do IFS=: read -r k o <<<"$v"; np=$((NG * k))
-        t0=$(date +%s%N); timeout ${HB_T:-120} mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_HIER_ORDERED=$o $B/bench/allreduce/acx-allreduce-bench -b 8 -e ${HB_MAX:-256M} -f ${HB_F:-8} -n ${HB_N:-20} -w 5 -d float >$OUT/hiero-$k-$o-$rep.txt 2>&1; rc=$?
-        echo "ranks/GPU=$k ordered=$o rep=$rep rc=$rc wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms"
-        grep -E "^ +[0-9]+ " $OUT/hiero-$k-$o-$rep.txt | sed "s/^/k=$k o=$o rep=$rep /"; done; done ;;
+      hier_rounds hiero ;;
+    hiermps) el hiermps  # hiero's rounds under MPS (a control daemon of this step's own, private pipe directory, quit at the end): the executors' contexts share the GPU instead of time-slicing
+      if ! command -v nvidia-cuda-mps-control >/dev/null; then echo "no nvidia-cuda-mps-control on PATH: skipped"; continue; fi
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-mps/log
+      mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
+      HB_X="-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY" hier_rounds hiermps
+      echo quit | nvidia-cuda-mps-control; tail -5 $CUDA_MPS_LOG_DIRECTORY/control.log; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
     sm80) el sm80  # a build for sm_80 only, run on this GPU: the no-kernel-image error
       cmake -S $S -B $S/build-sm80 -G Ninja -DCMAKE_CUDA_ARCHITECTURES=80-real -DACX_BUILD_BENCH=OFF >$OUT/sm80-cfg.txt 2>&1 && cmake --build $S/build-sm80 -j 32 --target acx-info test_engine_cuda acx-executor >$OUT/sm80-build.txt 2>&1 || { tail -20 $OUT/sm80-build.txt; }
       $S/build-sm80/tools/acx-info 2>&1 | grep -iE "architectures|compute capability" | head -4

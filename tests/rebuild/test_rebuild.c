@@ -171,7 +171,9 @@ static void test_rebuild_after_kill(void) {
   ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &rs), ACX_OK);
   CU_ASSERT_EQUAL(rs.epoch, 1);
   CU_ASSERT_EQUAL(rs.rebuilds, 1);
-  CU_ASSERT_EQUAL(rs.last_initiator, 1);
+  /* Across nodes, a peer may see its NCCL connection to rank 1 close before rank 1's supervision
+   * reports the loss: that peer then starts the rebuild, for the transport's error. */
+  CU_ASSERT(rs.last_initiator == 1 || (nodes_before > 1 && rs.last_cause == ACX_ERR_NCCL));
   CU_ASSERT(rs.last_fault_to_ready_ns > 0);
   CU_ASSERT(rank != 1 || rs.last_device_recovery_ns > 0);
   printf("rank %d: world rebuilt to epoch %llu: fault to ready %.1f ms (initiator rank %d, %s; executor restart %.1f "
