@@ -585,66 +585,102 @@ static acx_status_t ordered_gate(acx_coll_t *c, acxc_hier_t *h, uint32_t s, int6
   }
 }
 
+/* The staging buffers hold two slots: chunk s lives in slot s % 2 (its byte offset here). */
+static size_t slot_off(const acxc_hier_t *h, uint32_t s) { return (s & 1u) * (h->stage / 2); }
+
+/* host kind: the leaders' all-reduce of a slot, MPI on host copies (the read waits for the
+ * commands before it: the host executor runs them in order). */
+static acx_status_t slot_mpi(acx_coll_t *c, acxc_hier_t *h, size_t at, size_t n, acx_dtype_t dt, acx_redop_t op,
+                             uint32_t stream, int64_t deadline) {
+  size_t bytes = n * acx_dtype_size(dt);
+  unsigned char *sb = h->host, *rb = h->host + h->stage;
+  ACXCHECK(acx_buffer_read(h->mine, at, sb, bytes, stream, acxi_left_ns(deadline)));
+  MPI_Request req;
+  if (MPI_Iallreduce(sb, rb, (int)n, acxc_mpi_dtype(dt), acxc_mpi_redop(c, dt, op), h->lcomm, &req) != MPI_SUCCESS) {
+    ACX_WARN(COLL, "hierarchical all-reduce (ordered): posting the leaders' MPI step failed");
+    return ACX_ERR_MPI;
+  }
+  acx_status_t st = mpi_wait(c, h, &req, h->host, deadline, "the leaders' MPI step");
+  if (st != ACX_OK) {
+    if (h->parked) h->host = NULL; /* MPI keeps it */
+    return st;
+  }
+  return acx_buffer_write(h->mine, at, rb, bytes, stream, acxi_left_ns(deadline));
+}
+
 /* The leader's chunk after its gate: combine, the leaders' step, done, its own result out. */
 static acx_status_t ordered_lead(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t *d, size_t o, size_t n,
                                  uint32_t s, int64_t deadline, int *stepped, acx_future_t **f) {
-  size_t es = acx_dtype_size(d->dtype), bytes = n * es;
+  size_t es = acx_dtype_size(d->dtype), bytes = n * es, at = slot_off(h, s);
   uint32_t st = d->stream;
   acx_redop_t op = d->redop == ACX_REDOP_AVG ? ACX_REDOP_SUM : d->redop;
-  ACXCHECK(post_copy(c, h->mine, 0, d->send, o * es, bytes, st, deadline, NULL));
+  ACXCHECK(post_copy(c, h->mine, at, d->send, o * es, bytes, st, deadline, NULL));
   for (int j = 1; j < h->gsize; j++) {
     acxi_cmd_t cmd = {.op = ACXI_OP_REDUCE, .stream = st, .dtype = (uint32_t)d->dtype,
-                      .buf = {h->mine->id, h->peer[j]->id}, .bytes = bytes, .arg = {(uint64_t)op}};
+                      .buf = {h->mine->id, h->peer[j]->id}, .off = {at, at}, .bytes = bytes, .arg = {(uint64_t)op}};
     acxi_bufarg_t ba[2] = {{h->mine, "staging"}, {h->peer[j], "staging"}};
     ACXCHECK(post(c, &cmd, ba, 2, deadline, NULL));
   }
   if (h->lsize > 1) {
     *stepped = 1;
     if (c->host_kind) {
-      ACXCHECK(inner_mpi(c, h, ACXC_OP_ALLREDUCE, h->mine, h->mine, n, d->dtype, op, 0, st, deadline));
+      ACXCHECK(slot_mpi(c, h, at, n, d->dtype, op, st, deadline));
     } else {
       acxi_cmd_t cmd = {.op = ACXC_OP_ALLREDUCE, .stream = st, .dtype = (uint32_t)d->dtype, .bytes = n,
-                        .buf = {h->mine->id, h->mine->id}, .arg = {h->comm_id, (uint64_t)op, 0, ++c->seq}};
+                        .buf = {h->mine->id, h->mine->id}, .off = {at, at},
+                        .arg = {h->comm_id, (uint64_t)op, 0, ++c->seq}};
       acxi_bufarg_t ba[1] = {{h->mine, "staging"}};
       ACXCHECK(post(c, &cmd, ba, 1, deadline, NULL));
     }
   }
   if (d->redop == ACX_REDOP_AVG) {
     acxi_cmd_t cmd = {.op = ACXI_OP_DIV, .stream = st, .dtype = (uint32_t)d->dtype, .buf = {h->mine->id},
-                      .bytes = bytes, .arg = {(uint64_t)c->size}};
+                      .off = {at}, .bytes = bytes, .arg = {(uint64_t)c->size}};
     acxi_bufarg_t ba[1] = {{h->mine, "staging"}};
     ACXCHECK(post(c, &cmd, ba, 1, deadline, NULL));
   }
   if (h->gsize > 1) ACXCHECK(post_flag(c, h, ACXI_OP_WRITE_VALUE, FL_DONE, s, st, deadline));
-  return post_copy(c, d->recv, o * es, h->mine, 0, bytes, st, deadline, f);
+  return post_copy(c, d->recv, o * es, h->mine, at, bytes, st, deadline, f);
 }
 
-/* A member's chunk: every step enqueued, nothing waited for here. */
-static acx_status_t ordered_member(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t *d, size_t o, size_t n,
-                                   uint32_t s, int64_t deadline, acx_future_t **f) {
-  size_t es = acx_dtype_size(d->dtype), bytes = n * es;
-  uint32_t st = d->stream;
-  ACXCHECK(post_copy(c, h->mine, 0, d->send, o * es, bytes, st, deadline, NULL));
-  ACXCHECK(post_flag(c, h, ACXI_OP_WRITE_VALUE, FL_READY((uint32_t)h->grank), s, st, deadline));
-  ACXCHECK(post_flag(c, h, ACXI_OP_WAIT_VALUE, FL_DONE, s, st, deadline));
-  return post_copy(c, d->recv, o * es, h->peer[0], 0, bytes, st, deadline, f);
+/* A member's result of chunk s out of its leader's slot, once the leader is done with it. */
+static acx_status_t member_out(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t *d, size_t o, size_t n, uint32_t s,
+                               int64_t deadline, acx_future_t **f) {
+  size_t es = acx_dtype_size(d->dtype);
+  ACXCHECK(post_flag(c, h, ACXI_OP_WAIT_VALUE, FL_DONE, s, d->stream, deadline));
+  return post_copy(c, d->recv, o * es, h->peer[0], slot_off(h, s), n * es, d->stream, deadline, f);
+}
+
+/* A member's chunk s: its input into its slot once the leader has read what chunk s - 2 left
+ * there, ready := s; then the previous chunk's result out. Nothing is waited for here. */
+static acx_status_t member_in(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t *d, size_t o, size_t n, uint32_t s,
+                              int64_t deadline) {
+  size_t es = acx_dtype_size(d->dtype);
+  ACXCHECK(post_flag(c, h, ACXI_OP_WAIT_VALUE, FL_DONE, s - 2, d->stream, deadline));
+  ACXCHECK(post_copy(c, h->mine, slot_off(h, s), d->send, o * es, n * es, d->stream, deadline, NULL));
+  return post_flag(c, h, ACXI_OP_WRITE_VALUE, FL_READY((uint32_t)h->grank), s, d->stream, deadline);
 }
 
 static acx_status_t ordered_allreduce(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t *d, int64_t deadline) {
-  size_t es = acx_dtype_size(d->dtype), per = h->stage / es, total = d->count;
+  size_t es = acx_dtype_size(d->dtype), per = h->stage / 2 / es, total = d->count;
   if (flags_aborted(h)) return lost(c, ACX_ERR_PEER_LOST); /* an earlier operation's abort: rebuild */
   if (total == 0) return ACX_OK;
   acx_future_t *f = NULL;
   acx_status_t st = ACX_OK;
   int stepped = 0; /* the leaders' NCCL step was enqueued */
+  size_t po = 0, pn = 0; /* a member's previous chunk, whose result is still to come out */
   for (size_t o = 0; o < total && st == ACX_OK; o += per) {
     size_t n = total - o < per ? total - o : per;
     uint32_t s = ++h->fseq;
-    acx_future_t **last = o + n == total ? &f : NULL;
     if (h->grank == 0) {
-      if ((st = ordered_gate(c, h, s, deadline)) == ACX_OK) st = ordered_lead(c, h, d, o, n, s, deadline, &stepped, last);
+      /* Chunk s + 1's gate may pass while the GPU still works on s: the two slots pipeline. */
+      if ((st = ordered_gate(c, h, s, deadline)) == ACX_OK)
+        st = ordered_lead(c, h, d, o, n, s, deadline, &stepped, o + n == total ? &f : NULL);
     } else {
-      st = ordered_member(c, h, d, o, n, s, deadline, last);
+      st = member_in(c, h, d, o, n, s, deadline);
+      if (st == ACX_OK && pn) st = member_out(c, h, d, po, pn, s - 1, deadline, NULL);
+      po = o, pn = n;
+      if (st == ACX_OK && o + n == total) st = member_out(c, h, d, o, n, s, deadline, &f);
     }
   }
   if (st == ACX_OK) st = ordered_wait(c, f, deadline);
@@ -668,9 +704,10 @@ acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadli
   acxc_hier_t *h = c->hier;
   if (!h) return ACX_ERR_INVALID_STATE;
   size_t es = acx_dtype_size(d->dtype);
-  if (d->op == ACXC_OP_ALLREDUCE && h->fl) return ordered_allreduce(c, h, d, deadline);
-  /* The same choice on every rank: the count and dtype are the collective's, `direct` agreed. */
+  /* The same choice on every rank: the count and dtype are the collective's, `direct` and the
+   * ordered path agreed at creation. */
   if (d->op == ACXC_OP_ALLREDUCE && h->dhost && d->count <= h->direct / es) return direct_allreduce(c, h, d, deadline);
+  if (d->op == ACXC_OP_ALLREDUCE && h->fl) return ordered_allreduce(c, h, d, deadline);
   size_t total = d->count;
   if (d->op == ACXC_OP_REDUCE_SCATTER) total = d->count * (size_t)c->size; /* reduced whole, then split */
   size_t per = chunk_elems(c, h, d, es);

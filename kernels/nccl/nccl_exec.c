@@ -815,7 +815,7 @@ typedef struct desc {
   uint32_t op, dtype, redop;
   int peer;
   uint64_t send, recv, count;
-  uint64_t soff, roff; /* SEND/RECV: byte offsets into the buffer (0 for every other operation) */
+  uint64_t soff, roff; /* SEND/RECV, ALLREDUCE: byte offsets into the buffers (0 for every other operation) */
 } desc_t;
 
 /* Resolves buffer `id` and checks it holds `elems` elements from byte `off` on; *p = that address. */
@@ -886,8 +886,8 @@ static acx_status_t plan_op(acxi_engine_t *e, const acxi_engine_api_t *api, ncom
   p->acc = (desc_t){.send = d->send, .recv = d->recv};
   switch (d->op) {
   case ACXC_OP_ALLREDUCE:
-    ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &p->sp));
-    return resolve(e, api, c, d->recv, cnt, es, "recv", &p->rp);
+    ACXCHECK(resolve_at(e, api, c, d->send, d->soff, cnt, es, "send", &p->sp));
+    return resolve_at(e, api, c, d->recv, d->roff, cnt, es, "recv", &p->rp);
   case ACXC_OP_BROADCAST:
     ACXCHECK(resolve(e, api, c, d->recv, cnt, es, "recv", &p->rp));
     if (root_here && d->send) ACXCHECK(resolve(e, api, c, d->send, cnt, es, "send", &p->sp));
@@ -968,7 +968,7 @@ static acx_status_t launch(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm
 }
 
 static desc_t desc_of(const acxi_cmd_t *cmd) {
-  int p2p = cmd->op == ACXC_OP_SEND || cmd->op == ACXC_OP_RECV;
+  int p2p = cmd->op == ACXC_OP_SEND || cmd->op == ACXC_OP_RECV || cmd->op == ACXC_OP_ALLREDUCE;
   return (desc_t){.op = cmd->op, .dtype = cmd->dtype, .redop = (uint32_t)cmd->arg[1], .peer = (int)(int64_t)cmd->arg[2],
                   .send = cmd->buf[0], .recv = cmd->buf[1], .count = cmd->bytes,
                   .soff = p2p ? cmd->off[0] : 0, .roff = p2p ? cmd->off[1] : 0};

@@ -28,7 +28,8 @@ typedef enum acxc_op {
   ACXC_OP_UNIQUE_ID = 0x205, /* arg[3] = host region id: a new ncclUniqueId is written into its
                                 nccl_id (NCCL's bootstrap root then runs in this executor); no
                                 communicator (arg[0] unused) */
-  ACXC_OP_ALLREDUCE = 0x210,
+  ACXC_OP_ALLREDUCE = 0x210, /* off[0], off[1]: byte offsets into send and recv (the flat path
+                                sends 0; the hierarchical ordered path names a staging slot) */
   ACXC_OP_BROADCAST = 0x211,
   ACXC_OP_REDUCE = 0x212,
   ACXC_OP_ALLGATHER = 0x213,

@@ -92,7 +92,7 @@ for step in "$@"; do
       if ! command -v nvidia-cuda-mps-control >/dev/null; then echo "no nvidia-cuda-mps-control on PATH: skipped"; continue; fi
       export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-mps/log
       mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
-      HB_X="-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY" hier_rounds hiermps
+      HB_X="-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY ${HB_X:-}" hier_rounds hiermps
       echo quit | nvidia-cuda-mps-control; tail -5 $CUDA_MPS_LOG_DIRECTORY/control.log; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
     sm80) el sm80  # a build for sm_80 only, run on this GPU: the no-kernel-image error
       cmake -S $S -B $S/build-sm80 -G Ninja -DCMAKE_CUDA_ARCHITECTURES=80-real -DACX_BUILD_BENCH=OFF >$OUT/sm80-cfg.txt 2>&1 && cmake --build $S/build-sm80 -j 32 --target acx-info test_engine_cuda acx-executor >$OUT/sm80-build.txt 2>&1 || { tail -20 $OUT/sm80-build.txt; }
