@@ -1,7 +1,8 @@
 /* Tests of the collectives (include/acx/coll.h), one program for both device kinds: run under
  * mpirun. Default: host kind (MPI path) -- every collective x dtypes x ops, in place and out of
  * place, groups, a send/recv ring, all-to-all, bad input. Modes: --inline (inline transport),
- * --watchdog (rank 1 withholds a collective: rank 0 gets ACX_ERR_COLL_TIMEOUT in time), --stale
+ * --watchdog (rank 1 withholds a collective: rank 0 gets ACX_ERR_COLL_TIMEOUT in time; with --hier,
+ * every other rank fails in time and rank 1 finds its group aborted), --stale
  * (a killed executor: old buffers answer ACX_ERR_STALE_BUFFER), --cuda (the same suite through
  * NCCL; exit 77 without a GPU), --kill-after K (cuda: rank 1 SIGKILLs itself after K all-reduces;
  * the survivor must report the failure within the timeout and exit), --hier (the coll is
@@ -345,6 +346,33 @@ static void run_watchdog(void) {
   MPI_Comm wc;
   acx_world_comm(world, &wc);
   int64_t limit = (int64_t)atoi(getenv("ACX_COLL_TIMEOUT") ? getenv("ACX_COLL_TIMEOUT") : "60000") * 1000000;
+  if (hier) {
+    /* Rank 1 is a member of group 0 (ranks 0 and 1). Its leader's wait for its flag passes the
+     * deadline and aborts the group's flags; the other group's leader waits for rank 0 in the
+     * leaders' step until the deadline, its member for its leader's result (or sees the abort).
+     * Nobody hangs, nobody reports a result; rank 1, arriving late, finds its group aborted. */
+    if (rank != 1) {
+      int64_t t0 = acxi_now_ns();
+      acx_status_t st = acx_allreduce_sync(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1);
+      int64_t dt = acxi_now_ns() - t0;
+      printf("rank %d: hierarchical all-reduce without rank 1 returned %s after %lld ms (ACX_COLL_TIMEOUT %lld ms)\n",
+             rank, acx_status_name(st), (long long)(dt / 1000000), (long long)(limit / 1000000));
+      CU_ASSERT(st == ACX_ERR_COLL_TIMEOUT || st == ACX_ERR_PEER_LOST);
+      CU_ASSERT(dt <= limit + 3000000000LL);
+      CU_ASSERT(acx_coll_state(coll) != ACX_OK);
+    }
+    MPI_Barrier(wc);
+    if (rank == 1) {
+      int64_t t0 = acxi_now_ns();
+      acx_status_t st = acx_allreduce_sync(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1);
+      CU_ASSERT_EQUAL(st, ACX_ERR_PEER_LOST);
+      CU_ASSERT(acxi_now_ns() - t0 < limit);
+      CU_ASSERT(acx_coll_state(coll) != ACX_OK);
+    }
+    MPI_Barrier(wc);
+    acx_buffer_release(b);
+    return;
+  }
   if (rank == 0) {
     int64_t t0 = acxi_now_ns();
     acx_status_t st = acx_allreduce_sync(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1);
