@@ -8,7 +8,8 @@
  * time and the median of the rounds' ratios, with their smallest and largest (the spread: a goal
  * checked at 3% needs a spread well inside 3%).
  * The raw peer includes the libraries' headers by necessity: it is what acx is measured against.
- * Usage: acx-lib-bench [-r R] [--iters-scale F] [--only NAME[,NAME...]] [--device N] [--json FILE] */
+ * Usage: acx-lib-bench [-r R] [--iters-scale F] [--only NAME[,NAME...]] [--device N] [--json FILE]
+ *                      [--raw-alloc malloc|pool] */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -52,7 +53,7 @@ typedef struct result {
 typedef struct opts {
   double scale;
   const char *only, *json;
-  int device, reps;
+  int device, reps, pool;
 } opts_t;
 
 static int64_t now_ns(void) {
@@ -119,12 +120,32 @@ static bcase_t cases[] = {
     }                                                                                        \
   } while (0)
 
+/* The raw side's device memory: cudaMalloc, or with --raw-alloc pool the device's stream-ordered
+ * pool (cudaMallocAsync), which is where acx's ACX_MEM_DEVICE buffers come from: a gap that
+ * follows the allocator is not acx's. */
+static int raw_pool;
+
+static cudaError_t raw_malloc(void *p, size_t bytes) {
+  void **out = p;
+  if (!raw_pool) return cudaMalloc(out, bytes);
+  cudaError_t e = cudaMallocAsync(out, bytes, 0);
+  return e == cudaSuccess ? cudaStreamSynchronize(0) : e;
+}
+
+static void raw_free(void *p) {
+  if (!raw_pool) {
+    cudaFree(p);
+    return;
+  }
+  if (cudaFreeAsync(p, 0) == cudaSuccess) (void)cudaStreamSynchronize(0);
+}
+
 static int raw_gemm(cudaStream_t s, cudaDataType t, size_t es, int iters, double *sec) {
   void *a, *b, *c;
   size_t bytes = (size_t)(N8K * N8K) * es;
-  CK(cudaMalloc(&a, bytes));
-  CK(cudaMalloc(&b, bytes));
-  CK(cudaMalloc(&c, bytes));
+  CK(raw_malloc(&a, bytes));
+  CK(raw_malloc(&b, bytes));
+  CK(raw_malloc(&c, bytes));
   CK(cudaMemsetAsync(a, 0x3c, bytes, s)); /* ~0.0115 in f32 and bf16: non-zero, no overflow */
   CK(cudaMemsetAsync(b, 0x3c, bytes, s));
   cublasHandle_t h;
@@ -142,15 +163,15 @@ static int raw_gemm(cudaStream_t s, cudaDataType t, size_t es, int iters, double
   CK(cudaStreamSynchronize(s));
   *sec = (double)(now_ns() - t0) * 1e-9 / iters;
   cublasDestroy(h);
-  cudaFree(a);
-  cudaFree(b);
-  cudaFree(c);
+  raw_free(a);
+  raw_free(b);
+  raw_free(c);
   return 0;
 }
 
 static int raw_rand(cudaStream_t s, int iters, double *sec) {
   float *out;
-  CK(cudaMalloc((void **)&out, (size_t)RAND_N * 4));
+  CK(raw_malloc((void **)&out, (size_t)RAND_N * 4));
   curandGenerator_t g;
   RK(curandCreateGenerator(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10));
   RK(curandSetStream(g, s));
@@ -162,14 +183,14 @@ static int raw_rand(cudaStream_t s, int iters, double *sec) {
   CK(cudaStreamSynchronize(s));
   *sec = (double)(now_ns() - t0) * 1e-9 / iters;
   curandDestroyGenerator(g);
-  cudaFree(out);
+  raw_free(out);
   return 0;
 }
 
 static int raw_fft(cudaStream_t s, int iters, double *sec) {
   void *in, *out;
-  CK(cudaMalloc(&in, (size_t)FFT_N * 8));
-  CK(cudaMalloc(&out, (size_t)FFT_N * 8));
+  CK(raw_malloc(&in, (size_t)FFT_N * 8));
+  CK(raw_malloc(&out, (size_t)FFT_N * 8));
   CK(cudaMemsetAsync(in, 0x3c, (size_t)FFT_N * 8, s));
   cufftHandle p;
   if (cufftPlan1d(&p, (int)FFT_N, CUFFT_C2C, 1) != CUFFT_SUCCESS || cufftSetStream(p, s) != CUFFT_SUCCESS) {
@@ -187,8 +208,8 @@ static int raw_fft(cudaStream_t s, int iters, double *sec) {
   CK(cudaStreamSynchronize(s));
   *sec = (double)(now_ns() - t0) * 1e-9 / iters;
   cufftDestroy(p);
-  cudaFree(in);
-  cudaFree(out);
+  raw_free(in);
+  raw_free(out);
   return 0;
 }
 
@@ -197,11 +218,11 @@ static int raw_fft(cudaStream_t s, int iters, double *sec) {
 static int raw_lt(cudaStream_t s, int iters, double *sec) {
   void *a, *b, *d, *bias, *ws;
   size_t bytes = (size_t)(N8K * N8K) * 2, wsb = (size_t)32 << 20;
-  CK(cudaMalloc(&a, bytes));
-  CK(cudaMalloc(&b, bytes));
-  CK(cudaMalloc(&d, bytes));
-  CK(cudaMalloc(&bias, (size_t)N8K * 2));
-  CK(cudaMalloc(&ws, wsb));
+  CK(raw_malloc(&a, bytes));
+  CK(raw_malloc(&b, bytes));
+  CK(raw_malloc(&d, bytes));
+  CK(raw_malloc(&bias, (size_t)N8K * 2));
+  CK(raw_malloc(&ws, wsb));
   CK(cudaMemsetAsync(a, 0x3c, bytes, s));
   CK(cudaMemsetAsync(b, 0x3c, bytes, s));
   CK(cudaMemsetAsync(bias, 0x3c, (size_t)N8K * 2, s));
@@ -240,7 +261,7 @@ static int raw_lt(cudaStream_t s, int iters, double *sec) {
   cublasLtMatrixLayoutDestroy(l);
   cublasLtMatmulDescDestroy(op);
   cublasLtDestroy(h);
-  cudaFree(a), cudaFree(b), cudaFree(d), cudaFree(bias), cudaFree(ws);
+  raw_free(a), raw_free(b), raw_free(d), raw_free(bias), raw_free(ws);
   return 0;
 }
 
@@ -250,8 +271,8 @@ static int raw_potrf(cudaStream_t s, int iters, double *sec) {
   double *a;
   int *info;
   size_t bytes = (size_t)(N8K * N8K) * 8;
-  CK(cudaMalloc((void **)&a, bytes));
-  CK(cudaMalloc((void **)&info, sizeof(int)));
+  CK(raw_malloc((void **)&a, bytes));
+  CK(raw_malloc((void **)&info, sizeof(int)));
   CK(cudaMemsetAsync(a, 0, bytes, s));
   double *ones = malloc((size_t)N8K * 8);
   for (int64_t i = 0; i < N8K; i++) ones[i] = 1.0;
@@ -266,7 +287,7 @@ static int raw_potrf(cudaStream_t s, int iters, double *sec) {
   size_t dws = 0, hws = 0;
   SK(cusolverDnXpotrf_bufferSize(h, p, CUBLAS_FILL_MODE_LOWER, N8K, CUDA_R_64F, a, N8K, CUDA_R_64F, &dws, &hws));
   void *dw = NULL, *hw = hws ? malloc(hws) : NULL;
-  CK(cudaMalloc(&dw, dws ? dws : 1));
+  CK(raw_malloc(&dw, dws ? dws : 1));
   for (int i = 0; i < iters + 1; i++) {
     if (i == 1) {
       CK(cudaStreamSynchronize(s));
@@ -279,7 +300,7 @@ static int raw_potrf(cudaStream_t s, int iters, double *sec) {
   cusolverDnDestroyParams(p);
   cusolverDnDestroy(h);
   free(hw);
-  cudaFree(dw), cudaFree(a), cudaFree(info);
+  raw_free(dw), raw_free(a), raw_free(info);
   return 0;
 }
 
@@ -542,10 +563,13 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 static void usage(FILE *f, const char *argv0) {
   fprintf(f,
           "usage: %s [-r R] [--iters-scale F] [--only NAME[,NAME...]] [--device N] [--json FILE]\n"
+          "       [--raw-alloc malloc|pool]\n"
           "  -r, --reps R        rounds per case (default 5, at most %d), raw and acx alternating ABBA;\n"
           "                      times are the rounds' medians, rmin/rmax the smallest and largest ratio\n"
           "  --iters-scale F     calls per round, times the case's default (> 0)\n"
           "  --only NAMES        cases to run: gemm_bf16 gemm_f32 rand_normal fft_c2c lt_gelu_bias potrf_f64\n"
+          "  --raw-alloc KIND    the raw side's device memory: malloc (cudaMalloc, default) or pool\n"
+          "                      (cudaMallocAsync, where acx's buffers come from)\n"
           "  --device N          the CUDA device (default 0)\n"
           "  --json FILE         the table as JSON as well\n",
           argv0, MAX_REPS);
@@ -562,7 +586,7 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
       return 1;
     }
     int known = !strcmp(a, "-r") || !strcmp(a, "--reps") || !strcmp(a, "--iters-scale") || !strcmp(a, "--only") ||
-                !strcmp(a, "--device") || !strcmp(a, "--json");
+                !strcmp(a, "--device") || !strcmp(a, "--json") || !strcmp(a, "--raw-alloc");
     if (!known) {
       fprintf(stderr, "%s: unknown option '%s'\n", argv[0], a);
       bad = a;
@@ -585,6 +609,10 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
       int any = 0;
       for (size_t k = 0; k < NCASES; k++) any |= selected(v, cases[k].name);
       if (!any) bad = "--only: names no case (gemm_bf16 gemm_f32 rand_normal fft_c2c lt_gelu_bias potrf_f64)";
+    } else if (!strcmp(a, "--raw-alloc")) {
+      if (!strcmp(v, "pool")) o->pool = 1;
+      else if (!strcmp(v, "malloc")) o->pool = 0;
+      else bad = "--raw-alloc: malloc (cudaMalloc, the default) or pool (cudaMallocAsync, as acx's buffers)";
     } else if (!strcmp(a, "--device")) {
       if (parse_int(v, 0, 1 << 20, &o->device)) bad = "--device: a CUDA ordinal, 0 or more";
     } else {
@@ -648,6 +676,7 @@ int main(int argc, char **argv) {
   opts_t o;
   int pr = parse_opts(argc, argv, &o);
   if (pr) return pr == 1 ? 0 : 2;
+  raw_pool = o.pool;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     printf("acx-lib-bench: no CUDA device visible: nothing to measure (skipped)\n");
@@ -680,8 +709,8 @@ int main(int argc, char **argv) {
   acx_system_destroy(sys, T_WAIT);
 
   const char *transport = getenv("ACX_EXECUTOR") ? getenv("ACX_EXECUTOR") : "process";
-  printf("\nacx-lib-bench: raw library calls vs the same through acx (transport %s), GPU %d, %d round(s) ABBA\n",
-         transport, o.device, o.reps);
+  printf("\nacx-lib-bench: raw library calls vs the same through acx (transport %s), GPU %d, %d round(s) ABBA; raw "
+         "memory from %s\n", transport, o.device, o.reps, o.pool ? "the stream-ordered pool (cudaMallocAsync)" : "cudaMalloc");
   printf("%-12s %-30s %6s %12s %12s %12s %12s %8s %6s %6s %5s\n", "case", "shape", "iters", "raw time", "raw rate",
          "acx time", "acx rate", "acx/raw", "rmin", "rmax", "goal");
   int fail = 0;

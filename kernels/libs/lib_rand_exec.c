@@ -17,13 +17,6 @@ typedef struct gen {
   curandGenerator_t g;
   uint64_t seed;
   int seeded;
-  /* placed: the generator's own position is `next` (the last draw continued by the next one).
-   * cuRAND restarts its state whenever the offset is set, at a cost per call (a 2^28 normal draw
-   * took 4% longer through acx when every call set it), so a draw that continues the last one
-   * leaves it alone. Known only for Philox 32-bit draws of a multiple of 4 values, where cuRAND
-   * advances by exactly the count (t_reproducible checks it against an explicit offset). */
-  int placed;
-  uint64_t next;
 } gen_t;
 
 typedef struct rand_state {
@@ -89,35 +82,20 @@ static acx_status_t generator(acxk_lib_call_t *c, uint32_t rng, gen_t **out) {
   return ACX_OK;
 }
 
-static acx_status_t draw(acxk_lib_call_t *c, gen_t *g, const acxk_rand_desc_t *q, void *out, size_t n, int f64);
-
 acx_status_t acxk_rand_exec(acxk_lib_call_t *c) {
   const acxk_rand_desc_t *q = &c->d.u.rand;
   gen_t *g = NULL;
   ACXCHECK(generator(c, q->rng, &g));
   if (!g->seeded || g->seed != q->seed) {
-    g->placed = 0;
     RANDCHECK(c, curandSetPseudoRandomGeneratorSeed(g->g, q->seed));
     g->seed = q->seed;
     g->seeded = 1;
   }
+  RANDCHECK(c, curandSetGeneratorOffset(g->g, q->offset));
   void *out = c->ptr[0];
   size_t n = (size_t)q->n;
-  int f64 = q->dtype == ACX_DTYPE_F64;
-  if (!g->placed || g->next != q->offset) RANDCHECK(c, curandSetGeneratorOffset(g->g, q->offset));
-  /* Unknown until this draw succeeds. */
-  g->placed = 0;
   if (n == 0) return ACX_OK;
-  acx_status_t st = draw(c, g, q, out, n, f64);
-  if (st == ACX_OK && q->rng == 0 && !f64 && n % 4 == 0 && q->dist != ACX_RAND_POISSON) {
-    g->placed = 1;
-    g->next = q->offset + n;
-  }
-  return st;
-}
-
-/* One cuRAND generation of n values of q's distribution into out. */
-static acx_status_t draw(acxk_lib_call_t *c, gen_t *g, const acxk_rand_desc_t *q, void *out, size_t n, int f64) {
+  int f64 = q->dtype == ACX_DTYPE_F64;
   switch (q->dist) {
     case ACX_RAND_UNIFORM:
       if (f64) RANDCHECK(c, curandGenerateUniformDouble(g->g, out, n));
