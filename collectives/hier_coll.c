@@ -67,6 +67,7 @@ struct acxc_hier {
   _Atomic uint32_t *fl;   /* ... mapped here */
   uint32_t fseq;          /* ... the sequence number of the last chunk (every rank of the group
                              counts the same chunks) */
+  void *parked_mem;       /* the memory of the last exchange parked (what MPI may still write) */
   int parked;             /* an MPI exchange passed its deadline: the communicators (and `host`)
                              stay with MPI, never freed */
   int building;           /* set-up (creation or a rebuild's reinit, while the coll is still marked
@@ -104,6 +105,7 @@ static acx_status_t mpi_wait(acx_coll_t *c, acxc_hier_t *h, MPI_Request *req, vo
     if (acxi_now_ns() >= deadline || b != ACX_OK) {
       acxc_world_park(*req, mem);
       h->parked = 1;
+      h->parked_mem = mem;
       if (b != ACX_OK) return b;
       ACX_WARN(COLL, "hierarchical collective: %s passed the operation's deadline (ACX_COLL_TIMEOUT): a rank did "
                "not take part", what);
@@ -206,7 +208,7 @@ static acx_status_t inner_mpi(acx_coll_t *c, acxc_hier_t *h, uint32_t op, acx_bu
   }
   acx_status_t st = mpi_wait(c, h, &req, h->host, deadline, "the leaders' MPI step");
   if (st != ACX_OK) {
-    if (h->parked) h->host = NULL; /* MPI keeps it */
+    if (h->parked && h->parked_mem == h->host) h->host = NULL; /* MPI keeps it */
     return st;
   }
   return acx_buffer_write(recv, 0, rb, rn * es, stream, acxi_left_ns(deadline));
@@ -469,7 +471,7 @@ static acx_status_t direct_allreduce(acx_coll_t *c, acxc_hier_t *h, const acxc_o
   if (m == ACX_OK) m = mpi_wait(c, h, &req[1], h->dhost, deadline, "the direct all-reduce's status");
   else if (h->parked) acxc_world_park(req[1], NULL); /* its memory is parked with req[0] */
   if (m != ACX_OK) {
-    if (h->parked) h->dhost = NULL; /* parked with MPI: never freed */
+    if (h->parked && h->parked_mem == h->dhost) h->dhost = NULL; /* parked with MPI: never freed */
     return lost(c, m);
   }
   acx_status_t worst = (acx_status_t)stv[1];
@@ -602,7 +604,7 @@ static acx_status_t slot_mpi(acx_coll_t *c, acxc_hier_t *h, size_t at, size_t n,
   }
   acx_status_t st = mpi_wait(c, h, &req, h->host, deadline, "the leaders' MPI step");
   if (st != ACX_OK) {
-    if (h->parked) h->host = NULL; /* MPI keeps it */
+    if (h->parked && h->parked_mem == h->host) h->host = NULL; /* MPI keeps it */
     return st;
   }
   return acx_buffer_write(h->mine, at, rb, bytes, stream, acxi_left_ns(deadline));
@@ -1060,9 +1062,10 @@ void acxc_hier_destroy(acx_coll_t *c) {
   if (h->flags) acx_host_free(h->flags);
   if (h->pack) acx_buffer_release(h->pack);
   if (h->mine) acx_buffer_release(h->mine);
+  /* Host copies MPI may still write were handed over when their exchange was parked (NULL here). */
+  free(h->host);
+  free(h->dhost);
   if (!h->parked) {
-    free(h->host);
-    free(h->dhost);
     if (h->gcomm != MPI_COMM_NULL) MPI_Comm_free(&h->gcomm);
     if (h->lcomm != MPI_COMM_NULL) MPI_Comm_free(&h->lcomm);
   }
