@@ -170,5 +170,9 @@ int acxc_hier_mode(const acx_coll_t *c);
 acx_status_t acxc_hier_create(acx_coll_t *c, int64_t init_timeout_ns);
 void acxc_hier_destroy(acx_coll_t *c);
 acx_status_t acxc_hier_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadline);
+/* 1 when an MPS control daemon's pipe is where this process's CUDA clients would look for it
+ * (`control` in $CUDA_MPS_PIPE_DIRECTORY, else /tmp/nvidia-mps); `dir` (may be NULL) receives the
+ * directory looked in. Without MPS the GPU time-slices the contexts of ranks that share it. */
+int acxc_hier_mps(char *dir, size_t n);
 
 #endif

@@ -29,9 +29,11 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include "collectives/coll_internal.h"
 #include "collectives/world_internal.h"
@@ -885,6 +887,16 @@ static acx_status_t flags_setup(acx_coll_t *c, acxc_hier_t *h, int64_t deadline)
   return ACX_OK;
 }
 
+int acxc_hier_mps(char *dir, size_t n) {
+  const char *d = getenv("CUDA_MPS_PIPE_DIRECTORY");
+  if (!d || !*d) d = "/tmp/nvidia-mps";
+  if (dir && n) snprintf(dir, n, "%s", d);
+  char path[PATH_MAX];
+  if ((size_t)snprintf(path, sizeof path, "%s/control", d) >= sizeof path) return 0;
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
 /* cuda leaders: an NCCL communicator among the leaders (group 0's executor makes the id). */
 static acx_status_t leaders_nccl(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns, int64_t deadline) {
   ACXCHECK(acx_host_alloc(c->dev, sizeof(acxc_region_t), &h->region));
@@ -1033,7 +1045,13 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
   else snprintf(where, sizeof where, "GPU %s of node %d, ranks %s", b.pci_bus_id[0] ? b.pci_bus_id : "(none)", w->node,
                 members);
   /* Fixed at creation (a rebuild makes the same groups): validation reads it without a lock. */
-  if (!c->hier_where[0]) memcpy(c->hier_where, where, sizeof where);
+  int first = !c->hier_where[0];
+  if (first) memcpy(c->hier_where, where, sizeof where);
+  char mps[PATH_MAX];
+  if (first && !c->host_kind && h->grank == 0 && h->gsize > 1 && !acxc_hier_mps(mps, sizeof mps))
+    ACX_WARN(COLL, "hierarchical coll: %s: shared without MPS (no control pipe in %s): the GPU time-slices its "
+             "ranks' executor contexts, ~0.3 ms per collective at 2 ranks per GPU on the GPU host; start "
+             "`nvidia-cuda-mps-control -d` on the node before the job (docs/collectives.md)", where, mps);
   if (h->fl)
     ACX_INFO(COLL, "hierarchical coll: rank %d is %s of group %d of %d (%s); staging %zu KiB; all-reduces ordered "
              "on the streams", c->rank, h->grank == 0 ? "the leader" : "a member", h->lrank, h->lsize, where,
