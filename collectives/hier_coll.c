@@ -540,11 +540,14 @@ static acx_status_t post(acx_coll_t *c, acxi_cmd_t *cmd, const acxi_bufarg_t *ba
   return acxi_device_submit(c->dev, cmd, ba, n, 0, -1, deadline, f);
 }
 
+/* A copy of the ordered path: into a staging buffer from the caller's send, or out of one into
+ * its recv (the names its log lines give the buffers). */
 static acx_status_t post_copy(acx_coll_t *c, acx_buffer_t *dst, size_t doff, acx_buffer_t *src, size_t soff,
                               size_t bytes, uint32_t stream, int64_t deadline, acx_future_t **f) {
   acxi_cmd_t cmd = {.op = ACXI_OP_COPY_D2D, .stream = stream, .buf = {dst->id, src->id}, .off = {doff, soff},
                     .bytes = bytes};
-  acxi_bufarg_t ba[2] = {{dst, "recv"}, {src, "send"}};
+  int in = dst == c->hier->mine;
+  acxi_bufarg_t ba[2] = {{dst, in ? "staging" : "recv"}, {src, in ? "send" : "staging"}};
   return post(c, &cmd, ba, 2, deadline, f);
 }
 
