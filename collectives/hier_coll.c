@@ -5,8 +5,10 @@
  * step below without a GPU.
  *
  * Every rank has a shareable staging buffer on its device (acxi_buffer_alloc_shareable); the
- * leader maps its members' (CUDA IPC; host kind: a memfd), every member maps its leader's. An
- * operation moves through them in chunks, four steps per chunk:
+ * leader maps its members' (CUDA IPC; host kind: a memfd), every member maps its leader's.
+ * All-reduces take the direct path up to ACX_COLL_HIER_DIRECT_KB and the ordered path above it
+ * (both described where they are defined below); every other collective, and all-reduces with
+ * ACX_COLL_HIER_ORDERED=0, move through the staging buffers in chunks, four steps per chunk:
  *   1. in:      every rank copies its chunk of input into its staging buffer (the leader: into
  *               the place where its group's data is combined);
  *   2. combine: the leader reduces (or packs) its members' chunks, read through its mappings;
@@ -490,24 +492,27 @@ static acx_status_t direct_allreduce(acx_coll_t *c, acxc_hier_t *h, const acxc_o
 /* ------------------------------------------------------------------------------------------ */
 /* the ordered path: all-reduces ordered on the streams                                         */
 
-/* All-reduces of every size skip the MPI exchanges: the steps are ordered on the executors'
- * streams through 32-bit flags in a host region of the group (the leader's, attached by its
- * members and registered with every executor of the group, which reach it through the GPU's
- * mapping of pinned memory). Per chunk, with s the chunk's sequence number (the same on every rank
- * of the group: each counts the same chunks):
- *   member j: copy its input into its staging buffer; ready[j] := s; wait until done >= s; copy
- *             the result out of the leader's staging buffer. Every command of every chunk is
- *             enqueued at once (fire-and-forget but the last); the rank waits for the last.
+/* All-reduces above the direct path's limit skip the MPI exchanges: the steps are ordered on the
+ * executors' streams through 32-bit flags in a host region of the group (the leader's, attached
+ * by its members and registered with every executor of the group, which reach it through the
+ * GPU's mapping of pinned memory). Each staging buffer holds two slots; chunk s (its sequence
+ * number, the same on every rank of the group: each counts the same chunks) uses slot s % 2.
+ *   member j: wait until done >= s - 2 (the leader has read what chunk s - 2 left in this slot),
+ *             copy its input into its slot, ready[j] := s; then wait until done >= s - 1 and copy
+ *             the previous chunk's result out of the leader's slot (after the last chunk, its
+ *             own). Every command of every chunk is enqueued at once (fire-and-forget but the
+ *             last); the rank waits for the last.
  *   leader:   waits on the host until every ready[j] >= s (a few loads of shared memory, no
- *             round trip), then enqueues: its input into its staging buffer, the members' reduced
- *             into it, the leaders' step (NCCL in the executors; host kind: MPI on host copies),
- *             avg's division, done := s, its result out.
- * Reuse is ordered by the same flags: a member writes its staging buffer for chunk s + 1 only
- * after done >= s (its stream waited), which the leader writes after its reduce read it; the
- * leader writes its own for s + 1 only after every ready >= s + 1, which each member writes
- * after copying chunk s out. The leader's host wait is what keeps a failure from spreading as
- * garbage: a leader enqueues its leaders' step only when all its members' inputs are there and
- * none aborted, so a leaders' step that completes had every group's real data.
+ *             round trip), then enqueues: its input into its slot, the members' slots reduced
+ *             into it, the leaders' step on the slot (NCCL in the executors; host kind: MPI on
+ *             host copies), avg's division, done := s, its result out. Its gate for s + 1 may
+ *             pass while its GPU still works on s: the slots pipeline.
+ * Reuse is ordered by the same flags: a member writes its slot for chunk s only after done >= s - 2,
+ * which the leader writes after its reduce of chunk s - 2 read it; the leader writes its own slot
+ * for s only after every ready >= s, which each member writes after copying chunk s - 2 out. The
+ * leader's host wait is what keeps a failure from spreading as garbage: a leader enqueues its
+ * leaders' step only when all its members' inputs are there and none aborted, so a leaders' step
+ * that completes had every group's real data.
  * Failure: a rank whose wait fails (deadline, broken coll, lost device, a failed command) aborts
  * the group: abort := 1 and every flag pushed far ahead, which releases every stream of the group
  * still waiting (its own included: no executor stays wedged), and breaks the coll (a rebuild makes
