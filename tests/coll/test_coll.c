@@ -352,21 +352,30 @@ static void run_watchdog(void) {
      * leaders' step until the deadline, its member for its leader's result (or sees the abort).
      * Nobody hangs, nobody reports a result; rank 1, arriving late, finds its group aborted. */
     if (rank != 1) {
+      /* Waited for with a generous limit of the test's own: on CI's 2 cores MPICH's busy-polling
+       * ranks can keep a worker thread off the CPU for seconds; what matters is that every rank
+       * gets a failure, not a result and not a hang. */
       int64_t t0 = acxi_now_ns();
-      acx_status_t st = acx_allreduce_sync(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1);
+      acx_future_t *f = NULL;
+      ACX_ASSERT_STATUS(acx_allreduce(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &f), ACX_OK);
+      acx_status_t st = acx_future_wait(f, limit + T_LONG, NULL, 0, NULL);
+      acx_future_release(f);
       int64_t dt = acxi_now_ns() - t0;
       printf("rank %d: hierarchical all-reduce without rank 1 returned %s after %lld ms (ACX_COLL_TIMEOUT %lld ms)\n",
              rank, acx_status_name(st), (long long)(dt / 1000000), (long long)(limit / 1000000));
       CU_ASSERT(st == ACX_ERR_COLL_TIMEOUT || st == ACX_ERR_PEER_LOST);
-      CU_ASSERT(dt <= limit + 3000000000LL);
+      CU_ASSERT(dt >= limit - 50000000 || st == ACX_ERR_PEER_LOST);
       CU_ASSERT(acx_coll_state(coll) != ACX_OK);
     }
     MPI_Barrier(wc);
     if (rank == 1) {
-      int64_t t0 = acxi_now_ns();
-      acx_status_t st = acx_allreduce_sync(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1);
+      /* ACX_ERR_PEER_LOST comes only from finding the group's flags aborted at the start (a wait
+       * for the deadline would give ACX_ERR_COLL_TIMEOUT). */
+      acx_future_t *f = NULL;
+      ACX_ASSERT_STATUS(acx_allreduce(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, &f), ACX_OK);
+      acx_status_t st = acx_future_wait(f, limit + T_LONG, NULL, 0, NULL);
+      acx_future_release(f);
       CU_ASSERT_EQUAL(st, ACX_ERR_PEER_LOST);
-      CU_ASSERT(acxi_now_ns() - t0 < limit);
       CU_ASSERT(acx_coll_state(coll) != ACX_OK);
     }
     MPI_Barrier(wc);
