@@ -559,8 +559,7 @@ static acx_status_t post_copy(acx_coll_t *c, acx_buffer_t *dst, size_t doff, acx
 static acx_status_t post_flag(acx_coll_t *c, acxc_hier_t *h, uint32_t op, uint32_t word, uint32_t value,
                               uint32_t stream, int64_t deadline) {
   acxi_cmd_t cmd = {.op = op, .stream = stream, .off = {4u * word},
-                    .arg = {h->flags->id, value, (uint64_t)acxi_left_ns(deadline)}};
-  if (op == ACXI_OP_WAIT_VALUE && cmd.arg[2] == 0) cmd.arg[2] = 1; /* 0 would mean the executor's default */
+                    .arg = {h->flags->id, value, (uint64_t)acxi_left_ns(deadline)}}; /* >= 1 ms, never 0 */
   return post(c, &cmd, NULL, 0, deadline, NULL);
 }
 
@@ -568,12 +567,16 @@ static acx_status_t post_flag(acx_coll_t *c, acxc_hier_t *h, uint32_t op, uint32
  * coll (a rebuild, another thread's failure). */
 static acx_status_t ordered_wait(acx_coll_t *c, acx_future_t *f, int64_t deadline) {
   for (;;) {
-    int64_t left = acxi_left_ns(deadline);
-    acx_status_t st = acx_future_wait(f, left < 2000000 ? left : 2000000, NULL, 0, NULL);
+    int64_t left = deadline - acxi_now_ns();
+    acx_status_t st = acx_future_wait(f, left <= 0 ? 0 : left < 2000000 ? left : 2000000, NULL, 0, NULL);
     if (acxi_future_is_done(f)) return st;
     acx_status_t b = acxc_coll_broken(c);
     if (b != ACX_OK) return b;
-    if (left <= 0) return ACX_ERR_COLL_TIMEOUT;
+    if (left <= 0) {
+      ACX_WARN(COLL, "hierarchical all-reduce (ordered): this rank's last step did not complete by the operation's "
+               "deadline (ACX_COLL_TIMEOUT)");
+      return ACX_ERR_COLL_TIMEOUT;
+    }
   }
 }
 
@@ -865,7 +868,7 @@ static acx_status_t flags_setup(acx_coll_t *c, acxc_hier_t *h, int64_t deadline)
     /* The executor's own word, rewritten with its value (0: nothing ran yet), then waited for. */
     uint32_t w = h->grank == 0 ? FL_DONE : FL_READY((uint32_t)h->grank);
     for (uint32_t op = ACXI_OP_WRITE_VALUE; ok; op = ACXI_OP_WAIT_VALUE) {
-      acxi_cmd_t cmd = {.op = op, .off = {4u * w}, .arg = {h->flags->id, 0, (uint64_t)acxi_left_ns(deadline) + 1}};
+      acxi_cmd_t cmd = {.op = op, .off = {4u * w}, .arg = {h->flags->id, 0, (uint64_t)acxi_left_ns(deadline)}};
       if (acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, acxi_left_ns(deadline), NULL) != ACX_OK) {
         ok = 0;
         why = "the executor cannot wait for or write flags in host memory";

@@ -461,24 +461,11 @@ static acx_status_t do_ipc_import(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cp
   acxi_ipc_wire_t w;
   acxi_ipc_host_t h;
   ACXCHECK(read_handle(e, c, &w, &h));
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%" PRId32 "/fd/%" PRId32, w.pid, h.fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    ACX_WARN(EXEC, "IPC_IMPORT request %" PRIu64 ": the exporter's memory (%s) cannot be opened: %s (the exporting "
-             "executor is gone or freed the buffer%s)", c->req_id, path, strerror(errno),
-             errno == EACCES || errno == EPERM ? ", or it runs as another user" : "");
-    return ACX_ERR_PEER_LOST;
-  }
+  char who[48];
+  snprintf(who, sizeof who, "IPC_IMPORT request %" PRIu64, c->req_id);
+  int fd;
+  ACXCHECK(acxi_shm_open_peer(who, w.pid, h.fd, h.dev, h.ino, w.bytes, &fd));
   acx_status_t st = ACX_OK;
-  struct stat sb;
-  SYSCHECKGOTO(fstat(fd, &sb), st, err_close_fd);
-  if ((uint64_t)sb.st_dev != h.dev || (uint64_t)sb.st_ino != h.ino || (uint64_t)sb.st_size != w.bytes) {
-    ACX_WARN(EXEC, "IPC_IMPORT request %" PRIu64 ": %s is another file than the exported one (%lld bytes, %" PRIu64
-             " exported): the exporter freed the buffer", c->req_id, path, (long long)sb.st_size, w.bytes);
-    st = ACX_ERR_PEER_LOST;
-    goto err_close_fd;
-  }
   hbuf_t b = {.id = c->buf[0], .bytes = w.bytes, .kind = ACXI_MEM_SHAREABLE, .imported = 1, .fd = -1};
   b.ptr = mmap(NULL, (size_t)w.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (b.ptr == MAP_FAILED) {

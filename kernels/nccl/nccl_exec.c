@@ -968,10 +968,10 @@ static acx_status_t launch(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm
 }
 
 static desc_t desc_of(const acxi_cmd_t *cmd) {
-  int p2p = cmd->op == ACXC_OP_SEND || cmd->op == ACXC_OP_RECV || cmd->op == ACXC_OP_ALLREDUCE;
+  int offsets = cmd->op == ACXC_OP_SEND || cmd->op == ACXC_OP_RECV || cmd->op == ACXC_OP_ALLREDUCE;
   return (desc_t){.op = cmd->op, .dtype = cmd->dtype, .redop = (uint32_t)cmd->arg[1], .peer = (int)(int64_t)cmd->arg[2],
                   .send = cmd->buf[0], .recv = cmd->buf[1], .count = cmd->bytes,
-                  .soff = p2p ? cmd->off[0] : 0, .roff = p2p ? cmd->off[1] : 0};
+                  .soff = offsets ? cmd->off[0] : 0, .roff = offsets ? cmd->off[1] : 0};
 }
 
 /* The accesses of a command once more, after NCCL has really enqueued it (ncclInProgress case). */

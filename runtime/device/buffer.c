@@ -6,9 +6,7 @@
 #include "runtime/device/buffer.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -937,23 +935,9 @@ acx_status_t acxi_host_attach(acx_device_t *dev, const acxi_host_share_t *share,
                 "%s: argument 'share' names no region (pid %d, fd %d, %" PRIu64 " bytes)", fn, (int)share->pid,
                 (int)share->fd, share->bytes);
   ACXCHECK(usable(dev));
-  /* The owner's descriptor through /proc: the same file only if its identity matches (the owner
-   * may have freed the region, and the number may name another file by now). */
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)share->pid, (int)share->fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    ACX_WARN(BUFFER, "%s: cannot open %s (the region of process %d): %s", fn, path, (int)share->pid, strerror(errno));
-    return ACX_ERR_PEER_LOST;
-  }
+  int fd;
+  ACXCHECK(acxi_shm_open_peer(fn, share->pid, share->fd, share->dev, share->ino, share->bytes, &fd));
   acx_status_t st = ACX_OK;
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_dev != share->dev || (uint64_t)sb.st_ino != share->ino ||
-      (uint64_t)sb.st_size < share->bytes) {
-    ACX_WARN(BUFFER, "%s: %s is no longer the shared region (freed by process %d)", fn, path, (int)share->pid);
-    st = ACX_ERR_PEER_LOST;
-    goto err_close_fd;
-  }
   acx_host_mem_t *m = calloc(1, sizeof *m);
   if (!m) {
     st = ACX_ERR_NO_MEMORY;

@@ -73,6 +73,34 @@ err:
   return res;
 }
 
+acx_status_t acxi_shm_open_peer(const char *who, int32_t pid, int32_t fd, uint64_t dev, uint64_t ino, uint64_t bytes,
+                                int *out) {
+  *out = -1;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%" PRId32 "/fd/%" PRId32, pid, fd);
+  int f = open(path, O_RDWR | O_CLOEXEC);
+  if (f < 0) {
+    ACX_WARN(EXEC, "%s: the shared memory of process %" PRId32 " (%s) cannot be opened: %s (its owner is gone or "
+             "freed it%s)", who, pid, path, strerror(errno),
+             errno == EACCES || errno == EPERM ? ", or it runs as another user" : "");
+    return ACX_ERR_PEER_LOST;
+  }
+  struct stat sb;
+  if (fstat(f, &sb) != 0) {
+    ACX_WARN(EXEC, "%s: fstat of %s failed: %s", who, path, strerror(errno));
+    close(f);
+    return ACX_ERR_SYSTEM;
+  }
+  if ((uint64_t)sb.st_dev != dev || (uint64_t)sb.st_ino != ino || (uint64_t)sb.st_size != bytes) {
+    ACX_WARN(EXEC, "%s: %s is another file than the shared one (%lld bytes, %" PRIu64 " shared): its owner freed it",
+             who, path, (long long)sb.st_size, bytes);
+    close(f);
+    return ACX_ERR_PEER_LOST;
+  }
+  *out = f;
+  return ACX_OK;
+}
+
 void acxi_shm_destroy(acxi_shm_t *shm) {
   if (!shm) return;
   if (shm->addr) munmap(shm->addr, shm->bytes);

@@ -23,6 +23,13 @@ acx_status_t acxi_shm_create(const char *name, size_t bytes, acxi_shm_t *shm);
 /* Maps an existing segment; bytes 0 means the file's size. Takes no ownership of fd: it is
  * dup'ed. */
 acx_status_t acxi_shm_map(int fd, size_t bytes, acxi_shm_t *shm);
+/* Opens another process's segment through /proc/<pid>/fd/<fd> (the same user's), checking that
+ * the descriptor still names the file it named (device, inode) and that the file holds `bytes`:
+ * its owner may have freed it, and the number may name another file by now. *out: a new
+ * close-on-exec descriptor. ACX_ERR_PEER_LOST (logged, the line starting with `who`) when the
+ * segment is gone or another file; ACX_ERR_SYSTEM when fstat fails. */
+acx_status_t acxi_shm_open_peer(const char *who, int32_t pid, int32_t fd, uint64_t dev, uint64_t ino, uint64_t bytes,
+                                int *out);
 /* Unmaps and closes; safe on a zeroed or already destroyed segment. */
 void acxi_shm_destroy(acxi_shm_t *shm);
 

@@ -12,7 +12,7 @@
 #include "acx_test.h"
 #include "collectives/coll_internal.h"
 
-static char tmp[64];
+static char tmp[] = "/tmp/acx-mps-test-XXXXXX"; /* mkdtemp fills in the X's */
 
 static void test_no_daemon(void) {
   char dir[256] = "";
@@ -48,7 +48,6 @@ static void test_default_directory(void) {
 }
 
 int main(void) {
-  snprintf(tmp, sizeof tmp, "/tmp/acx-mps-test-XXXXXX");
   if (!mkdtemp(tmp)) {
     perror("mkdtemp");
     return 1;
