@@ -568,8 +568,9 @@ static acx_status_t post_flag(acx_coll_t *c, acxc_hier_t *h, uint32_t op, uint32
 static acx_status_t ordered_wait(acx_coll_t *c, acx_future_t *f, int64_t deadline) {
   for (;;) {
     int64_t left = deadline - acxi_now_ns();
-    acx_status_t st = acx_future_wait(f, left <= 0 ? 0 : left < 2000000 ? left : 2000000, NULL, 0, NULL);
-    if (acxi_future_is_done(f)) return st;
+    (void)acx_future_wait(f, left <= 0 ? 0 : left < 2000000 ? left : 2000000, NULL, 0, NULL);
+    /* The future's own status: a slice that timed out as the future completed says TIMEOUT. */
+    if (acxi_future_is_done(f)) return acx_future_result(f, NULL, 0, NULL);
     acx_status_t b = acxc_coll_broken(c);
     if (b != ACX_OK) return b;
     if (left <= 0) {
