@@ -818,6 +818,29 @@ acx_status_t acxc_nccl_make_id(acx_device_t *dev, acx_host_mem_t *region) {
 #endif
 }
 
+acx_status_t acxc_coll_init_comm(acx_coll_t *c, acxi_cmd_t *cmd, int64_t wait_ns, acxi_cpl_t *cpl) {
+  int64_t deadline = acxi_deadline(wait_ns);
+  acx_future_t *f = NULL;
+  pthread_mutex_lock(&c->attempt_lock);
+  int abandoned = c->attempt_key && c->abandoned_key == c->attempt_key;
+  acx_status_t st = abandoned ? ACX_ERR_PEER_LOST : acxi_device_submit(c->dev, cmd, NULL, 0, 0, -1, deadline, &f);
+  if (st == ACX_OK) c->init_comm = cmd->arg[0];
+  pthread_mutex_unlock(&c->attempt_lock);
+  if (abandoned) {
+    ACX_WARN(COLL, "coll (rank %d of %d): a peer abandoned this attempt of the rebuild before this rank's NCCL "
+             "communicator creation began", c->rank, c->size);
+    return st;
+  }
+  if (st != ACX_OK) return st;
+  int64_t left = deadline - acxi_now_ns();
+  st = acx_future_wait(f, left > 0 ? left : 0, cpl, sizeof *cpl, NULL);
+  acx_future_release(f);
+  pthread_mutex_lock(&c->attempt_lock);
+  c->init_comm = 0;
+  pthread_mutex_unlock(&c->attempt_lock);
+  return st;
+}
+
 static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
 #if !ACX_HAVE_NCCL
   (void)init_timeout_ns;
@@ -856,9 +879,8 @@ static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
                     .off = {init_options(c)}};
   ACX_INFO(COLL, "acx_coll_create: rank %d of %d, %d node(s): %s NCCL communicator", c->rank, c->size,
            c->world->nodes, cmd.off[0] & ACXC_INIT_BLOCKING ? "blocking" : "non-blocking");
-  acxi_cpl_t cpl;
-  /* The executor enforces the init deadline and aborts; the wait allows a margin beyond it. */
-  acx_status_t st = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, init_timeout_ns + 5000000000LL, &cpl);
+  acxi_cpl_t cpl = {0};
+  acx_status_t st = acxc_coll_init_comm(c, &cmd, init_timeout_ns + 5000000000LL, &cpl);
   if (st != ACX_OK)
     ACX_WARN(COLL, "acx_coll_create: NCCL communicator creation (rank %d of %d) failed: %s (NCCL code %d)", c->rank,
              c->size, acx_status_str(st), cpl.lib_code);
@@ -870,6 +892,7 @@ static void coll_free(acx_coll_t *c) {
   if (c->region) acx_host_free(c->region);
   pthread_mutex_destroy(&c->submit_lock);
   pthread_mutex_destroy(&c->track_lock);
+  pthread_mutex_destroy(&c->attempt_lock);
   free(c->tv);
   free(c->gents);
   free(c->gdesc);
@@ -913,6 +936,7 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   pthread_mutex_init(&c->submit_lock, &ma);
   pthread_mutexattr_destroy(&ma);
   pthread_mutex_init(&c->track_lock, NULL);
+  pthread_mutex_init(&c->attempt_lock, NULL);
   atomic_init(&c->broken, ACX_OK);
   atomic_init(&c->supervised, 0);
   c->gents = malloc(ACXC_GROUP_MAX * sizeof *c->gents);
@@ -1021,8 +1045,30 @@ void acxc_coll_retire(acx_coll_t *c, acx_status_t cause) {
   if (c->host) acxc_mpi_break(c, cause);
 }
 
-acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns) {
+void acxc_coll_abandon_attempt(acx_coll_t *c, uint64_t key, acx_status_t cause) {
+  if (!c || !key) return;
+  pthread_mutex_lock(&c->attempt_lock);
+  if (key > c->abandoned_key) c->abandoned_key = key;
+  uint64_t id = key == c->attempt_key ? c->init_comm : 0;
+  if (id) {
+    acxi_cmd_t cmd = {.op = ACXC_OP_ABORT, .arg = {id, (uint64_t)cause}};
+    acx_status_t st = acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(100000000), NULL);
+    if (st != ACX_OK)
+      ACX_WARN(COLL, "could not abort the abandoned communicator creation in the executor (%s): it ends at its own "
+               "deadline", acx_status_name(st));
+  }
+  pthread_mutex_unlock(&c->attempt_lock);
+  if (id)
+    ACX_WARN(COLL, "coll (rank %d of %d): a peer abandoned the rebuild's attempt; this rank's NCCL communicator "
+             "creation is aborted (%s)", c->rank, c->size, acx_status_name(cause));
+}
+
+acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns, uint64_t key,
+                              void (*on_fail)(void *arg, acx_status_t st), void *arg) {
   ACXCHECK(lock_submit(c, __func__));
+  pthread_mutex_lock(&c->attempt_lock);
+  c->attempt_key = key;
+  pthread_mutex_unlock(&c->attempt_lock);
   /* A watchdog probe of the old communicator must not break the new one. */
   int64_t deadline = acxi_deadline(2000000000LL);
   while (atomic_load_explicit(&c->check_outstanding, memory_order_acquire) && acxi_now_ns() < deadline)
@@ -1045,6 +1091,12 @@ acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns) {
     c->group_seq = 0; /* nccl_init clears the region's `consumed` */
     st = nccl_init(c, init_timeout_ns > 0 ? init_timeout_ns : acxi_param_int("ACX_NCCL_INIT_TIMEOUT") * 1000000);
   }
+  pthread_mutex_lock(&c->attempt_lock);
+  int abandoned = key && c->abandoned_key == key;
+  c->attempt_key = 0;
+  pthread_mutex_unlock(&c->attempt_lock);
+  /* This rank's own failure: the others may wait for it in NCCL's creation until its deadline. */
+  if (st != ACX_OK && !abandoned && on_fail) on_fail(arg, st);
   int ok = 0;
   acx_status_t ag = agree_min(c, st == ACX_OK, &ok);
   if (st == ACX_OK && ag != ACX_OK) st = ag;

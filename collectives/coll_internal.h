@@ -68,6 +68,14 @@ struct acx_coll {
   acx_status_t gerr;     /* first invalid member: the group is dropped at its end */
   uint64_t group_seq;
 
+  /* A rebuild's attempt under way (acxc_coll_reinit's key) and the last one a peer abandoned
+   * (acxc_coll_abandon_attempt): a communicator creation of an abandoned attempt fails at once
+   * instead of waiting for ranks that will never join it. Under attempt_lock. */
+  pthread_mutex_t attempt_lock;
+  uint64_t attempt_key;   /* 0: no reinit under way */
+  uint64_t abandoned_key; /* 0: none */
+  uint64_t init_comm;     /* the communicator whose creation attempt_key waits for (0: none) */
+
   /* NCCL path: the host region shared with the executor. */
   acx_host_mem_t *region;
   acxc_region_t *reg;
@@ -128,7 +136,20 @@ void acxc_coll_check_done(acx_coll_t *c, acx_future_t *f);
  * new NCCL communicator in the executor), agreed by every rank; ACX_OK makes the coll usable
  * again under the same handle. Not a worker thread. */
 void acxc_coll_retire(acx_coll_t *c, acx_status_t cause);
-acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns);
+/* key (0: none) names the rebuild's attempt; when this rank's own part fails (not because a peer
+ * abandoned the attempt), on_fail(arg, status) runs before the ranks agree, so the caller can tell
+ * the others (acxc_coll_abandon_attempt on their side) while they may still wait in NCCL's
+ * communicator creation for this rank. */
+acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns, uint64_t key,
+                              void (*on_fail)(void *arg, acx_status_t st), void *arg);
+/* A peer's part of attempt `key` failed: a communicator creation of that attempt under way on this
+ * rank fails now with `cause` (ABORT to the executor), one not begun yet fails at its start. Keys
+ * only grow; an older one is ignored. Any thread. */
+void acxc_coll_abandon_attempt(acx_coll_t *c, uint64_t key, acx_status_t cause);
+/* Submits cmd (an ACXC_OP_INIT of communicator cmd->arg[0]) and waits up to wait_ns for it; a
+ * reinit's attempt abandoned by a peer fails it at once (ACX_ERR_PEER_LOST before it is sent, or
+ * the ABORT's status after). *cpl gets the reply. Not a worker thread. */
+acx_status_t acxc_coll_init_comm(acx_coll_t *c, acxi_cmd_t *cmd, int64_t wait_ns, acxi_cpl_t *cpl);
 
 /* The CollectiveActor. */
 acx_status_t acxc_coll_actor_start(acx_coll_t *c, const char *name);

@@ -798,15 +798,38 @@ static acx_status_t arrive(acx_coll_t *c, acxc_hier_t *h, MPI_Comm comm, int64_t
   return mpi_wait(c, h, &req, NULL, deadline, what);
 }
 
-/* Every member's staging handle to the leader, the leader's to every member. */
+/* A step of the set-up that can fail on one rank alone (an allocation, an export, an import):
+ * every rank says how it went, so that none goes on to the next step's collectives without the
+ * others, or waits in them for a rank that left (a rank's executor lost during a rebuild). Returns
+ * this rank's own failure, else ACX_ERR_PEER_LOST when another rank's step failed. */
+static acx_status_t agree_step(acx_coll_t *c, acxc_hier_t *h, MPI_Comm comm, acx_status_t st, int64_t deadline,
+                               const char *what) {
+  int *v = malloc(2 * sizeof *v);
+  if (!v) return ACX_ERR_NO_MEMORY;
+  v[0] = st == ACX_OK;
+  MPI_Request req;
+  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MIN, comm, &req) != MPI_SUCCESS) {
+    free(v);
+    return ACX_ERR_MPI;
+  }
+  acx_status_t w = mpi_wait(c, h, &req, v, deadline, what);
+  if (w != ACX_OK) return st != ACX_OK ? st : w; /* v is parked with the request */
+  int all = v[1];
+  free(v);
+  if (st != ACX_OK) return st;
+  if (!all) {
+    ACX_WARN(COLL, "acx_coll_create: another rank failed %s: this rank's set-up stops there", what);
+    return ACX_ERR_PEER_LOST;
+  }
+  return ACX_OK;
+}
+
+/* Every member's staging handle to the leader, the leader's to every member. A rank whose export
+ * fails still takes part in the exchange (with an empty handle); the ranks then agree. */
 static acx_status_t exchange_handles(acx_coll_t *c, acxc_hier_t *h, int64_t deadline) {
   acxi_ipc_handle_t *all = calloc((size_t)h->gsize + 1, sizeof *all);
   if (!all) return ACX_ERR_NO_MEMORY;
-  acx_status_t st = acxi_buffer_ipc_export(h->mine, &all[h->gsize], acxi_left_ns(deadline));
-  if (st != ACX_OK) {
-    free(all);
-    return st;
-  }
+  acx_status_t local = acxi_buffer_ipc_export(h->mine, &all[h->gsize], acxi_left_ns(deadline)), st;
   MPI_Request req;
   if (MPI_Igather(&all[h->gsize], (int)sizeof *all, MPI_BYTE, all, (int)sizeof *all, MPI_BYTE, 0, h->gcomm, &req) !=
       MPI_SUCCESS) {
@@ -819,10 +842,14 @@ static acx_status_t exchange_handles(acx_coll_t *c, acxc_hier_t *h, int64_t dead
     return ACX_ERR_MPI;
   }
   if ((st = mpi_wait(c, h, &req, all, deadline, "the leader's staging handle")) != ACX_OK) return st;
-  for (int j = h->grank == 0 ? 1 : 0; st == ACX_OK && j < (h->grank == 0 ? h->gsize : 1); j++)
-    st = acxi_buffer_ipc_import(c->dev, &all[j], ACX_DTYPE_BYTE, acxi_left_ns(deadline), &h->peer[j]);
+  /* An empty handle (a peer's failed export) is not imported: the agreement below fails the step. */
+  acxi_ipc_handle_t none;
+  memset(&none, 0, sizeof none);
+  for (int j = h->grank == 0 ? 1 : 0; local == ACX_OK && j < (h->grank == 0 ? h->gsize : 1); j++)
+    if (memcmp(&all[j], &none, sizeof none) != 0)
+      local = acxi_buffer_ipc_import(c->dev, &all[j], ACX_DTYPE_BYTE, acxi_left_ns(deadline), &h->peer[j]);
   free(all);
-  return st;
+  return agree_step(c, h, acxc_mpi_comm(c), local, deadline, "the staging buffers' exchange");
 }
 
 /* The ordered path's flags: the leader's region, attached by its members, registered with every
@@ -949,7 +976,7 @@ static acx_status_t leaders_nccl(acx_coll_t *c, acxc_hier_t *h, int64_t init_tim
                      * there). */
                     .off = {c->world->nodes > 1 || h->fl ? ACXC_INIT_BLOCKING : 0}};
   acxi_cpl_t cpl = {0};
-  st = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, init_timeout_ns + 5000000000LL, &cpl);
+  st = acxc_coll_init_comm(c, &cmd, init_timeout_ns + 5000000000LL, &cpl);
   if (st != ACX_OK) {
     ACX_WARN(COLL, "hierarchical coll: the leaders' NCCL communicator (leader %d of %d) failed: %s (NCCL code %d)",
              h->lrank, h->lsize, acx_status_str(st), cpl.lib_code);
@@ -1038,11 +1065,12 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
   memcpy(h->group_of, groups, (size_t)c->size * sizeof *groups);
   free(groups);
 
-  ACXCHECK(acxi_buffer_alloc_shareable(c->dev, h->stage, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &h->mine));
-  if (h->grank == 0) {
-    ACXCHECK(acx_buffer_alloc(c->dev, h->stage, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, acxi_left_ns(deadline), &h->pack));
-    if (c->host_kind && !(h->host = malloc(2 * h->stage))) return ACX_ERR_NO_MEMORY;
+  acx_status_t st = acxi_buffer_alloc_shareable(c->dev, h->stage, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &h->mine);
+  if (st == ACX_OK && h->grank == 0) {
+    st = acx_buffer_alloc(c->dev, h->stage, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, acxi_left_ns(deadline), &h->pack);
+    if (st == ACX_OK && c->host_kind && !(h->host = malloc(2 * h->stage))) st = ACX_ERR_NO_MEMORY;
   }
+  ACXCHECK(agree_step(c, h, comm, st, deadline, "the staging buffers' allocation"));
   ACXCHECK(exchange_handles(c, h, deadline));
   ACXCHECK(flags_setup(c, h, deadline));
   if (h->grank == 0 && h->lsize > 1 && !c->host_kind) ACXCHECK(leaders_nccl(c, h, init_timeout_ns, deadline));

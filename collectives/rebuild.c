@@ -312,7 +312,57 @@ static acx_status_t wait_device(sup_t *s, int64_t deadline) {
   }
 }
 
-static acx_status_t attempt(sup_t *s, uint64_t target, int64_t deadline) {
+/* Attempt `a` of the rebuild to epoch `target`, as one number (acxc_coll_reinit's key). */
+static uint64_t attempt_key(uint64_t target, uint32_t a) { return target << 16 | (a & 0xffffu); }
+
+typedef struct fail_ctx {
+  sup_t *s;
+  uint64_t target;
+  uint32_t attempt;
+} fail_ctx_t;
+
+/* This rank's part of the attempt failed (its communicator's creation): every other rank hears at
+ * once, instead of waiting in NCCL's creation for it until the deadline. */
+static void tell_attempt_failed(void *arg, acx_status_t st) {
+  fail_ctx_t *f = arg;
+  sup_t *s = f->s;
+  int rank = acxc_ctrl_rank(s->cp), size = acxc_ctrl_size(s->cp);
+  acx_status_t cause = st != ACX_OK ? st : ACX_ERR_PEER_LOST;
+  ACX_WARN(COLL, "rebuild to epoch %" PRIu64 ": this rank's part of attempt %u failed (%s); the other ranks are told",
+           f->target, f->attempt, acx_status_name(cause));
+  for (int r = 0; r < size; r++) {
+    if (r == rank) continue;
+    acxi_ctrl_msg_t m = {.type = ACXI_CTRL_REBUILD_ABORT,
+                         .u.abort = {.epoch = f->target, .attempt = f->attempt, .cause = cause}};
+    acx_status_t ss = acxc_ctrl_send(s->cp, r, &m, NULL, NULL);
+    if (ss != ACX_OK)
+      ACX_WARN(COLL, "rebuild: cannot tell rank %d that the attempt failed: %s (it waits until its own deadline)", r,
+               acx_status_name(ss));
+  }
+}
+
+/* A peer's part of an attempt failed. Only the rebuild under way counts (its epoch); the coll
+ * ignores attempts older than one already abandoned. */
+static void on_abort(acxc_ctrl_t *cp, void *arg, const acxi_ctrl_msg_t *m, acx_status_t decoded) {
+  (void)cp;
+  (void)decoded;
+  sup_t *s = arg;
+  const acxi_ctrl_rebuild_abort_t *b = &m->u.abort;
+  pthread_mutex_lock(&s->lock);
+  int live = (s->state == S_REBUILDING || s->pending) && !s->stop;
+  uint64_t target = live ? s->from_epoch + 1 : epoch_of(s);
+  pthread_mutex_unlock(&s->lock);
+  if (!live || b->epoch != target) {
+    ACX_INFO(COLL, "rebuild: rank %d's failed attempt %u to epoch %" PRIu64 " is not of a rebuild under way (%s "
+             "epoch %" PRIu64 "): dropped", m->sender, b->attempt, b->epoch, live ? "rebuilding to" : "at", target);
+    return;
+  }
+  ACX_WARN(COLL, "rebuild to epoch %" PRIu64 ": rank %d's part of attempt %u failed (%s); this rank stops waiting in "
+           "that attempt", b->epoch, m->sender, b->attempt, acx_status_name(b->cause));
+  if (s->coll) acxc_coll_abandon_attempt(s->coll, attempt_key(b->epoch, b->attempt), ACX_ERR_PEER_LOST);
+}
+
+static acx_status_t attempt(sup_t *s, uint64_t target, int a, int64_t deadline) {
   acx_status_t st = wait_device(s, deadline);
   if (st != ACX_OK) ACX_WARN(COLL, "rebuild: this rank's device is not usable: %s", acx_status_name(st));
   int all = 0;
@@ -322,7 +372,9 @@ static acx_status_t attempt(sup_t *s, uint64_t target, int64_t deadline) {
   ACXCHECK(acx_device_generation(s->dev, &gen));
   if (s->coll) {
     int64_t left = deadline - acxi_now_ns();
-    ACXCHECK(acxc_coll_reinit(s->coll, left > 1000000 ? left : 1000000));
+    fail_ctx_t fc = {s, target, (uint32_t)a};
+    ACXCHECK(acxc_coll_reinit(s->coll, left > 1000000 ? left : 1000000, attempt_key(target, (uint32_t)a),
+                              tell_attempt_failed, &fc));
     gen = s->coll->generation;
   }
   pthread_mutex_lock(&s->lock);
@@ -361,7 +413,7 @@ static acx_status_t rebuild(sup_t *s, uint64_t target, int64_t fault_ns) {
   int64_t deadline = fault_ns + s->timeout_ns;
   acx_status_t st = ACX_ERR_TIMEOUT;
   for (int a = 1; a <= s->attempts; a++) {
-    st = attempt(s, target, deadline);
+    st = attempt(s, target, a, deadline);
     if (st == ACX_OK) return ACX_OK;
     pthread_mutex_lock(&s->lock);
     s->failed_attempts++;
@@ -517,6 +569,7 @@ acx_status_t acx_world_supervise(acx_world_t *world, acx_system_t *sys, acx_devi
   ACXCHECKGOTO(acx_timer_periodic(sys, s->actor, TICK_NS, MSG_TICK, NULL, 0, &s->timer), st, err_stop_actor);
   acxc_ctrl_set_handler(s->cp, ACXI_CTRL_REBUILD_NOTICE, on_notice, s);
   acxc_ctrl_set_handler(s->cp, ACXI_CTRL_REBUILD_READY, on_ready, s);
+  acxc_ctrl_set_handler(s->cp, ACXI_CTRL_REBUILD_ABORT, on_abort, s);
   pthread_mutex_lock(&registry_lock);
   s->next = registry;
   registry = s;
@@ -556,6 +609,7 @@ acx_status_t acx_world_unsupervise(acx_world_t *world, int64_t timeout_ns) {
   stop_actor(s);
   acxc_ctrl_set_handler(s->cp, ACXI_CTRL_REBUILD_NOTICE, NULL, NULL);
   acxc_ctrl_set_handler(s->cp, ACXI_CTRL_REBUILD_READY, NULL, NULL);
+  acxc_ctrl_set_handler(s->cp, ACXI_CTRL_REBUILD_ABORT, NULL, NULL);
   (void)acxc_ctrl_quiesce(s->cp, 10000000000LL);
   pthread_mutex_lock(&s->lock);
   s->stop = 1;

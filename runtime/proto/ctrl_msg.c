@@ -38,10 +38,11 @@ enum {
 enum { R_STATUS = 0, R_RESERVED = 4, R_TAG = 8, R_END = 16 };
 enum { N_RANK = 0, N_CAUSE = 4, N_OLD = 8, N_NEW = 16, N_END = 24 };
 enum { Y_EPOCH = 0, Y_END = 8 };
+enum { B_EPOCH = 0, B_ATTEMPT = 8, B_CAUSE = 12, B_END = 16 };
 enum { C_CHANNEL = 0, C_ID = 8, C_END = C_ID + ACXI_CTRL_NCCL_ID_BYTES };
 enum { I_STAGING = 0, I_BYTES = 8, I_HANDLE = 16, I_END = I_HANDLE + ACXI_CTRL_IPC_HANDLE_BYTES };
 _Static_assert(ACXI_CTRL_HEADER_BYTES + C_END == ACXI_CTRL_MAX_BYTES, "largest message");
-_Static_assert((int)A_END <= (int)C_END && (int)R_END <= (int)C_END && (int)N_END <= (int)C_END && (int)Y_END <= (int)C_END && (int)I_END <= (int)C_END,
+_Static_assert((int)A_END <= (int)C_END && (int)R_END <= (int)C_END && (int)N_END <= (int)C_END && (int)Y_END <= (int)C_END && (int)B_END <= (int)C_END && (int)I_END <= (int)C_END,
                "largest payload");
 
 static const char *const defect_names[ACXI_CTRL_DEFECT_COUNT] = {
@@ -73,6 +74,7 @@ const char *acxi_ctrl_type_str(acxi_ctrl_type_t t) {
   case ACXI_CTRL_REBUILD_READY: return "REBUILD_READY";
   case ACXI_CTRL_CHAN_OPEN: return "CHAN_OPEN";
   case ACXI_CTRL_IPC_OPEN: return "IPC_OPEN";
+  case ACXI_CTRL_REBUILD_ABORT: return "REBUILD_ABORT";
   case ACXI_CTRL_TYPE_END: break;
   }
   return "unknown";
@@ -88,6 +90,7 @@ static size_t payload_size(unsigned t) {
   case ACXI_CTRL_REBUILD_READY: return Y_END;
   case ACXI_CTRL_CHAN_OPEN: return C_END;
   case ACXI_CTRL_IPC_OPEN: return I_END;
+  case ACXI_CTRL_REBUILD_ABORT: return B_END;
   }
   return 0;
 }
@@ -111,6 +114,11 @@ static const char *check_payload(const acxi_ctrl_msg_t *m) {
     if (m->u.notice.rank < 0) return "notice rank";
     if (m->u.notice.cause == ACX_OK || !known_status((uint32_t)m->u.notice.cause)) return "notice cause";
     if (m->u.notice.new_generation < m->u.notice.old_generation) return "notice generations (new < old)";
+    return NULL;
+  case ACXI_CTRL_REBUILD_ABORT:
+    if (m->u.abort.epoch == 0) return "abort epoch 0";
+    if (m->u.abort.attempt == 0) return "abort attempt 0";
+    if (m->u.abort.cause == ACX_OK || !known_status((uint32_t)m->u.abort.cause)) return "abort cause";
     return NULL;
   case ACXI_CTRL_CHAN_OPEN:
     return m->u.chan.channel ? NULL : "channel number 0";
@@ -177,6 +185,11 @@ acx_status_t acxi_ctrl_encode(const acxi_ctrl_msg_t *m, void *buf, size_t cap, s
     break;
   case ACXI_CTRL_REBUILD_READY:
     acxi_put_le64(p + Y_EPOCH, m->u.ready.epoch);
+    break;
+  case ACXI_CTRL_REBUILD_ABORT:
+    acxi_put_le64(p + B_EPOCH, m->u.abort.epoch);
+    acxi_put_le32(p + B_ATTEMPT, m->u.abort.attempt);
+    acxi_put_le32(p + B_CAUSE, (uint32_t)m->u.abort.cause);
     break;
   case ACXI_CTRL_CHAN_OPEN:
     acxi_put_le64(p + C_CHANNEL, m->u.chan.channel);
@@ -309,6 +322,15 @@ acx_status_t acxi_ctrl_decode(const void *buf, size_t len, acxi_ctrl_msg_t *m, a
   case ACXI_CTRL_REBUILD_READY:
     out.u.ready.epoch = acxi_get_le64(p + Y_EPOCH);
     break;
+  case ACXI_CTRL_REBUILD_ABORT: {
+    uint32_t cause = acxi_get_le32(p + B_CAUSE);
+    if (!known_status(cause))
+      return reject(ACX_ERR_INVALID_ARG, ACXI_CTRL_BAD_FIELD, why, "abort cause %" PRIu32 " is not an acx status", cause);
+    out.u.abort.epoch = acxi_get_le64(p + B_EPOCH);
+    out.u.abort.attempt = acxi_get_le32(p + B_ATTEMPT);
+    out.u.abort.cause = (acx_status_t)cause;
+    break;
+  }
   case ACXI_CTRL_CHAN_OPEN:
     out.u.chan.channel = acxi_get_le64(p + C_CHANNEL);
     if (out.u.chan.channel == 0)

@@ -12,8 +12,8 @@
 #include "runtime/proto/limits.h"
 
 #define ACXI_CTRL_MAGIC 0x43584341u /* "ACXC" as bytes on the wire */
-#define ACXI_CTRL_VERSION 3u /* 2: CHAN_OPEN and the CHANNEL flag; 3: IPC_OPEN, the IPC flag and the
-                                 request's staging number */
+#define ACXI_CTRL_VERSION 4u /* 2: CHAN_OPEN and the CHANNEL flag; 3: IPC_OPEN, the IPC flag and the
+                                 request's staging number; 4: REBUILD_ABORT */
 #define ACXI_CTRL_HEADER_BYTES 40u
 #define ACXI_CTRL_NCCL_ID_BYTES 128u
 #define ACXI_CTRL_IPC_HANDLE_BYTES ACXI_IPC_HANDLE_BYTES /* a shareable buffer's handle (96) */
@@ -33,6 +33,8 @@ typedef enum acxi_ctrl_type {
   ACXI_CTRL_IPC_OPEN = 8,       /* requester -> owner (same node): the handle of a shareable staging
                                    buffer the owner maps, for this requester's later IPC requests
                                    naming its number (replaces the owner's import of that number) */
+  ACXI_CTRL_REBUILD_ABORT = 9,  /* any rank -> all: this rank's part of attempt `attempt` of the
+                                   rebuild to `epoch` failed (cause): the others stop waiting in it */
   ACXI_CTRL_TYPE_END
 } acxi_ctrl_type_t;
 
@@ -70,6 +72,12 @@ typedef struct acxi_ctrl_rebuild_ready {
   uint64_t epoch;
 } acxi_ctrl_rebuild_ready_t;
 
+typedef struct acxi_ctrl_rebuild_abort {
+  uint64_t epoch;     /* the epoch the rebuild goes to (>= 1) */
+  uint32_t attempt;   /* which attempt of it, from 1 */
+  acx_status_t cause; /* why this rank's part failed: a known error status (not ACX_OK) */
+} acxi_ctrl_rebuild_abort_t;
+
 typedef struct acxi_ctrl_chan_open {
   uint64_t channel; /* the requester's number for it (never 0), for the logs of both sides */
   unsigned char nccl_id[ACXI_CTRL_NCCL_ID_BYTES]; /* ncclUniqueId made by the requester */
@@ -92,6 +100,7 @@ typedef struct acxi_ctrl_msg {
     acxi_ctrl_reply_t reply;           /* GET_REPLY, PUT_REPLY */
     acxi_ctrl_rebuild_notice_t notice; /* REBUILD_NOTICE */
     acxi_ctrl_rebuild_ready_t ready;   /* REBUILD_READY */
+    acxi_ctrl_rebuild_abort_t abort;   /* REBUILD_ABORT */
     acxi_ctrl_chan_open_t chan;        /* CHAN_OPEN */
     acxi_ctrl_ipc_open_t ipc;          /* IPC_OPEN */
   } u;

@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
     if (acx_token_encode(&t, b, sizeof b, &len) != ACX_OK) return 1;
     emit(dir, "token", tnames[i], b, len);
   }
-  acxi_ctrl_msg_t msgs[8] = {
+  acxi_ctrl_msg_t msgs[9] = {
       {.type = ACXI_CTRL_GET_REQ, .seq = 1, .sender = 0, .u.access = {.token = token(1), .offset = 0, .bytes = 4096, .tag = 1}},
       {.type = ACXI_CTRL_PUT_REQ, .flags = ACXI_CTRL_FLAG_RESEND, .seq = 2, .sender = 0,
        .u.access = {.token = token(2), .offset = 64, .bytes = 64, .tag = 2}},
@@ -94,8 +94,10 @@ int main(int argc, char **argv) {
       {.type = ACXI_CTRL_CHAN_OPEN, .seq = 5, .sender = 0, .u.chan = {.channel = 1, .nccl_id = {2, 0, 0x9c, 0x41}}},
       {.type = ACXI_CTRL_IPC_OPEN, .seq = 6, .sender = 0,
        .u.ipc = {.staging = 1, .bytes = 65536, .handle = {'A', 'X', 'S', 'H', 1, 0, 0, 0, 0x10}}},
+      {.type = ACXI_CTRL_REBUILD_ABORT, .seq = 7, .sender = 2, .epoch = 0,
+       .u.abort = {.epoch = 1, .attempt = 1, .cause = ACX_ERR_DEVICE_LOST}},
   };
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < 9; i++) {
     if (acxi_ctrl_encode(&msgs[i], b, sizeof b, &len) != ACX_OK) return 1;
     char name[64];
     snprintf(name, sizeof name, "ctrl-%s", acxi_ctrl_type_str(msgs[i].type));

@@ -20,7 +20,7 @@ static acx_token_t token_sample(void) {
   return t;
 }
 
-#define N_SAMPLES 12
+#define N_SAMPLES 13
 static acxi_ctrl_msg_t sample(int i) {
   acxi_ctrl_msg_t m = {.seq = 1000 + (uint64_t)i, .sender = i, .epoch = 4};
   switch (i) {
@@ -73,6 +73,11 @@ static acxi_ctrl_msg_t sample(int i) {
     m.flags = ACXI_CTRL_FLAG_IPC;
     m.u.access = (acxi_ctrl_access_t){.token = token_sample(), .offset = 8, .bytes = 4096, .tag = 80, .staging = 2};
     break;
+  case 12:
+    m.type = ACXI_CTRL_REBUILD_ABORT;
+    m.epoch = 3;
+    m.u.abort = (acxi_ctrl_rebuild_abort_t){.epoch = 4, .attempt = 2, .cause = ACX_ERR_DEVICE_LOST};
+    break;
   case 11:
     m.type = ACXI_CTRL_GET_REQ;
     m.flags = ACXI_CTRL_FLAG_IPC | ACXI_CTRL_FLAG_RESEND;
@@ -112,6 +117,9 @@ static int same_msg(const acxi_ctrl_msg_t *a, const acxi_ctrl_msg_t *b) {
            a->u.notice.new_generation == b->u.notice.new_generation;
   case ACXI_CTRL_REBUILD_READY:
     return a->u.ready.epoch == b->u.ready.epoch;
+  case ACXI_CTRL_REBUILD_ABORT:
+    return a->u.abort.epoch == b->u.abort.epoch && a->u.abort.attempt == b->u.abort.attempt &&
+           a->u.abort.cause == b->u.abort.cause;
   case ACXI_CTRL_CHAN_OPEN:
     return a->u.chan.channel == b->u.chan.channel &&
            memcmp(a->u.chan.nccl_id, b->u.chan.nccl_id, ACXI_CTRL_NCCL_ID_BYTES) == 0;
@@ -172,6 +180,7 @@ static void test_round_trip(void) {
   CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_CHAN_OPEN), ACXI_CTRL_MAX_BYTES);
   CU_ASSERT(acxi_ctrl_wire_size(ACXI_CTRL_GET_REQ) < ACXI_CTRL_MAX_BYTES);
   CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_REBUILD_READY), ACXI_CTRL_HEADER_BYTES + 8);
+  CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_REBUILD_ABORT), ACXI_CTRL_HEADER_BYTES + 16);
   CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_IPC_OPEN), ACXI_CTRL_HEADER_BYTES + 16 + ACXI_CTRL_IPC_HANDLE_BYTES);
   CU_ASSERT_EQUAL(acxi_ctrl_wire_size(ACXI_CTRL_GET_REQ), ACXI_CTRL_HEADER_BYTES + ACX_TOKEN_BYTES + 32);
   CU_ASSERT_EQUAL(acxi_ctrl_wire_size((acxi_ctrl_type_t)0), 0);
@@ -181,7 +190,7 @@ static void test_header_layout(void) {
   acxi_ctrl_msg_t m = sample(2);
   uint8_t b[ACXI_CTRL_MAX_BYTES];
   size_t len = encode_ok(&m, b);
-  static const uint8_t head[36] = {'A', 'C', 'X', 'C', 3, 0, ACXI_CTRL_GET_REPLY, 0, 0, 0, 0, 0, 2, 0, 0, 0,
+  static const uint8_t head[36] = {'A', 'C', 'X', 'C', 4, 0, ACXI_CTRL_GET_REPLY, 0, 0, 0, 0, 0, 2, 0, 0, 0,
                                    0xea, 3, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0};
   CU_ASSERT(memcmp(b, head, sizeof head) == 0);
   CU_ASSERT_EQUAL(len, 56);
@@ -326,6 +335,26 @@ static void test_payload_fields(void) {
   reseal(b, len);
   CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
 
+  /* REBUILD_ABORT: epoch and attempt from 1, a known error as the cause. */
+  m = sample(12);
+  CU_ASSERT_EQUAL(encode_ok(&m, b), ACXI_CTRL_HEADER_BYTES + 16);
+  len = encode_ok(&m, b);
+  wr64(b + 40, 0); /* epoch 0: no rebuild goes there */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
+  len = encode_ok(&m, b);
+  wr32(b + 48, 0); /* attempt 0 */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
+  len = encode_ok(&m, b);
+  wr32(b + 52, ACX_OK); /* no cause */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
+  len = encode_ok(&m, b);
+  wr32(b + 52, 99999); /* not an acx status */
+  reseal(b, len);
+  CU_ASSERT_EQUAL(defect_of(b, len, NULL), ACXI_CTRL_BAD_FIELD);
+
   m = sample(6);
   len = encode_ok(&m, b);
   wr64(b + 40, 0); /* channel number 0 */
@@ -455,8 +484,8 @@ static void test_random(void) {
   for (int i = 0; i < 100000; i++) {
     uint8_t b[ACXI_CTRL_MAX_BYTES], b2[ACXI_CTRL_MAX_BYTES];
     acx_test_fill_random(b, sizeof b, (uint64_t)i + 1);
-    uint16_t type = (uint16_t)(1 + b[6] % 8);
-    size_t len = type <= ACXI_CTRL_REBUILD_READY || type == ACXI_CTRL_IPC_OPEN
+    uint16_t type = (uint16_t)(1 + b[6] % 9);
+    size_t len = type <= ACXI_CTRL_REBUILD_READY || type == ACXI_CTRL_IPC_OPEN || type == ACXI_CTRL_REBUILD_ABORT
                      ? acxi_ctrl_wire_size((acxi_ctrl_type_t)type) : 48;
     if (i % 2) {
       wr32(b, ACXI_CTRL_MAGIC);
@@ -469,6 +498,7 @@ static void test_random(void) {
         wr32(b + 40, b[40] % 2 ? ACX_OK : ACX_ERR_DENIED);
         wr32(b + 44, 0);
       }
+      if (type == ACXI_CTRL_REBUILD_ABORT) wr32(b + 52, b[52] % 2 ? ACX_ERR_NCCL : ACX_ERR_DEVICE_LOST);
       if (type == ACXI_CTRL_REBUILD_NOTICE) {
         wr32(b + 40, b[40]);
         wr32(b + 44, ACX_ERR_DEVICE_LOST);
