@@ -127,6 +127,28 @@ static void test_data_reduce_exactly(void) {
         memset(in + 17 * es, 0x5a, es); /* 0x5a... is none of the small values the data holds */
         CU_ASSERT_EQUAL(bench_count_wrong(in, exp, dt, o, count, n), 1);
       }
+  /* Made for one period and copied on: every element of a long fill is the formula's own
+   * (a float sum over 2 ranks: (i * 7 + rank * 3 + seed) % 4), and a wrong element deep in the
+   * buffer is counted (the comparison goes by blocks first). */
+  const size_t big = 100003;
+  float *fb = malloc(big * sizeof *fb), *fe = malloc(big * sizeof *fe);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fb);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fe);
+  bench_fill(fb, BENCH_FLOAT, BENCH_SUM, big, 1, 2, 5);
+  size_t off = 0;
+  for (size_t i = 0; i < big; i++) off += fb[i] != (float)((i * 7 + 1 * 3 + 5) % 4);
+  CU_ASSERT_EQUAL(off, 0);
+  bench_expected(fe, BENCH_FLOAT, BENCH_SUM, big, 2, 5);
+  off = 0;
+  for (size_t i = 0; i < big; i++) off += fe[i] != (float)((i * 7 + 5) % 4 + (i * 7 + 3 + 5) % 4);
+  CU_ASSERT_EQUAL(off, 0);
+  memcpy(fb, fe, big * sizeof *fb);
+  CU_ASSERT_EQUAL(bench_count_wrong(fb, fe, BENCH_FLOAT, BENCH_SUM, big, 2), 0);
+  fb[big - 2] = 1000.0f;
+  fb[70000] = -1.0f;
+  CU_ASSERT_EQUAL(bench_count_wrong(fb, fe, BENCH_FLOAT, BENCH_SUM, big, 2), 2);
+  free(fb);
+  free(fe);
   /* The data is not trivial: a sum over 2 ranks holds more than one distinct value. */
   float f[64];
   bench_expected(f, BENCH_FLOAT, BENCH_SUM, 64, 2, 0);
