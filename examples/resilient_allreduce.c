@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "acx/coll.h"
@@ -46,6 +47,12 @@ static acx_buffer_t *state[SLOTS], *replica[SLOTS], *scalar, *agree;
 /* Tokens of every rank: [rank][0..2] its state slots, [rank][3..5] its replica slots. */
 static acx_token_t (*toks)[2 * SLOTS];
 static double *res; /* res[k]: the all-reduced residual of iteration k, kept on the host */
+
+static double wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 #define CHECK(call)                                                                                   \
   do {                                                                                                \
@@ -359,8 +366,13 @@ int main(int argc, char **argv) {
   free(x);
   free(hs);
 
+  /* The teardown's steps, timed: one that takes long (a transfer left in an executor after a
+   * recovery, a communicator's destroy waiting for a peer) is named on stderr. */
+  double td[5], t0 = wall_ms();
   CHECK(acx_world_unsupervise(world, TMO));
+  td[0] = wall_ms();
   CHECK(acx_remote_stop(world, TMO));
+  td[1] = wall_ms();
   for (int s = 0; s < SLOTS; s++) {
     unexport_slot(s);
     unexport_slot(SLOTS + s);
@@ -370,9 +382,16 @@ int main(int argc, char **argv) {
   acx_buffer_release(scalar);
   acx_buffer_release(agree);
   acx_coll_destroy(coll, TMO);
+  td[2] = wall_ms();
   acx_device_close(dev, TMO);
+  td[3] = wall_ms();
   acx_system_destroy(sys, TMO);
   acx_world_finalize(world);
+  td[4] = wall_ms();
+  if (td[4] - t0 > 2000)
+    fprintf(stderr, "rank %d: teardown took %.0f ms: unsupervise %.0f, remote stop %.0f, buffers and coll %.0f, device "
+            "close %.0f, system and world %.0f\n", rank, td[4] - t0, td[0] - t0, td[1] - td[0], td[2] - td[1],
+            td[3] - td[2], td[4] - td[3]);
   free(toks);
   free(res);
   MPI_Finalize();

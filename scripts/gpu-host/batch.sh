@@ -110,16 +110,17 @@ for step in "$@"; do
     srb) el srb  # the world rebuild's fault to ready, repeated: the example with a fault on rank 1 at 2 and NG ranks, injected and killed, interleaved (SRB_REPS rounds)
       for rep in $(seq ${SRB_REPS:-2}); do for f in inject kill; do for np in 2 $NG; do
         t0=$(date +%s%N); env $RB_ENV timeout 150 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_HEARTBEAT_MS -x ACX_COLL_TIMEOUT -x ACX_REBUILD_TIMEOUT -x ACX_REMOTE_TIMEOUT $B/examples/resilient_allreduce --iters 40 --n 1048576 --cuda --fault-at 17 --fault $f >$OUT/srb-$np-$f-$rep.txt 2>&1; rc=$?
+        grep -hE "teardown took" $OUT/srb-$np-$f-$rep.txt | head -$np
         echo "np=$np fault=$f rep=$rep rc=$rc wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms ready(ms):$(grep -oE "world ready at epoch 1, [0-9.]+ ms" $OUT/srb-$np-$f-$rep.txt | grep -oE "[0-9.]+ ms" | tr -d ' ms' | sort -n | tr '\n' ' ') restart:$(grep -oE "recovered: executor generation 2 .*, [0-9.]+ ms after" $OUT/srb-$np-$f-$rep.txt | grep -oE "[0-9.]+ ms after" | head -1)"; done; done; done ;;
     sbig) el sbig  # the 4-GPU sweep's open points: bf16 8 GiB, f32 1-4 MiB with 200 iterations, bf16 8 B - 512 KiB with 200 iterations (ABBA rounds, medians)
       for w in "bf16big:-b 8G -e 8G -n 20 -w 5 -d bfloat16" "f32mid:-b 1M -e 4M -f 2 -n 200 -w 20 -r 3 -d float" "bf16small:-b 8 -e 512K -f 4 -n 200 -w 20 -r 3 -d bfloat16"; do name=${w%%:*} args=${w#*:}
         timeout ${SBIG_T:-200} mpirun -np $NG --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench --compare $args >$OUT/sbig-$name.txt 2>&1; echo "np=$NG $name rc=$?"; grep -E "^ +[0-9]+ " $OUT/sbig-$name.txt; done ;;
     sbench) el sbench  # acx vs raw NCCL on every visible GPU, f32 and bf16, 8 B - 8 GiB
       for d in float bfloat16; do timeout ${SB_T:-280} mpirun -np $NG --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e ${SB_MAX:-8G} -f 4 -n ${SB_N:-20} -w 5 -d $d --json $OUT/sb-$d.json >$OUT/sb-$d.txt 2>&1; echo "np=$NG $d rc=$?"; grep -vE "^#  Rank" $OUT/sb-$d.txt | tail -22; done ;;
-    smn) el smn  # 2 simulated nodes x NG/2 GPUs: test_coll, test_rebuild, the resilient example with a fault, acx vs raw NCCL
+    smn) el smn  # 2 simulated nodes x NG/2 GPUs: test_coll, test_remote, test_rebuild, the resilient example with a fault, acx vs raw NCCL
       SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r $((NG / 2)) -g $((NG / 2)) --mpirun -x --mpirun ACX_EXECUTOR_PATH --"
       timeout 60 $SIM hostname >$OUT/smn-hostname.txt 2>&1; rc=$?; echo "2 nodes x $((NG / 2)) ranks: hostname rc=$rc: $(sort $OUT/smn-hostname.txt | uniq -c | tr -s ' \n' ' ')"; [ $rc = 0 ] || continue
-      for t in test_coll test_rebuild; do d=$(dirname "$(find $B/tests -name "$t" -type f | head -1)")
+      for t in test_coll test_remote test_rebuild; do d=$(dirname "$(find $B/tests -name "$t" -type f | head -1)")
         env $RB_ENV timeout 180 $SIM $d/$t --cuda >$OUT/smn-$t.txt 2>&1; echo "2 nodes x $((NG / 2)) GPUs: $t rc=$?"; grep -E "Run Summary|tests  |asserts" $OUT/smn-$t.txt | head -3; done
       env $RB_ENV SIM_MPIEXEC_GPUS_PER_NODE=$((NG / 2)) SIM_MPIEXEC_MAP_BY=slot timeout 320 $S/tests/rebuild/resilient_test.sh $B/examples/resilient_allreduce $S/tests/multinode/sim_mpiexec.sh $NG 17 --iters 40 --n 1048576 --cuda --fault inject >$OUT/smn-res.txt 2>&1; echo "resilient rc=$?"; grep -E "identical|differ|rebuild\(s\)" $OUT/smn-res.txt | sort -u | head -6
       timeout 200 $SIM $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 1G -f 8 -n 10 -w 3 -d float >$OUT/smn-bench.txt 2>&1; echo "bench rc=$?"; grep -E "nodes:|^ +[0-9]+ " $OUT/smn-bench.txt ;;
