@@ -188,6 +188,8 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, acxi
   if (!dev->transport->restartable) return 0;
   /* relaxed: lone timestamps. */
   int64_t beat = atomic_load_explicit(&ctrl->heartbeat_ns, memory_order_relaxed);
+  /* Silence that this rank's own stall explains is not the executor's: count from the resume. */
+  if (beat < dev->stall_resumed_ns) beat = dev->stall_resumed_ns;
   if (now - beat > dev->heartbeat_ns) {
     loss->cause = ACX_ERR_DEVICE_LOST;
     snprintf(loss->reason, sizeof loss->reason, "no heartbeat for %" PRId64 " ms (limit %" PRId64 " ms): the "
@@ -195,6 +197,7 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, acxi
     return 1;
   }
   int64_t progress = atomic_load_explicit(&ctrl->progress_ns, memory_order_relaxed);
+  if (progress < dev->stall_resumed_ns) progress = dev->stall_resumed_ns;
   if (now - progress > dev->heartbeat_ns && loop_hung(dev, now)) {
     loss->cause = ACX_ERR_DEVICE_LOST;
     snprintf(loss->reason, sizeof loss->reason, "loop hung: no progress for %" PRId64 " ms (limit %" PRId64
@@ -242,6 +245,7 @@ void *acxi_dev_poller_main(void *arg) {
   int64_t check_period = dev->heartbeat_ns / 8;
   if (check_period > 20000000) check_period = 20000000;
   if (check_period < 1000000) check_period = 1000000;
+  int64_t stall_gap = dev->heartbeat_ns / 4 > 250000000 ? dev->heartbeat_ns / 4 : 250000000;
   int64_t last_active = 0, last_check = 0;
   pthread_mutex_lock(&dev->poll_lock);
   /* relaxed: a stop request; the broadcast that follows it orders the rest. */
@@ -270,6 +274,14 @@ void *acxi_dev_poller_main(void *arg) {
      * fail, and the device recovers, that much sooner. */
     int64_t period = dev->transport->ring_replies && acxi_dev_pend_outstanding(dev) > 0 ? 1000000 : check_period;
     if ((s == ACXI_DEV_RUNNING || s == ACXI_DEV_STARTING) && (sticky || now - last_check >= period)) {
+      /* The poller checks every check_period at most; a gap of a quarter of the heartbeat limit
+       * (and at least 250 ms) means this process itself was not scheduled meanwhile, and the
+       * executor, on the same node, most likely neither: its silence is measured from now. */
+      if (last_check && now - last_check > stall_gap) {
+        dev->stall_resumed_ns = now;
+        ACX_INFO(DEVICE, "the supervision was not scheduled for %" PRId64 " ms (a stalled or overloaded node): the "
+                 "executor's heartbeat is judged from now", (now - last_check) / 1000000);
+      }
       last_check = now;
       acxi_dev_loss_t loss = {.detected_ns = now, .cause = ACX_ERR_DEVICE_LOST};
       if (executor_lost(dev, ctrl, now, &loss)) {
