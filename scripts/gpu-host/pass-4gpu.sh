@@ -8,7 +8,7 @@ R=/tmp/res; rm -rf $R; mkdir -p $R/a $R/b0 $R/b1 $R/c; B=scripts/gpu-host/batch.
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
 # 1. 2 nodes x 2 GPUs: test_coll, test_remote (never run there), test_rebuild (the wrong ACX_OK, the channels), resilient, sweep
 OUT=$R/a bash $B smn > $R/a.txt 2>&1
-# 2. the rebuild with second sticky faults: the example's teardown timed; NCCL's cuMem off against on, interleaved
+# 2. the rebuild with second sticky faults: the example's teardown timed; NCCL's cuMem on, then off (2 rounds each)
 for cm in 1 0; do OUT=$R/b$cm SRB_REPS=2 SRB_X="-x NCCL_CUMEM_ENABLE=$cm" bash $B srb > $R/b-cumem$cm.txt 2>&1; done
 # 3. every gpu / gpu-mpi test on GPUs 0,1 while gpu-multinode runs on GPUs 2,3; then bf16 8 GiB with the faster data
 (CUDA_VISIBLE_DEVICES=0,1 OUT=$R/c CTEST_E="multinode" CTEST_T=560 bash $B ctestr > $R/c.txt 2>&1) &
