@@ -12,7 +12,8 @@
 #include "acx_test.h"
 #include "collectives/coll_internal.h"
 
-static char tmp[] = "/tmp/acx-mps-test-XXXXXX"; /* mkdtemp fills in the X's */
+/* The test's private pipe directory: a mkdtemp template, made unique by main() before the tests. */
+static char tmp[] = "/tmp/acx-mps-test-XXXXXX";
 
 static void test_no_daemon(void) {
   char dir[256] = "";
