@@ -144,10 +144,11 @@ struct acx_device {
   /* Poller only: no outstanding request's deadline lies beyond this (the liveness rule need not
    * scan the request table again before it). Reset with each control block. */
   int64_t busy_until;
-  /* Poller only: when it last resumed from a gap in its own checks long enough to mean that this
-   * process was not scheduled (a stalled virtual machine, an overloaded node): the executor's
-   * silence counts from here, not from before a stall it shared (0: none). */
-  int64_t stall_resumed_ns;
+  /* Written by the poller only: when it last resumed from a gap in its own checks long enough to
+   * mean that this process was not scheduled (a stalled virtual machine, an overloaded node): the
+   * executor's silence counts from here, not from before a stall it shared (0: none). Atomic so
+   * that diagnostics and tests may read it (relaxed: a lone timestamp). */
+  _Atomic int64_t stall_resumed_ns;
   _Atomic pid_t pid;          /* process transport: the executor (read by the poller) */
   int sock;                   /* process transport: our end of the fd socket */
   pthread_mutex_t sock_lock;  /* fd send + ring push of HOST_REGISTER stay in one order */

@@ -189,7 +189,8 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, acxi
   /* relaxed: lone timestamps. */
   int64_t beat = atomic_load_explicit(&ctrl->heartbeat_ns, memory_order_relaxed);
   /* Silence that this rank's own stall explains is not the executor's: count from the resume. */
-  if (beat < dev->stall_resumed_ns) beat = dev->stall_resumed_ns;
+  int64_t resumed = atomic_load_explicit(&dev->stall_resumed_ns, memory_order_relaxed);
+  if (beat < resumed) beat = resumed;
   if (now - beat > dev->heartbeat_ns) {
     loss->cause = ACX_ERR_DEVICE_LOST;
     snprintf(loss->reason, sizeof loss->reason, "no heartbeat for %" PRId64 " ms (limit %" PRId64 " ms): the "
@@ -197,7 +198,7 @@ static int executor_lost(acx_device_t *dev, acxi_ctrl_t *ctrl, int64_t now, acxi
     return 1;
   }
   int64_t progress = atomic_load_explicit(&ctrl->progress_ns, memory_order_relaxed);
-  if (progress < dev->stall_resumed_ns) progress = dev->stall_resumed_ns;
+  if (progress < resumed) progress = resumed;
   if (now - progress > dev->heartbeat_ns && loop_hung(dev, now)) {
     loss->cause = ACX_ERR_DEVICE_LOST;
     snprintf(loss->reason, sizeof loss->reason, "loop hung: no progress for %" PRId64 " ms (limit %" PRId64
@@ -278,7 +279,7 @@ void *acxi_dev_poller_main(void *arg) {
        * (and at least 250 ms) means this process itself was not scheduled meanwhile, and the
        * executor, on the same node, most likely neither: its silence is measured from now. */
       if (last_check && now - last_check > stall_gap) {
-        dev->stall_resumed_ns = now;
+        atomic_store_explicit(&dev->stall_resumed_ns, now, memory_order_relaxed);
         ACX_INFO(DEVICE, "the supervision was not scheduled for %" PRId64 " ms (a stalled or overloaded node): the "
                  "executor's heartbeat is judged from now", (now - last_check) / 1000000);
       }
