@@ -174,7 +174,7 @@ static int group_mine(const acx_coll_t *c) { return c->in_group && pthread_equal
 /* ------------------------------------------------------------------------------------------ */
 /* the watchdog                                                                               */
 
-static acx_status_t track(acx_coll_t *c, acx_future_t *f) {
+acx_status_t acxc_coll_track(acx_coll_t *c, acx_future_t *f) {
   pthread_mutex_lock(&c->track_lock);
   if (c->tcount == c->tcap) {
     size_t cap = c->tcap ? 2 * c->tcap : 256;
@@ -227,6 +227,7 @@ void acxc_coll_break(acx_coll_t *c, acx_status_t cause, int abort, const char *w
   ACX_WARN(COLL, "coll (rank %d of %d, %s) broken: %s: %s; waiting operations fail with it%s", c->rank, c->size,
            c->host ? "host kind, MPI" : "NCCL", why, acx_status_name(cause),
            abort && !c->host ? ", the communicator is aborted" : "");
+  acxc_peer_abort(c, cause);
   fail_tracked(c, acxc_coll_user_status(c, cause));
   if (c->host) acxc_mpi_break(c, cause);
   else if (abort) send_abort(c, cause);
@@ -238,7 +239,8 @@ static int fatal_status(acx_status_t s) {
 }
 
 void acxc_coll_watchdog(acx_coll_t *c) {
-  if (c->host || broken(c) != ACX_OK) return;
+  /* The worker path watches its own MPI requests; the own all-reduce's operations are tracked here. */
+  if ((c->host && !c->peer) || broken(c) != ACX_OK) return;
   int64_t now = acxi_now_ns();
   acx_status_t failed = ACX_OK;
   int expired = 0;
@@ -268,7 +270,7 @@ void acxc_coll_watchdog(acx_coll_t *c) {
     return;
   }
   /* Asynchronous NCCL errors live in the executor: ask while anything waits. */
-  if (left == 0 || atomic_exchange_explicit(&c->check_outstanding, 1, memory_order_acq_rel)) return;
+  if (c->host || left == 0 || atomic_exchange_explicit(&c->check_outstanding, 1, memory_order_acq_rel)) return;
   acxi_cmd_t cmd = {.op = ACXC_OP_CHECK, .arg = {c->comm_id}};
   acx_future_t *f = NULL;
   acx_status_t st = acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(10000000), &f);
@@ -328,7 +330,7 @@ static acx_status_t nccl_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_futur
   if (st != ACX_OK) return st;
   atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(d->stream), memory_order_relaxed);
   if (f) {
-    st = track(c, f);
+    st = acxc_coll_track(c, f);
     if (st != ACX_OK) {
       acx_future_release(f);
       return st;
@@ -409,7 +411,9 @@ static acx_status_t submit_op(acx_coll_t *c, acxc_opdesc_t *d, acx_future_t **do
     pthread_mutex_unlock(&c->submit_lock);
     return st;
   }
-  if (c->host) {
+  if (acxc_peer_takes(c, d)) {
+    st = acxc_peer_submit(c, d, done);
+  } else if (c->host) {
     acxc_opdesc_t m = *d;
     hold_desc(&m);
     st = acxc_mpi_submit(c, &m, 1, NULL, done);
@@ -551,6 +555,13 @@ acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
     if (!m) return broken(c) != ACX_OK ? broken(c) : ACX_ERR_INVALID_STATE;
     acx_status_t st = acxc_mpi_synchronize(c, m, wait_budget(c, timeout_ns));
     acxc_mpi_wait_end(m);
+    /* The own all-reduce runs in the executor, which serves its commands in order: a round trip
+     * after them has waited for them. */
+    if (st == ACX_OK && acxc_peer_ops(c)) {
+      acxi_cmd_t cmd = {.op = ACXI_OP_SYNC, .stream = ACXI_STREAM_ALL};
+      st = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, wait_budget(c, timeout_ns), NULL);
+      if (st == ACX_OK) st = broken(c);
+    }
     return st;
   }
   ACXCHECK(broken(c));
@@ -563,7 +574,7 @@ acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
     if (!(used & ACXI_STREAM_BIT(s))) continue;
     acxi_cmd_t cmd = {.op = ACXC_OP_FENCE, .stream = (uint32_t)s, .arg = {c->comm_id}};
     st = acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)), &fs[n]);
-    if (st == ACX_OK && (st = track(c, fs[n])) != ACX_OK) acx_future_release(fs[n]);
+    if (st == ACX_OK && (st = acxc_coll_track(c, fs[n])) != ACX_OK) acx_future_release(fs[n]);
     else if (st == ACX_OK) n++;
   }
   if (locked) pthread_mutex_unlock(&c->submit_lock);
@@ -702,7 +713,7 @@ acx_status_t acx_coll_group_end(acx_coll_t *c, acx_future_t **done) {
     st = acxi_device_submit(c->dev, &cmd, ba, nb, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)),
                             want ? &f : NULL);
     if (st == ACX_OK) atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(c->gstream), memory_order_relaxed);
-    if (st == ACX_OK && f) st = track(c, f);
+    if (st == ACX_OK && f) st = acxc_coll_track(c, f);
   }
   if (st != ACX_OK) {
     /* A slot whose group never reached the executor stays unread: step back over it. */
@@ -755,7 +766,7 @@ acx_status_t acx_coll_abort(acx_coll_t *c, acx_status_t cause) {
 }
 
 /* Every rank's `mine` combined with MPI_MIN over the world, within the world's deadline. */
-static acx_status_t agree_min(acx_coll_t *c, int mine, int *all) {
+acx_status_t acxc_coll_agree_min(acx_coll_t *c, int mine, int *all) {
   MPI_Request req;
   /* On the heap: a timed-out exchange is parked with its buffers, which MPI may still write. */
   int *v = malloc(2 * sizeof *v);
@@ -889,6 +900,7 @@ static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
 }
 
 static void coll_free(acx_coll_t *c) {
+  acxc_peer_free(c);
   if (c->region) acx_host_free(c->region);
   pthread_mutex_destroy(&c->submit_lock);
   pthread_mutex_destroy(&c->track_lock);
@@ -947,9 +959,9 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   /* Every rank must take the same path: a kind mismatch would leave one side in NCCL init and
    * the other in MPI. */
   int all = 0;
-  acx_status_t ag = agree_min(c, st == ACX_OK ? c->host : -1, &all);
+  acx_status_t ag = acxc_coll_agree_min(c, st == ACX_OK ? c->host : -1, &all);
   int any = 0;
-  if (ag == ACX_OK) ag = agree_min(c, st == ACX_OK ? -c->host : 1, &any); /* any = -max */
+  if (ag == ACX_OK) ag = acxc_coll_agree_min(c, st == ACX_OK ? -c->host : 1, &any); /* any = -max */
   if (st == ACX_OK) st = ag;
   if (st == ACX_OK && (all < 0 || any > 0)) st = ACX_ERR_NO_MEMORY;
   if (st == ACX_OK && all != -any) {
@@ -960,8 +972,8 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   /* ... and the same shape: hierarchical everywhere or nowhere (ACX_COLL_HIER is read per rank). */
   if (st == ACX_OK) {
     int mode = acxc_hier_mode(c), lo = 0, hi = 0;
-    st = agree_min(c, mode, &lo);
-    if (st == ACX_OK) st = agree_min(c, -mode, &hi);
+    st = acxc_coll_agree_min(c, mode, &lo);
+    if (st == ACX_OK) st = acxc_coll_agree_min(c, -mode, &hi);
     if (st == ACX_OK && lo != -hi) {
       ACX_WARN(COLL, "acx_coll_create: ranks disagree on hierarchical collectives (this rank: %s; ACX_COLL_HIER=%" PRId64
                "): set ACX_COLL_HIER the same on every rank", mode ? "on" : "off", acxi_param_int("ACX_COLL_HIER"));
@@ -978,9 +990,10 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
       st = c->host ? acxc_mpi_create(c) : nccl_init(c, init_ns);
     }
   }
+  st = acxc_peer_create(c, st, init_ns);
   /* A rank that failed must not leave the others believing in a communicator. */
   int ok = 0;
-  ag = agree_min(c, st == ACX_OK, &ok);
+  ag = acxc_coll_agree_min(c, st == ACX_OK, &ok);
   if (st == ACX_OK && ag != ACX_OK) st = ag;
   if (st == ACX_OK && !ok) {
     ACX_WARN(COLL, "acx_coll_create: another rank failed to create its side of the communicator");
@@ -1021,6 +1034,8 @@ acx_status_t acx_coll_destroy(acx_coll_t *c, int64_t timeout_ns) {
   acx_status_t st = broken(c) == ACX_OK ? acx_coll_synchronize(c, budget) : broken(c);
   atomic_store_explicit(&c->closing, 1, memory_order_release);
   acxc_coll_actor_stop(c);
+  if (broken(c) != ACX_OK) acxc_peer_abort(c, broken(c));
+  acxc_peer_destroy(c, budget);
   if (c->host) {
     acxc_mpi_destroy(c, budget);
     acxc_hier_destroy(c);
@@ -1076,6 +1091,7 @@ acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns, uint64_t k
   fail_tracked(c, ACX_ERR_WORLD_REBUILDING);
   acx_status_t st;
   uint64_t gen = atomic_load_explicit(&c->dev->generation, memory_order_acquire);
+  acxc_peer_destroy(c, 1000000000LL); /* its abort word is up: the break raised it */
   if (c->host) {
     /* A fresh MPI communicator: collectives a peer abandoned on the old one must not match. */
     acxc_mpi_destroy(c, 0);
@@ -1091,6 +1107,7 @@ acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns, uint64_t k
     c->group_seq = 0; /* nccl_init clears the region's `consumed` */
     st = nccl_init(c, init_timeout_ns > 0 ? init_timeout_ns : acxi_param_int("ACX_NCCL_INIT_TIMEOUT") * 1000000);
   }
+  st = acxc_peer_create(c, st, init_timeout_ns);
   pthread_mutex_lock(&c->attempt_lock);
   int abandoned = key && c->abandoned_key == key;
   c->attempt_key = 0;
@@ -1098,7 +1115,7 @@ acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns, uint64_t k
   /* This rank's own failure: the others may wait for it in NCCL's creation until its deadline. */
   if (st != ACX_OK && !abandoned && on_fail) on_fail(arg, st);
   int ok = 0;
-  acx_status_t ag = agree_min(c, st == ACX_OK, &ok);
+  acx_status_t ag = acxc_coll_agree_min(c, st == ACX_OK, &ok);
   if (st == ACX_OK && ag != ACX_OK) st = ag;
   if (st == ACX_OK && !ok) st = ACX_ERR_PEER_LOST;
   if (st == ACX_OK) {

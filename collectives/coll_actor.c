@@ -33,7 +33,7 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
   case ACX_MSG_DEVICE_UNAVAILABLE:
   case ACX_MSG_DEVICE_FATAL: {
     const acx_device_event_t *ev = msg->data;
-    if (c->host && !c->hier_on) {
+    if (c->host && !c->hier_on && !acxc_peer_on(c)) {
       /* MPI's communicator lives in the rank: only the buffers of the old generation are gone,
        * and they answer ACX_ERR_STALE_BUFFER by themselves. */
       ACX_INFO(COLL, "device generation %" PRIu64 " -> %" PRIu64 ": host-kind collectives go on (MPI is in the rank)",

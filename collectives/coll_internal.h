@@ -29,6 +29,7 @@ typedef struct acxc_tracked {
 
 typedef struct acxc_mpi acxc_mpi_t;
 typedef struct acxc_hier acxc_hier_t;
+typedef struct acxc_peer acxc_peer_t;
 
 struct acx_coll {
   acx_world_t *world;
@@ -91,6 +92,7 @@ struct acx_coll {
   acx_timer_id_t timer;
   acxc_mpi_t *mpi; /* worker path */
   acxc_hier_t *hier; /* hierarchical: groups, staging, the leaders' communicator (replaced by a rebuild) */
+  acxc_peer_t *peer; /* the own all-reduce's set (peer_coll.c; NULL: never wanted); made anew by a rebuild */
 };
 
 /* The world is being rebuilt: remote access's NCCL channels are aborted (their transfers fail at
@@ -100,6 +102,31 @@ void acxc_remote_retire(acx_world_t *world);
 
 /* A new executor-side communicator id (per rank process, never 0): colls and remote channels. */
 uint64_t acxc_next_comm_id(void);
+/* Every rank's `mine` combined with MPI_MIN over the world, within the world's deadline
+ * (collective: every rank calls it at the same point). */
+acx_status_t acxc_coll_agree_min(acx_coll_t *c, int mine, int *all);
+/* f joins the watchdog's list (held; the operation's deadline is the coll's timeout). */
+acx_status_t acxc_coll_track(acx_coll_t *c, acx_future_t *f);
+
+/* The own all-reduce between the executors of one node (peer_coll.c, runtime/proto/peer_ops.h). */
+/* Collective (every rank, at the same point, whatever `st`): where every rank wants it and `st` is
+ * ACX_OK everywhere, makes the set; otherwise leaves it off. Returns `st`, or an agreement's
+ * failure; a set-up step that fails turns the path off on every rank (logged), not the coll. */
+acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns);
+/* Drops the executor's set (when it is still of this device generation) and the areas. */
+void acxc_peer_destroy(acx_coll_t *c, int64_t timeout_ns);
+/* acxc_peer_destroy's buffers and the control block, for good (the coll goes). */
+void acxc_peer_free(acx_coll_t *c);
+/* Raises the abort word: operations waiting for peers in the executors leave with `cause`. */
+void acxc_peer_abort(acx_coll_t *c, acx_status_t cause);
+/* 1 when d goes to the own path (an all-reduce of at most the slot's bytes, the set made). */
+int acxc_peer_takes(const acx_coll_t *c, const acxc_opdesc_t *d);
+/* Sends d to the executor's set; under the submit lock. */
+acx_status_t acxc_peer_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done);
+/* 1 while the set is made (the path is on). */
+int acxc_peer_on(const acx_coll_t *c);
+/* All-reduces sent down the own path since the coll was made (tests, statistics). */
+uint64_t acxc_peer_ops(const acx_coll_t *c);
 /* Asks dev's executor for a new ncclUniqueId, written into the nccl_id of `region` (an
  * acxc_region_t): the executor hosts NCCL's bootstrap root, the rank loads no NCCL. Waits up to
  * the device's timeout. ACX_ERR_NCCL (logged with NCCL's code), ACX_ERR_NOT_SUPPORTED without

@@ -79,6 +79,10 @@
 #define ACXK_OP_RTC_FIRST 0x3e0u    /* 0x3e0-0x3ef NVRTC and modules */
 #define ACXK_OP_TENSOR_FIRST 0x3f0u /* 0x3f0-0x3ff cuTENSOR */
 #define ACXK_OP_LIB_LAST 0x3ffu
+/* acx's own collectives between the executors of one node through each other's memory (the
+ * extension "peer": runtime/proto/peer_ops.h, kernels/peer/). */
+#define ACXP_OP_FIRST 0x400u
+#define ACXP_OP_LAST 0x40fu
 /* Tests' own extensions (tests/gpu/test_engine_cuda.c): far above every product range, so that a
  * product range may grow without meeting them. */
 #define ACXI_OP_TEST_FIRST 0x3f00u
@@ -90,6 +94,7 @@
 #define ACXI_EXT_MAX 16
 #define ACXC_EXT_SLOT 2                   /* the NCCL extension (kernels/nccl/nccl_exec.c) */
 #define ACXK_LIB_EXT_SLOT 8               /* the libraries (kernels/libs/lib_exec.c) */
+#define ACXP_EXT_SLOT 3                   /* the peer collectives (kernels/peer/peer_exec.c) */
 #define ACXI_EXT_SLOT_TEST (ACXI_EXT_MAX - 1) /* tests' own extensions */
 
 /* ---- they do not overlap ----------------------------------------------------------------------- */
@@ -110,11 +115,15 @@ _Static_assert(ACXK_OP_LIB_FIRST == ACXK_OP_BLAS_FIRST && ACXK_OP_BLAS_FIRST < A
                    ACXK_OP_SPARSE_FIRST < ACXK_OP_DNN_FIRST && ACXK_OP_DNN_FIRST < ACXK_OP_RTC_FIRST &&
                    ACXK_OP_RTC_FIRST < ACXK_OP_TENSOR_FIRST && ACXK_OP_TENSOR_FIRST <= ACXK_OP_LIB_LAST,
                "the libraries' sub-ranges are in order inside the libraries' range");
-_Static_assert(ACXK_OP_LIB_LAST < ACXI_OP_TEST_FIRST, "tests' extension ops lie above every product range");
+_Static_assert(ACXK_OP_LIB_LAST < ACXP_OP_FIRST && ACXP_OP_FIRST <= ACXP_OP_LAST,
+               "the peer collectives' ops follow the libraries'");
+_Static_assert(ACXP_OP_LAST < ACXI_OP_TEST_FIRST, "tests' extension ops lie above every product range");
 _Static_assert(ACXC_EXT_SLOT >= 0 && ACXC_EXT_SLOT < ACXI_EXT_MAX && ACXK_LIB_EXT_SLOT >= 0 &&
                    ACXK_LIB_EXT_SLOT < ACXI_EXT_MAX && ACXI_EXT_SLOT_TEST >= 0 && ACXI_EXT_SLOT_TEST < ACXI_EXT_MAX,
                "every extension slot indexes ext_state");
 _Static_assert(ACXC_EXT_SLOT != ACXK_LIB_EXT_SLOT && ACXC_EXT_SLOT != ACXI_EXT_SLOT_TEST &&
-                   ACXK_LIB_EXT_SLOT != ACXI_EXT_SLOT_TEST,
+                   ACXK_LIB_EXT_SLOT != ACXI_EXT_SLOT_TEST && ACXP_EXT_SLOT >= 0 && ACXP_EXT_SLOT < ACXI_EXT_MAX &&
+                   ACXP_EXT_SLOT != ACXC_EXT_SLOT && ACXP_EXT_SLOT != ACXK_LIB_EXT_SLOT &&
+                   ACXP_EXT_SLOT != ACXI_EXT_SLOT_TEST,
                "extension slots are unique");
 #endif

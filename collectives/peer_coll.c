@@ -1,0 +1,248 @@
+/* acx's own all-reduce between the executors of one node (issue 17), the rank side: where the
+ * world is one node of 2 to ACXP_MAX_RANKS ranks with one device each (not hierarchical) and
+ * ACX_COLL_PEER=1 on every rank, acx_coll_create (and every rebuild) gives each rank an area that
+ * every other rank's executor maps, and all-reduces of at most ACX_COLL_PEER_MAX_KB go to the
+ * extension "peer" (kernels/peer/) instead of NCCL or MPI: one command, no host in the loop on
+ * CUDA. The protocol and its arithmetic: runtime/proto/peer_ops.h.
+ *
+ * Set-up is collective and all-or-nothing: every rank says whether it wants the path and whether
+ * each step worked, and the ranks agree (MPI MIN) before any operation can take it, so either
+ * every rank sends a given all-reduce to the peer path or none does. The set is made anew with
+ * the communicator by a rebuild (fresh areas, the operation count back at 1), and its abort word
+ * is raised when the coll breaks, so that executors waiting for a lost peer leave at once. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "collectives/coll_internal.h"
+#include "collectives/world_internal.h"
+#include "runtime/base/clock.h"
+#include "runtime/base/log.h"
+#include "runtime/base/param.h"
+#include "runtime/device/device_internal.h"
+#include "runtime/proto/peer_ops.h"
+
+struct acxc_peer {
+  uint64_t id;                          /* the set in the executor (0: not registered) */
+  uint64_t generation;                  /* device generation it was registered in */
+  acx_buffer_t *mine;                   /* my area */
+  acx_buffer_t *imp[ACXP_MAX_RANKS];    /* the peers' areas, mapped here (NULL at my rank) */
+  acx_host_mem_t *ctlmem;               /* the control block, kept across rebuilds */
+  acxp_ctl_t *ctl;
+  uint64_t slot_bytes;                  /* every rank's: the smallest ACX_COLL_PEER_MAX_KB */
+  uint64_t seq;                         /* the last operation's number (under the submit lock) */
+  _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
+};
+
+/* Why this rank does not want the path, or NULL. */
+static const char *unwanted(const acx_coll_t *c) {
+  if (acxi_param_int("ACX_COLL_PEER") <= 0) return "ACX_COLL_PEER is not 1";
+  if (c->hier_on) return "the collectives are hierarchical (ranks share a device)";
+  if (c->world->nodes != 1) return "the world spans nodes";
+  if (c->size < 2 || c->size > ACXP_MAX_RANKS) return "the world is not 2 to 8 ranks";
+  if (acxi_param_int("ACX_COLL_PEER_MAX_KB") <= 0) return "ACX_COLL_PEER_MAX_KB is not positive";
+  return NULL;
+}
+
+/* MPI_Allgather of `bytes` per rank over the world, within the deadline (a late exchange is
+ * parked with its memory, which MPI may still write). */
+static acx_status_t allgather(acx_coll_t *c, const void *mine, size_t bytes, void *all, int64_t deadline) {
+  unsigned char *buf = malloc((size_t)(c->size + 1) * bytes);
+  if (!buf) return ACX_ERR_NO_MEMORY;
+  memcpy(buf, mine, bytes);
+  MPI_Request req;
+  if (MPI_Iallgather(buf, (int)bytes, MPI_BYTE, buf + bytes, (int)bytes, MPI_BYTE, c->world->comm, &req) !=
+      MPI_SUCCESS) {
+    free(buf);
+    return ACX_ERR_MPI;
+  }
+  for (;;) {
+    int flag = 0;
+    if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      acxc_world_park(req, buf);
+      return ACX_ERR_MPI;
+    }
+    if (flag) break;
+    if (acxi_now_ns() >= deadline) {
+      ACX_WARN(COLL, "own all-reduce set-up: a rank did not take part in the exchange of the areas in time");
+      acxc_world_park(req, buf);
+      return ACX_ERR_TIMEOUT;
+    }
+    nanosleep(&(struct timespec){0, 20000}, NULL);
+  }
+  memcpy(all, buf + bytes, (size_t)c->size * bytes);
+  free(buf);
+  return ACX_OK;
+}
+
+/* Releases what this rank holds of the set; the executor's side was destroyed or is gone. */
+static void release(acxc_peer_t *p) {
+  for (int q = 0; q < ACXP_MAX_RANKS; q++)
+    if (p->imp[q]) {
+      acx_buffer_release(p->imp[q]);
+      p->imp[q] = NULL;
+    }
+  if (p->mine) {
+    acx_buffer_release(p->mine);
+    p->mine = NULL;
+  }
+  p->id = 0;
+}
+
+/* This rank's half of the set-up; the caller agrees with the others afterwards. */
+static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
+  acx_device_t *dev = c->dev;
+  size_t area = (size_t)ACXP_SLOT_OFF(2, p->slot_bytes);
+  acx_status_t st = acxi_buffer_alloc_shareable(dev, area, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->mine);
+  /* Flags start at 0: operation numbers start at 1. */
+  if (st == ACX_OK) st = acx_buffer_fill(p->mine, 0, ACXP_FLAG_BYTES, 0, 4, 0, acxi_left_ns(deadline));
+  acxi_ipc_handle_t h;
+  memset(&h, 0, sizeof h);
+  if (st == ACX_OK) st = acxi_buffer_ipc_export(p->mine, &h, acxi_left_ns(deadline));
+  /* Every rank takes part in the exchange, an empty handle where its own steps failed. */
+  acxi_ipc_handle_t *all = calloc((size_t)c->size, sizeof *all);
+  if (!all) return ACX_ERR_NO_MEMORY;
+  acx_status_t x = allgather(c, &h, sizeof h, all, deadline);
+  if (x != ACX_OK) {
+    free(all);
+    return x;
+  }
+  acxi_ipc_handle_t none;
+  memset(&none, 0, sizeof none);
+  for (int q = 0; st == ACX_OK && q < c->size; q++) {
+    if (q == c->rank) continue;
+    if (!memcmp(&all[q], &none, sizeof none)) {
+      st = ACX_ERR_PEER_LOST; /* that rank's own steps failed: it says so in its log */
+      break;
+    }
+    st = acxi_buffer_ipc_import(dev, &all[q], ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->imp[q]);
+    if (st != ACX_OK)
+      ACX_WARN(COLL, "own all-reduce set-up: rank %d's area cannot be mapped by this rank's executor: %s (are the "
+               "devices peers? CUDA IPC needs peer access between the GPUs)", q, acx_status_name(st));
+  }
+  free(all);
+  if (st != ACX_OK) return st;
+  if (!p->ctlmem) {
+    void *ptr = NULL;
+    size_t bytes = 0;
+    st = acx_host_alloc(dev, sizeof(acxp_ctl_t), &p->ctlmem);
+    if (st == ACX_OK) st = acx_host_mem_ptr(p->ctlmem, &ptr, &bytes);
+    if (st != ACX_OK) return st;
+    p->ctl = ptr;
+  }
+  memset(p->ctl, 0, sizeof *p->ctl);
+  p->ctl->magic = ACXP_CTL_MAGIC;
+  p->ctl->slot_bytes = p->slot_bytes;
+  for (int q = 0; q < c->size; q++) p->ctl->area[q] = q == c->rank ? p->mine->id : p->imp[q]->id;
+  atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
+  uint64_t id = acxc_next_comm_id();
+  uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_acquire);
+  acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {id, (uint64_t)c->size, (uint64_t)c->rank, p->ctlmem->id}};
+  st = acxi_device_call(dev, &cmd, NULL, 0, 0, -1, acxi_left_ns(deadline), NULL);
+  if (st != ACX_OK) return st;
+  p->id = id;
+  p->generation = gen;
+  p->seq = 0;
+  return ACX_OK;
+}
+
+acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns) {
+  const char *why = st == ACX_OK ? unwanted(c) : "the communicator's own set-up failed";
+  int64_t kb = acxi_param_int("ACX_COLL_PEER_MAX_KB");
+  int mine = why ? 0 : (int)(kb > (1 << 20) ? (1 << 20) : kb), lo = 0;
+  /* One agreement says both whether every rank wants it and the smallest slot. */
+  acx_status_t ag = acxc_coll_agree_min(c, mine, &lo);
+  if (ag != ACX_OK) return st != ACX_OK ? st : ag;
+  if (st != ACX_OK) return st;
+  if (lo <= 0) {
+    if (why) ACX_INFO(COLL, "own all-reduce off on rank %d: %s", c->rank, why);
+    else ACX_INFO(COLL, "own all-reduce off: another rank does not want it (its log says why)");
+    return ACX_OK;
+  }
+  acxc_peer_t *p = c->peer;
+  if (!p && !(p = c->peer = calloc(1, sizeof *p))) return ACX_ERR_NO_MEMORY;
+  p->slot_bytes = (uint64_t)lo * 1024;
+  int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
+  acx_status_t local = build(c, p, deadline);
+  if (local != ACX_OK && local != ACX_ERR_PEER_LOST)
+    ACX_WARN(COLL, "own all-reduce set-up failed on rank %d: %s", c->rank, acx_status_name(local));
+  int ok = 0;
+  ag = acxc_coll_agree_min(c, local == ACX_OK, &ok);
+  if (ag == ACX_OK && ok) {
+    ACX_INFO(COLL, "own all-reduce on: rank %d of %d, all-reduces up to %" PRIu64 " KiB through the executors' "
+             "areas (set %" PRIu64 ")", c->rank, c->size, p->slot_bytes / 1024, p->id);
+    return ACX_OK;
+  }
+  /* Off for every rank: a rank that could not make its part keeps the others from using theirs. */
+  acxc_peer_destroy(c, 1000000000LL);
+  if (ag != ACX_OK) return ag;
+  ACX_WARN(COLL, "own all-reduce off: %s; all-reduces take %s", local == ACX_OK ? "another rank's set-up failed"
+           : "this rank's set-up failed", c->host_kind ? "MPI" : "NCCL");
+  return ACX_OK;
+}
+
+void acxc_peer_destroy(acx_coll_t *c, int64_t timeout_ns) {
+  acxc_peer_t *p = c->peer;
+  if (!p) return;
+  if (p->id && atomic_load_explicit(&c->dev->generation, memory_order_acquire) == p->generation) {
+    int64_t ms = timeout_ns > 0 ? timeout_ns / 1000000 : 1000;
+    acxi_cmd_t cmd = {.op = ACXP_OP_DESTROY, .arg = {p->id, 0, 0, 0, (uint64_t)ms}};
+    acx_status_t st = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, (ms + 1000) * 1000000, NULL);
+    if (st != ACX_OK && !ACX_IS_DEVICE_LOST(st))
+      ACX_WARN(COLL, "own all-reduce: DESTROY of set %" PRIu64 ": %s", p->id, acx_status_name(st));
+  }
+  release(p);
+}
+
+void acxc_peer_free(acx_coll_t *c) {
+  acxc_peer_t *p = c->peer;
+  if (!p) return;
+  release(p);
+  if (p->ctlmem) acx_host_free(p->ctlmem);
+  free(p);
+  c->peer = NULL;
+}
+
+void acxc_peer_abort(acx_coll_t *c, acx_status_t cause) {
+  acxc_peer_t *p = c->peer;
+  if (p && p->ctl && p->id) atomic_store_explicit(&p->ctl->abort, (int32_t)cause, memory_order_release);
+}
+
+int acxc_peer_takes(const acx_coll_t *c, const acxc_opdesc_t *d) {
+  const acxc_peer_t *p = c->peer;
+  return p && p->id && d->op == ACXC_OP_ALLREDUCE && d->count > 0 &&
+         d->count * acx_dtype_size(d->dtype) <= p->slot_bytes;
+}
+
+int acxc_peer_on(const acx_coll_t *c) { return c->peer && c->peer->id; }
+
+uint64_t acxc_peer_ops(const acx_coll_t *c) {
+  return c->peer ? atomic_load_explicit(&c->peer->ops, memory_order_relaxed) : 0;
+}
+
+acx_status_t acxc_peer_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done) {
+  acxc_peer_t *p = c->peer;
+  int64_t ms = c->timeout_ns / 1000000;
+  acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .stream = d->stream, .dtype = (uint32_t)d->dtype, .bytes = d->count,
+                    .buf = {d->send->id, d->recv->id},
+                    .arg = {p->id, (uint64_t)d->redop, 0, p->seq + 1, (uint64_t)(ms > 0 ? ms : 1)}};
+  acxi_bufarg_t ba[2] = {{d->send, "send"}, {d->recv, "recv"}};
+  acx_future_t *f = NULL;
+  acx_status_t st = acxi_device_submit(c->dev, &cmd, ba, d->recv == d->send ? 1 : 2, 0, -1,
+                                       acxi_deadline(acxi_device_timeout(c->dev, -1)), done ? &f : NULL);
+  if (st != ACX_OK) return st;
+  p->seq++;
+  atomic_fetch_add_explicit(&p->ops, 1, memory_order_relaxed);
+  atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(d->stream), memory_order_relaxed);
+  if (f) {
+    st = acxc_coll_track(c, f);
+    if (st != ACX_OK) {
+      acx_future_release(f);
+      return st;
+    }
+    *done = f;
+  }
+  return ACX_OK;
+}

@@ -1,0 +1,517 @@
+/* The extension "peer" (ops ACXP_OP_*, runtime/proto/peer_ops.h): acx's own one-shot all-reduce
+ * between the executors of one node, through each other's memory. One engine for both kinds:
+ *   host kind: the executor runs the protocol itself, at once, on its loop thread (the wait for the
+ *              peers is bounded by the operation's deadline and the coll's abort word);
+ *   cuda:      a kernel (peer_kernels.cu) runs it on the command's stream; the extension tracks its
+ *              completion with an event and reports the status the kernel left in the control
+ *              region (a peer that never came, an abort), never a success it did not see.
+ * The protocol, the memory layout and the arithmetic are described in runtime/proto/peer_ops.h. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "acx/coll.h"
+#include "acx_build_config.h"
+#include "kernels/exec/engine.h"
+#include "kernels/peer/peer_kernels.h"
+#include "runtime/base/clock.h"
+#include "runtime/base/half.h"
+#include "runtime/base/log.h"
+#include "runtime/proto/peer_ops.h"
+
+#if ACX_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+typedef struct pend {
+  acxi_cmd_t cmd;
+  void *ev; /* cudaEvent_t */
+} pend_t;
+
+typedef struct pset {
+  struct pset *next;
+  uint64_t id; /* 0: destroyed, kept until its kernels have left */
+  int nranks, rank;
+  acxp_ctl_t *ctl;     /* in this process */
+  acxp_ctl_t *ctl_dev; /* the same, as the GPU addresses it (cuda) */
+  unsigned char *area[ACXP_MAX_RANKS];
+  uint64_t slot_bytes;
+  acx_status_t failed; /* the first failure: later operations fail with it at once */
+  pend_t pv[ACXP_PENDING];
+  unsigned phead, pcount;
+  int destroying;
+  acxi_cmd_t destroy_cmd;
+  int64_t destroy_deadline_ns;
+} pset_t;
+
+typedef struct ext {
+  pset_t *sets;
+} ext_t;
+
+static void finish(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *cmd, acx_status_t st) {
+  if (st == ACX_OK && (cmd->flags & ACXI_CMD_FLAG_NO_REPLY)) return;
+  acxi_cpl_t cpl = {.req_id = cmd->req_id, .status = st};
+  api->complete(e, &cpl);
+}
+
+static ext_t *ext_get(acxi_engine_t *e, const acxi_engine_api_t *api) {
+  void **slot = api->ext_state(e, ACXP_EXT_SLOT);
+  if (!slot) return NULL;
+  if (!*slot) *slot = calloc(1, sizeof(ext_t));
+  return *slot;
+}
+
+static pset_t *set_find(ext_t *x, uint64_t id) {
+  for (pset_t *s = x->sets; s; s = s->next)
+    if (s->id == id && id) return s;
+  return NULL;
+}
+
+static int on_cuda(acxi_engine_t *e, const acxi_engine_api_t *api) { return api->stream(e, 0) != NULL; }
+
+/* The element size of the ten dtypes NCCL reduces, 0 for the others. */
+static size_t elem_size(uint32_t dtype) {
+  switch (dtype) {
+  case ACX_DTYPE_I8: case ACX_DTYPE_U8: return 1;
+  case ACX_DTYPE_F16: case ACX_DTYPE_BF16: return 2;
+  case ACX_DTYPE_I32: case ACX_DTYPE_U32: case ACX_DTYPE_F32: return 4;
+  case ACX_DTYPE_I64: case ACX_DTYPE_U64: case ACX_DTYPE_F64: return 8;
+  default: return 0;
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* SETUP and DESTROY                                                                          */
+
+static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, const acxi_cmd_t *cmd) {
+  uint64_t id = cmd->arg[0];
+  int n = (int)cmd->arg[1], r = (int)cmd->arg[2];
+  acx_status_t st = ACX_ERR_INVALID_ARG;
+  void *cp = NULL;
+  uint64_t cbytes = 0;
+  if (!id || set_find(x, id)) {
+    ACX_WARN(COLL, "peer SETUP: set id %" PRIu64 " is %s", id, id ? "in use" : "0");
+    goto out;
+  }
+  if (n < 2 || n > ACXP_MAX_RANKS || r < 0 || r >= n) {
+    ACX_WARN(COLL, "peer SETUP: nranks %d, rank %d: need 2 <= nranks <= %d and 0 <= rank < nranks", n, r,
+             ACXP_MAX_RANKS);
+    goto out;
+  }
+  if ((st = api->host_region(e, cmd->arg[3], &cp, &cbytes)) != ACX_OK || cbytes < sizeof(acxp_ctl_t)) {
+    ACX_WARN(COLL, "peer SETUP: host region %" PRIu64 " %s", cmd->arg[3],
+             st != ACX_OK ? "is unknown" : "is smaller than the control block");
+    if (st == ACX_OK) st = ACX_ERR_INVALID_ARG;
+    goto out;
+  }
+  acxp_ctl_t *ctl = cp;
+  st = ACX_ERR_INVALID_ARG;
+  if (ctl->magic != ACXP_CTL_MAGIC || ctl->slot_bytes == 0 || ctl->slot_bytes % 16) {
+    ACX_WARN(COLL, "peer SETUP: the control block has magic %#" PRIx64 " and slot_bytes %" PRIu64
+             " (need %#llx and a multiple of 16)", ctl->magic, ctl->slot_bytes, (unsigned long long)ACXP_CTL_MAGIC);
+    goto out;
+  }
+  pset_t *s = calloc(1, sizeof *s);
+  if (!s) {
+    st = ACX_ERR_NO_MEMORY;
+    goto out;
+  }
+  s->id = id;
+  s->nranks = n;
+  s->rank = r;
+  s->ctl = s->ctl_dev = ctl;
+  s->slot_bytes = ctl->slot_bytes;
+  for (int q = 0; q < n; q++) {
+    void *p = NULL;
+    uint64_t bytes = 0;
+    st = api->buffer(e, ctl->area[q], &p, &bytes);
+    if (st != ACX_OK || bytes < ACXP_SLOT_OFF(2, s->slot_bytes)) {
+      ACX_WARN(COLL, "peer SETUP: the area of rank %d (buffer %" PRIu64 ") %s", q, ctl->area[q],
+               st != ACX_OK ? "is unknown here" : "is smaller than the flags and two data slots");
+      if (st == ACX_OK) st = ACX_ERR_INVALID_ARG;
+      free(s);
+      goto out;
+    }
+    s->area[q] = p;
+  }
+#if ACX_HAVE_CUDA
+  if (on_cuda(e, api)) {
+    void *dp = NULL;
+    cudaError_t err = cudaHostGetDevicePointer(&dp, ctl, 0);
+    if (err != cudaSuccess) {
+      ACX_WARN(COLL, "peer SETUP: the control block has no device address: %s", cudaGetErrorString(err));
+      (void)cudaGetLastError();
+      free(s);
+      st = ACX_ERR_DEVICE;
+      goto out;
+    }
+    s->ctl_dev = dp;
+  }
+#endif
+  s->next = x->sets;
+  x->sets = s;
+  st = ACX_OK;
+out:
+  finish(e, api, cmd, st);
+}
+
+static void set_free(ext_t *x, pset_t *s) {
+  for (pset_t **pp = &x->sets; *pp; pp = &(*pp)->next)
+    if (*pp == s) {
+      *pp = s->next;
+      break;
+    }
+  free(s);
+}
+
+static void destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, const acxi_cmd_t *cmd) {
+  pset_t *s = set_find(x, cmd->arg[0]);
+  if (!s) {
+    ACX_WARN(COLL, "peer DESTROY: no set %" PRIu64 " in this executor", cmd->arg[0]);
+    finish(e, api, cmd, ACX_ERR_INVALID_ARG);
+    return;
+  }
+  if (!s->pcount) {
+    set_free(x, s);
+    finish(e, api, cmd, ACX_OK);
+    return;
+  }
+  /* Operations in flight: the progress hook finishes the DESTROY once they have left. */
+  s->destroying = 1;
+  s->destroy_cmd = *cmd;
+  int64_t ms = (int64_t)cmd->arg[4];
+  s->destroy_deadline_ns = acxi_now_ns() + (ms > 0 ? ms : 1000) * 1000000;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the host kind: the protocol on the executor's thread                                       */
+
+/* Waits until flag [p][0] of this rank's area reaches seq for every peer p; ACX_OK, the abort
+ * word's status, or ACX_ERR_COLL_TIMEOUT at the deadline. Spins briefly, then yields, then naps:
+ * the executors of an oversubscribed node must leave each other the cores. */
+static acx_status_t host_wait(pset_t *s, uint32_t seq, int64_t deadline_ns) {
+  unsigned char *own = s->area[s->rank];
+  for (int p = 0; p < s->nranks; p++) {
+    if (p == s->rank) continue;
+    _Atomic uint32_t *f = (_Atomic uint32_t *)(void *)(own + ACXP_FLAG_OFF(p, 0));
+    for (unsigned spin = 0;; spin++) {
+      if ((int32_t)(atomic_load_explicit(f, memory_order_acquire) - seq) >= 0) break;
+      int32_t ab = atomic_load_explicit(&s->ctl->abort, memory_order_relaxed);
+      if (ab) return (acx_status_t)ab;
+      if ((spin & 63) == 0 && acxi_now_ns() >= deadline_ns) {
+        ACX_WARN(COLL, "peer all-reduce %" PRIu32 ": rank %d's data did not come by the deadline", seq, p);
+        return ACX_ERR_COLL_TIMEOUT;
+      }
+      if (spin < 2000) acxi_cpu_relax();
+      else if (spin < 4000) sched_yield();
+      else nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+  }
+  return ACX_OK;
+}
+
+/* out[i] := the reduction of the areas' slot elements i over ranks 0..n-1, in that order. T: the
+ * element type, A: the accumulator, LD/ST: element <-> accumulator, COMB(a, b), FIN(a): avg's
+ * division (or nothing). */
+#define REDUCE_LOOP(T, A, LD, ST, COMB, FIN)                                                  \
+  do {                                                                                        \
+    T *o_ = (T *)out;                                                                         \
+    for (uint64_t i_ = 0; i_ < count; i_++) {                                                 \
+      A acc = LD(((const T *)(const void *)(s->area[0] + doff))[i_]);                         \
+      for (int q_ = 1; q_ < s->nranks; q_++) {                                                \
+        A b = LD(((const T *)(const void *)(s->area[q_] + doff))[i_]);                        \
+        acc = COMB(acc, b);                                                                   \
+      }                                                                                       \
+      o_[i_] = ST(FIN(acc));                                                                  \
+    }                                                                                         \
+  } while (0)
+#define ID(x) (x)
+#define ADD(a, b) ((a) + (b))
+#define MUL(a, b) ((a) * (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+static inline int64_t div_i64(uint64_t a, int64_t n, int is_signed, int bits) {
+  if (!is_signed) return (int64_t)(a / (uint64_t)n);
+  /* the wrapped sum back to its signed value of `bits` bits, then C's truncating division */
+  int64_t v = bits == 64 ? (int64_t)a : (int64_t)(a << (64 - bits)) >> (64 - bits);
+  return v / n;
+}
+
+static void host_reduce(pset_t *s, uint64_t doff, void *out, uint64_t count, uint32_t dtype, uint32_t op) {
+  const int64_t n = s->nranks;
+#define FIN_F(a) (op == ACX_REDOP_AVG ? (a) / (float)n : (a))
+#define FIN_D(a) (op == ACX_REDOP_AVG ? (a) / (double)n : (a))
+#define FCOMB(a, b) (op == ACX_REDOP_SUM || op == ACX_REDOP_AVG ? (a) + (b) : op == ACX_REDOP_PROD ? (a) * (b) \
+                     : op == ACX_REDOP_MAX ? MAX(a, b) : MIN(a, b))
+  switch (dtype) {
+  case ACX_DTYPE_F32: REDUCE_LOOP(float, float, ID, ID, FCOMB, FIN_F); return;
+  case ACX_DTYPE_F64: REDUCE_LOOP(double, double, ID, ID, FCOMB, FIN_D); return;
+  case ACX_DTYPE_F16: REDUCE_LOOP(uint16_t, float, acxc_half_to_float, acxc_float_to_half, FCOMB, FIN_F); return;
+  case ACX_DTYPE_BF16: REDUCE_LOOP(uint16_t, float, acxc_bf16_to_float, acxc_float_to_bf16, FCOMB, FIN_F); return;
+  default: break;
+  }
+#undef FIN_F
+#undef FIN_D
+#undef FCOMB
+  /* Integers: SUM and AVG wrap through the unsigned type; AVG then divides the signed (or
+   * unsigned) value by n, truncating, as NCCL does. */
+#define ICOMB(a, b) (op == ACX_REDOP_PROD ? (a) * (b) : (a) + (b))
+#define INT_TYPE(T, U, SIGNED)                                                                \
+  do {                                                                                        \
+    if (op == ACX_REDOP_MAX) REDUCE_LOOP(T, T, ID, ID, MAX, ID);                              \
+    else if (op == ACX_REDOP_MIN) REDUCE_LOOP(T, T, ID, ID, MIN, ID);                         \
+    else if (op == ACX_REDOP_AVG) {                                                           \
+      T *o_ = (T *)out;                                                                       \
+      for (uint64_t i_ = 0; i_ < count; i_++) {                                               \
+        U acc = 0;                                                                            \
+        for (int q_ = 0; q_ < s->nranks; q_++)                                                \
+          acc = (U)(acc + (U)((const T *)(const void *)(s->area[q_] + doff))[i_]);            \
+        o_[i_] = (T)div_i64((uint64_t)acc, n, SIGNED, (int)(8 * sizeof(T)));                  \
+      }                                                                                       \
+    } else REDUCE_LOOP(T, U, (U), (T), ICOMB, ID);                                            \
+  } while (0)
+  switch (dtype) {
+  case ACX_DTYPE_I8: INT_TYPE(int8_t, uint8_t, 1); break;
+  case ACX_DTYPE_U8: INT_TYPE(uint8_t, uint8_t, 0); break;
+  case ACX_DTYPE_I32: INT_TYPE(int32_t, uint32_t, 1); break;
+  case ACX_DTYPE_U32: INT_TYPE(uint32_t, uint32_t, 0); break;
+  case ACX_DTYPE_I64: INT_TYPE(int64_t, uint64_t, 1); break;
+  default: INT_TYPE(uint64_t, uint64_t, 0); break;
+  }
+#undef ICOMB
+#undef INT_TYPE
+}
+
+static acx_status_t host_allreduce(pset_t *s, const acxi_cmd_t *cmd, const void *in, void *out, size_t es) {
+  uint32_t seq = (uint32_t)cmd->arg[3];
+  uint64_t bytes = cmd->bytes * es, doff = ACXP_SLOT_OFF(seq & 1u, s->slot_bytes);
+  int64_t ms = (int64_t)cmd->arg[4];
+  int64_t deadline = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
+  memcpy(s->area[s->rank] + doff, in, bytes);
+  /* The data before the flags (release), into every peer's area. */
+  for (int p = 0; p < s->nranks; p++)
+    if (p != s->rank)
+      atomic_store_explicit((_Atomic uint32_t *)(void *)(s->area[p] + ACXP_FLAG_OFF(s->rank, 0)), seq,
+                            memory_order_release);
+  acx_status_t st = host_wait(s, seq, deadline);
+  if (st != ACX_OK) return st;
+  host_reduce(s, doff, out, cmd->bytes, cmd->dtype, (uint32_t)cmd->arg[1]);
+  return ACX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* ALLREDUCE                                                                                  */
+
+static acx_status_t resolve(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *cmd, int i,
+                            uint64_t bytes, unsigned char **p) {
+  void *ptr = NULL;
+  uint64_t have = 0;
+  acx_status_t st = api->buffer(e, cmd->buf[i], &ptr, &have);
+  if (st != ACX_OK) {
+    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %s buffer %" PRIu64 " is unknown here", cmd->arg[3],
+             i ? "recv" : "send", cmd->buf[i]);
+    return st;
+  }
+  if (cmd->off[i] > have || bytes > have - cmd->off[i]) {
+    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %s buffer %" PRIu64 " has %" PRIu64 " bytes; %" PRIu64
+             " from offset %" PRIu64 " do not fit", cmd->arg[3], i ? "recv" : "send", cmd->buf[i], have, bytes,
+             cmd->off[i]);
+    return ACX_ERR_OUT_OF_RANGE;
+  }
+  *p = (unsigned char *)ptr + cmd->off[i];
+  return ACX_OK;
+}
+
+#if ACX_HAVE_CUDA
+static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s, const acxi_cmd_t *cmd,
+                           const void *in, void *out) {
+  if (s->pcount == ACXP_PENDING) {
+    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %d operations of the set are in flight already", cmd->arg[3],
+             ACXP_PENDING);
+    finish(e, api, cmd, ACX_ERR_QUEUE_FULL);
+    return;
+  }
+  cudaStream_t stream = api->stream(e, cmd->stream);
+  api->order_access(e, cmd->buf[0], cmd->stream, 0);
+  api->order_access(e, cmd->buf[1], cmd->stream, 1);
+  unsigned idx = (s->phead + s->pcount) % ACXP_PENDING;
+  atomic_store_explicit(&s->ctl->status[idx], 0, memory_order_relaxed);
+  acxk_peer_args_t a = {.send = in, .recv = out, .count = cmd->bytes, .nranks = s->nranks, .rank = s->rank,
+                        .seq = (uint32_t)cmd->arg[3], .status = (int32_t *)(void *)&s->ctl_dev->status[idx],
+                        .abort = (const int32_t *)(const void *)&s->ctl_dev->abort};
+  uint64_t doff = ACXP_SLOT_OFF(a.seq & 1u, s->slot_bytes);
+  for (int q = 0; q < s->nranks; q++) {
+    a.data[q] = s->area[q] + doff;
+    a.flags[q] = s->area[q];
+  }
+  int64_t ms = (int64_t)cmd->arg[4];
+  a.timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull;
+  cudaEvent_t ev = NULL;
+  cudaError_t err = cudaSuccess;
+  /* The set's operations run one after the other, whatever their streams: a slot is written again
+   * two operations later only because operation s has finished on every GPU before any block of
+   * s + 1 raises a flag (runtime/proto/peer_ops.h). */
+  if (s->pcount) err = cudaStreamWaitEvent(stream, (cudaEvent_t)s->pv[(idx + ACXP_PENDING - 1) % ACXP_PENDING].ev, 0);
+  if (err == cudaSuccess) err = acxk_peer_launch_allreduce(&a, (int)cmd->dtype, (int)cmd->arg[1], stream);
+  if (err == cudaSuccess) err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventRecord(ev, stream);
+  if (err != cudaSuccess) {
+    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": launching it failed: %s (%d)", cmd->arg[3], cudaGetErrorString(err),
+             (int)err);
+    if (ev) (void)cudaEventDestroy(ev);
+    (void)cudaGetLastError();
+    s->failed = ACX_ERR_DEVICE;
+    finish(e, api, cmd, ACX_ERR_DEVICE);
+    return;
+  }
+  s->pv[idx] = (pend_t){.cmd = *cmd, .ev = ev};
+  s->pcount++;
+}
+#endif
+
+static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, const acxi_cmd_t *cmd) {
+  pset_t *s = set_find(x, cmd->arg[0]);
+  acx_status_t st = ACX_OK;
+  size_t es = elem_size(cmd->dtype);
+  unsigned char *in = NULL, *out = NULL;
+  if (!s || s->destroying) {
+    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": no set %" PRIu64 " in this executor", cmd->arg[3], cmd->arg[0]);
+    st = ACX_ERR_INVALID_ARG;
+  } else if (s->failed != ACX_OK) {
+    st = s->failed;
+  } else if (!es || cmd->arg[1] > ACX_REDOP_AVG) {
+    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": dtype %u, op %" PRIu64 " (need one of the ten dtypes NCCL reduces "
+             "and sum, prod, max, min or avg)", cmd->arg[3], cmd->dtype, cmd->arg[1]);
+    st = ACX_ERR_INVALID_ARG;
+  } else if (cmd->bytes == 0 || cmd->bytes > s->slot_bytes / es || cmd->stream >= ACXI_MAX_STREAMS) {
+    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %" PRIu64 " elements of %zu bytes on stream %u (a slot holds %" PRIu64
+             " bytes)", cmd->arg[3], cmd->bytes, es, cmd->stream, s->slot_bytes);
+    st = ACX_ERR_INVALID_ARG;
+  }
+  if (st == ACX_OK) st = resolve(e, api, cmd, 0, cmd->bytes * es, &in);
+  if (st == ACX_OK) st = resolve(e, api, cmd, 1, cmd->bytes * es, &out);
+  if (st == ACX_OK && in != out && in < out + cmd->bytes * es && out < in + cmd->bytes * es) {
+    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": send and recv overlap partly", cmd->arg[3]);
+    st = ACX_ERR_INVALID_ARG;
+  }
+  if (st != ACX_OK) {
+    finish(e, api, cmd, st);
+    return;
+  }
+#if ACX_HAVE_CUDA
+  if (on_cuda(e, api)) {
+    cuda_allreduce(e, api, s, cmd, in, out);
+    return;
+  }
+#endif
+  st = host_allreduce(s, cmd, in, out, es);
+  if (st != ACX_OK) s->failed = st;
+  finish(e, api, cmd, st);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the hooks                                                                                  */
+
+static void peer_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *cmd) {
+  ext_t *x = ext_get(e, api);
+  if (!x) {
+    finish(e, api, cmd, ACX_ERR_NO_MEMORY);
+    return;
+  }
+  switch (cmd->op) {
+  case ACXP_OP_SETUP: setup(e, api, x, cmd); return;
+  case ACXP_OP_ALLREDUCE: allreduce(e, api, x, cmd); return;
+  case ACXP_OP_DESTROY: destroy(e, api, x, cmd); return;
+  default:
+    ACX_WARN(COLL, "peer: unknown op %#x", cmd->op);
+    finish(e, api, cmd, ACX_ERR_INVALID_ARG);
+  }
+}
+
+/* Completions of the kernels in flight, in order; a DESTROY waiting for them. Nonzero while
+ * anything is in flight (the loop keeps polling). */
+static int peer_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
+  ext_t *x = ext_get(e, api);
+  int busy = 0;
+  if (!x) return 0;
+  for (pset_t *s = x->sets, *next; s; s = next) {
+    next = s->next;
+#if ACX_HAVE_CUDA
+    while (s->pcount) {
+      pend_t *pd = &s->pv[s->phead];
+      cudaError_t err = cudaEventQuery((cudaEvent_t)pd->ev);
+      if (err == cudaErrorNotReady) break;
+      acx_status_t st = ACX_OK;
+      if (err != cudaSuccess) {
+        ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": the kernel failed: %s (%d)", pd->cmd.arg[3],
+                 cudaGetErrorString(err), (int)err);
+        st = ACX_ERR_DEVICE;
+      } else {
+        st = (acx_status_t)atomic_load_explicit(&s->ctl->status[s->phead], memory_order_acquire);
+        if (st == ACX_ERR_COLL_TIMEOUT)
+          ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": a peer's data did not come by the deadline", pd->cmd.arg[3]);
+      }
+      if (st != ACX_OK && s->failed == ACX_OK) s->failed = st;
+      acxi_cmd_t done = pd->cmd;
+      (void)cudaEventDestroy((cudaEvent_t)pd->ev);
+      s->phead = (s->phead + 1) % ACXP_PENDING;
+      s->pcount--;
+      if (s->id) finish(e, api, &done, st);
+    }
+#endif
+    if (s->pcount) {
+      busy = 1;
+      if (s->destroying && s->id && acxi_now_ns() >= s->destroy_deadline_ns) {
+        ACX_WARN(COLL, "peer DESTROY of set %" PRIu64 ": %u operations still run at its deadline; the set goes once "
+                 "they leave", s->id, s->pcount);
+        finish(e, api, &s->destroy_cmd, ACX_ERR_TIMEOUT);
+        s->id = 0;
+      }
+      continue;
+    }
+    if (s->destroying) {
+      if (s->id) finish(e, api, &s->destroy_cmd, ACX_OK);
+      set_free(x, s);
+    }
+  }
+  return busy;
+}
+
+static void peer_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) {
+  void **slot = api->ext_state(e, ACXP_EXT_SLOT);
+  ext_t *x = slot ? *slot : NULL;
+  if (!x) return;
+  while (x->sets) {
+    pset_t *s = x->sets;
+#if ACX_HAVE_CUDA
+    /* Kernels still waiting for peers leave at once; the engine synchronizes its streams after
+     * the extensions are gone, and the events go with the context. */
+    if (s->pcount) atomic_store_explicit(&s->ctl->abort, ACX_ERR_CANCELLED, memory_order_relaxed);
+    for (unsigned i = 0; i < s->pcount; i++) {
+      pend_t *pd = &s->pv[(s->phead + i) % ACXP_PENDING];
+      (void)cudaEventSynchronize((cudaEvent_t)pd->ev);
+      (void)cudaEventDestroy((cudaEvent_t)pd->ev);
+    }
+#endif
+    x->sets = s->next;
+    free(s);
+  }
+  free(x);
+  *slot = NULL;
+}
+
+static const acxi_ext_ops_t peer_ext_ops = {
+    .name = "peer",
+    .op_first = ACXP_OP_FIRST,
+    .op_last = ACXP_OP_LAST,
+    .slot = ACXP_EXT_SLOT,
+    .submit = peer_submit,
+    .progress = peer_progress,
+    .engine_destroy = peer_engine_destroy,
+};
+
+__attribute__((constructor)) static void peer_ext_register(void) { acxi_ext_register(&peer_ext_ops); }

@@ -1,0 +1,83 @@
+/* acx's own collectives between the executors of one node (issue 17), the executor protocol: op
+ * codes ACXP_OP_FIRST..ACXP_OP_LAST (runtime/proto/limits.h) and the host region a coll shares
+ * with its executor for them. Plain data: the rank side (collectives/peer_coll.c) writes it, the
+ * extension "peer" (kernels/peer/peer_exec.c, and the CUDA kernel in kernels/peer/peer_kernels.cu)
+ * reads it.
+ *
+ * The one-shot all-reduce. Every rank of the set owns a shareable buffer, its "area", that every
+ * other rank's executor maps (CUDA IPC; host kind: a memfd): ACXP_FLAG_BYTES of flags, then two
+ * data slots of slot_bytes each. Operation number s (1, 2, ... in submission order, the same on
+ * every rank) uses slot s % 2 and, split into at most ACXP_MAX_BLOCKS blocks of elements, each
+ * block b of rank r
+ *   1. copies its elements of the input into slot s % 2 of r's own area;
+ *   2. makes them visible (a system-scope release), then writes s into flag [r][b] of every peer's
+ *      area;
+ *   3. waits until flag [p][b] of its own area is >= s for every peer p (the peers' block b has
+ *      its data in place), or the deadline, or the abort word;
+ *   4. reduces its elements over the areas of ranks 0, 1, ..., n-1 in that order into the output.
+ * Every rank reduces the same values in the same order with the same arithmetic: the results are
+ * bit-identical on every rank and from run to run. A slot is written again two operations later;
+ * by then every peer has signalled operation s + 1, which it does only after its operation s (and
+ * with it every read of slot s % 2) has finished: two slots suffice.
+ *
+ * Arithmetic: integers wrap (sum, prod) as NCCL's do; avg is the sum divided by n, truncating for
+ * integers as NCCL does; f16 and bf16 accumulate in f32 and round once; f32 and f64 accumulate in
+ * their own type. Floating-point avg divides the sum by n (NCCL multiplies each input by 1/n
+ * first, so float avg may differ from NCCL's in the last bit). */
+#ifndef ACXP_PEER_OPS_H
+#define ACXP_PEER_OPS_H
+
+#include <stdint.h>
+
+#define ACXP_MAX_RANKS 8     /* ranks of one set (GPUs of one node) */
+#define ACXP_MAX_BLOCKS 32   /* blocks (CUDA thread blocks; the host kind uses one) per operation */
+#define ACXP_FLAG_BYTES 4096 /* flags: uint32_t [ACXP_MAX_RANKS][ACXP_MAX_BLOCKS], padded */
+#define ACXP_PENDING 256     /* operations of one set in flight in the executor */
+
+/* Byte offset of flag [from][block] in an area, of data slot k. */
+#define ACXP_FLAG_OFF(from, block) ((uint64_t)(((from) * ACXP_MAX_BLOCKS + (block)) * 4))
+#define ACXP_SLOT_OFF(k, slot_bytes) ((uint64_t)ACXP_FLAG_BYTES + (uint64_t)(k) * (slot_bytes))
+
+/* The rest is C (the CUDA kernel needs only the layout above). */
+#ifndef __cplusplus
+#include <stdatomic.h>
+
+#include "runtime/proto/limits.h"
+
+_Static_assert(ACXP_MAX_RANKS * ACXP_MAX_BLOCKS * 4 <= ACXP_FLAG_BYTES, "the flags fit their part of the area");
+
+typedef enum acxp_op {
+  ACXP_OP_SETUP = 0x400,     /* arg[0] = set id (per rank process, never 0), arg[1] = nranks, arg[2] =
+                                rank, arg[3] = host region id of the acxp_ctl_t; completes once the
+                                executor has resolved every area */
+  ACXP_OP_ALLREDUCE = 0x401, /* arg[0] = set id, dtype, buf[0] = send, buf[1] = recv, off[0], off[1]:
+                                byte offsets into them, bytes = count in elements, arg[1] =
+                                acx_redop_t, arg[3] = operation number s (1, 2, ...), arg[4] =
+                                deadline (ms from the executor's start of it) */
+  ACXP_OP_DESTROY = 0x402    /* arg[0] = set id, arg[4] = deadline (ms) for its operations in flight:
+                                forgets the set once they are done (the rank frees the areas) */
+} acxp_op_t;
+_Static_assert(ACXP_OP_SETUP >= ACXP_OP_FIRST && ACXP_OP_DESTROY <= ACXP_OP_LAST,
+               "peer ops stay inside their range (runtime/proto/limits.h)");
+
+#define ACXP_CTL_MAGIC 0x6163787065657231ull /* "acxpeer1" */
+
+/* The host region the rank shares with its executor (acx_host_alloc: pinned, registered with CUDA,
+ * kept across executor restarts). */
+typedef struct acxp_ctl {
+  uint64_t magic;
+  uint64_t slot_bytes;            /* bytes of one data slot of every area */
+  uint64_t area[ACXP_MAX_RANKS];  /* buffer ids in this rank's executor: [rank] its own area, the
+                                     others the peers' areas imported */
+  /* Nonzero (an acx_status_t): operations waiting for peers leave at once with it. The rank sets
+   * it when the coll breaks (a peer lost, a rebuild), so that no executor waits out its deadline
+   * for a peer that will never come; cleared by the rank before a new SETUP. */
+  _Atomic int32_t abort;
+  int32_t pad;
+  /* Written by the executor (the CUDA kernel) for pending entry i: nonzero when an operation
+   * failed in its wait (ACX_ERR_COLL_TIMEOUT, or the abort word's status). */
+  _Atomic int32_t status[ACXP_PENDING];
+} acxp_ctl_t;
+#endif
+
+#endif
