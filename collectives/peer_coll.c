@@ -224,7 +224,10 @@ uint64_t acxc_peer_ops(const acx_coll_t *c) {
 
 acx_status_t acxc_peer_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done) {
   acxc_peer_t *p = c->peer;
-  int64_t ms = c->timeout_ns / 1000000;
+  /* The executor's own bound on the wait, a backstop: the coll's watchdog breaks the coll at the
+   * operation's deadline first (the future fails with the coll's status), and the break's abort
+   * word ends the wait in the executor. */
+  int64_t ms = c->timeout_ns / 1000000 * 3 / 2;
   acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .stream = d->stream, .dtype = (uint32_t)d->dtype, .bytes = d->count,
                     .buf = {d->send->id, d->recv->id},
                     .arg = {p->id, (uint64_t)d->redop, 0, p->seq + 1, (uint64_t)(ms > 0 ? ms : 1)}};

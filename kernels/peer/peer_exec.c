@@ -71,7 +71,9 @@ static pset_t *set_find(ext_t *x, uint64_t id) {
   return NULL;
 }
 
+#if ACX_HAVE_CUDA
 static int on_cuda(acxi_engine_t *e, const acxi_engine_api_t *api) { return api->stream(e, 0) != NULL; }
+#endif
 
 /* The element size of the ten dtypes NCCL reduces, 0 for the others. */
 static size_t elem_size(uint32_t dtype) {

@@ -7,7 +7,8 @@
  * NCCL; exit 77 without a GPU), --kill-after K (cuda: rank 1 SIGKILLs itself after K all-reduces;
  * the survivor must report the failure within the timeout and exit), --hier (the coll is
  * hierarchical -- ranks sharing a GPU, or ACX_COLL_HIER=1 on the host kind --: the same suite,
- * with send/recv refused as such a coll must). Under scripts/sim-cluster
+ * with send/recv refused as such a coll must), --peer (ACX_COLL_PEER=1 set: acx's own all-reduce
+ * must be on and take exactly the all-reduces that fit its slot). Under scripts/sim-cluster
  * (tests/multinode) the same suite runs across simulated nodes and checks the node layout. */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -24,11 +25,12 @@
 #include "acx_test.h"
 #include "acx_test_nodes.h"
 #include "bench_util.h"
+#include "collectives/coll_internal.h"
 #include "runtime/base/clock.h"
 
 #define T_LONG 30000000000LL
 
-static int rank, nranks, use_cuda, inline_mode, hier;
+static int rank, nranks, use_cuda, inline_mode, hier, peer;
 static acx_world_t *world;
 static acx_system_t *sys;
 static acx_device_t *dev;
@@ -461,6 +463,56 @@ static int run_kill(int k) {
 }
 
 /* The layout the collectives run over: on a (simulated) cluster they cross nodes. */
+/* ---- --peer: acx's own all-reduce (ACX_COLL_PEER=1) takes exactly the small all-reduces ---- */
+static void test_own_path(void) {
+  if (!peer) return;
+  CU_ASSERT_FATAL(acxc_peer_on(coll));
+  size_t slot = (size_t)(getenv("ACX_COLL_PEER_MAX_KB") ? atoi(getenv("ACX_COLL_PEER_MAX_KB")) : 256) * 1024;
+  size_t big = slot / 4 + 1; /* f32 elements: one more than a slot holds */
+  float *v = malloc(big * sizeof *v), *o = malloc(big * sizeof *o);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(v && o);
+  acx_buffer_t *a = alloc(big, ACX_DTYPE_F32), *b = alloc(big, ACX_DTYPE_F32);
+  for (size_t i = 0; i < big; i++) v[i] = (float)(rank + 1) * (float)(i % 1000);
+  put(a, 0, v, big, ACX_DTYPE_F32);
+  const float s = (float)(nranks * (nranks + 1) / 2);
+  struct { size_t count; int own; } cases[] = {{1, 1}, {slot / 4, 1}, {big, 0}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    uint64_t before = acxc_peer_ops(coll);
+    ACX_ASSERT_STATUS(acx_allreduce_sync(coll, a, b, cases[k].count, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1), ACX_OK);
+    CU_ASSERT_EQUAL(acxc_peer_ops(coll) - before, (uint64_t)cases[k].own);
+    get(b, 0, o, cases[k].count, ACX_DTYPE_F32);
+    size_t bad = 0;
+    for (size_t i = 0; i < cases[k].count; i++) bad += o[i] != s * (float)(i % 1000);
+    if (bad) fprintf(stderr, "rank %d: %zu elements: %zu wrong\n", rank, cases[k].count, bad);
+    CU_ASSERT_EQUAL(bad, 0);
+  }
+  /* Other collectives never take it. */
+  uint64_t before = acxc_peer_ops(coll);
+  ACX_ASSERT_STATUS(acx_broadcast_sync(coll, a, b, 16, ACX_DTYPE_F32, 0, 0, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_reduce_sync(coll, a, b, 16, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, 0, -1), ACX_OK);
+  CU_ASSERT_EQUAL(acxc_peer_ops(coll), before);
+  /* Many in flight on two streams, then one synchronize: each in-place sum multiplies by the
+   * number of ranks, so a lost, repeated or reordered operation shows (nranks^12 is exact in f32
+   * for up to 8 ranks: below 2^24, or a power of two). */
+  enum { CHAIN = 12 };
+  for (size_t i = 0; i < 64; i++) v[i] = 1.0f;
+  put(a, 0, v, 64, ACX_DTYPE_F32);
+  for (int k = 0; k < CHAIN; k++)
+    ACX_ASSERT_STATUS(acx_allreduce(coll, a, a, 64, ACX_DTYPE_F32, ACX_REDOP_SUM, (uint32_t)(k % 2), NULL), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_synchronize(coll, -1), ACX_OK);
+  CU_ASSERT_EQUAL(acxc_peer_ops(coll) - before, CHAIN);
+  get(a, 0, o, 64, ACX_DTYPE_F32);
+  float want = 1.0f;
+  for (int k = 0; k < CHAIN; k++) want *= (float)nranks;
+  size_t bad = 0;
+  for (size_t i = 0; i < 64; i++) bad += o[i] != want;
+  CU_ASSERT_EQUAL(bad, 0);
+  acx_buffer_release(a);
+  acx_buffer_release(b);
+  free(v);
+  free(o);
+}
+
 static void test_node_layout(void) {
   int nodes = acx_test_check_nodes(world), size = 0;
   ACX_ASSERT_STATUS(acx_coll_size(coll, &size), ACX_OK);
@@ -473,7 +525,8 @@ static int run_suite(void) {
                                           ACX_TEST(test_allreduce_all), ACX_TEST(test_broadcast_reduce),
                                           ACX_TEST(test_allgather_reduce_scatter),
                                           ACX_TEST(test_ring_alltoall), ACX_TEST(test_group_and_pipeline),
-                                          ACX_TEST(test_repeated),      ACX_TEST_END};
+                                          ACX_TEST(test_repeated),      ACX_TEST(test_own_path),
+                                          ACX_TEST_END};
   return acx_test_run(use_cuda ? "coll-nccl" : "coll-mpi", cases, NULL, NULL);
 }
 
@@ -486,6 +539,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--stale")) stale = 1;
     else if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
     else if (!strcmp(argv[i], "--hier")) hier = 1;
+    else if (!strcmp(argv[i], "--peer")) peer = 1;
     else if (!strcmp(argv[i], "--kill-after") && i + 1 < argc) kill_after = atoi(argv[++i]), use_cuda = 1;
     else {
       fprintf(stderr, "test_coll: unknown argument '%s'\n", argv[i]);

@@ -27,6 +27,7 @@
 #include "acx_test.h"
 #include "acx_test_nodes.h"
 #include "collectives/coll_internal.h"
+#include "collectives/world_internal.h"
 #include "collectives/remote/ctrl_plane.h"
 #include "runtime/base/clock.h"
 #include "runtime/device/device_internal.h"
@@ -36,7 +37,7 @@
 #define TAG_GO 901
 #define RAW_TAG (1ull << 40) /* request tags made by hand: far above a rank's own counter */
 
-static int rank, nranks, use_cuda;
+static int rank, nranks, use_cuda, own_wanted;
 static acx_world_t *world;
 static acx_system_t *sys;
 static acx_device_t *dev;
@@ -184,6 +185,9 @@ static void test_rebuild_after_kill(void) {
     acx_buffer_release(pend);
   }
   ACX_ASSERT_STATUS(acx_world_wait_epoch(world, e0, T_LONG), ACX_OK);
+  /* With ACX_COLL_PEER=1 the rebuild made the own all-reduce's set anew (new areas, new mappings). */
+  uint64_t own_before = acxc_peer_ops(coll);
+  if (own_wanted) CU_ASSERT(acxc_peer_on(coll));
   /* Whether this run was delayed past what the test controls: rank 1 left the barrier (and killed)
    * more than half a collective deadline after the first all-reduce began, or rank 1's supervision
    * was not scheduled for a while after the kill (its stall rule noted the resume). Then a peer's
@@ -256,6 +260,8 @@ static void test_rebuild_after_kill(void) {
   ACX_ASSERT_STATUS(acx_coll_state(coll), ACX_OK);
   check_allreduce();
   check_collectives();
+  /* ... the small all-reduce through the remade set. */
+  if (own_wanted) CU_ASSERT(acxc_peer_ops(coll) > own_before);
   MPI_Barrier(MPI_COMM_WORLD);
   acx_buffer_unexport(old);
   if (cur != old) {
@@ -691,6 +697,9 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   if (acx_world_init(MPI_COMM_WORLD, NULL, &world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
+  /* ACX_COLL_PEER=1 where the world is one node of at most 8 ranks: the own all-reduce must be
+   * on, and be remade by every rebuild. */
+  own_wanted = getenv("ACX_COLL_PEER") && atoi(getenv("ACX_COLL_PEER")) == 1 && world->nodes == 1 && nranks <= 8;
   if (acx_system_create(NULL, &sys) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
   cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
