@@ -1,0 +1,322 @@
+/* The extension "peer" (kernels/peer/, runtime/proto/peer_ops.h) driven directly, without MPI:
+ * three devices (three executors) in one process stand for the ranks of one node. Each has an area
+ * the others map and a control block; SETUP registers the set in every executor; all-reduces are
+ * sent to the three at once and checked bit for bit against a reference computed here in the
+ * documented order and arithmetic (ranks 0, 1, 2; integers wrapping through their unsigned type,
+ * avg truncating; f16/bf16 accumulated in f32 and rounded once; f32/f64 in their own type), for the
+ * ten dtypes and five ops, in place and out of place, with counts that split into several blocks
+ * on a GPU. Then a withheld operation: the abort word ends the wait with its status, the deadline
+ * with ACX_ERR_COLL_TIMEOUT; bad commands are refused with a log line. Usage: test_peer_exec
+ * process|inline (host kind) | test_peer_exec --cuda (three executors on GPU 0, through CUDA IPC:
+ * the kernel; exits 77 without a GPU). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "acx/coll.h"
+#include "acx/device.h"
+#include "acx_test.h"
+#include "runtime/base/clock.h"
+#include "runtime/base/half.h"
+#include "runtime/device/device_internal.h"
+#include "runtime/proto/peer_ops.h"
+
+#define NR 3
+#define T 60000000000LL
+#define SLOT (64u * 1024u)
+
+static acx_system_t *sys;
+static acx_device_t *dev[NR];
+static acx_buffer_t *area[NR], *imp[NR][NR];
+static acx_host_mem_t *ctlmem[NR];
+static acxp_ctl_t *ctl[NR];
+static uint64_t seq; /* the operation number, the same for every "rank" */
+static int inline_mode, cuda_mode;
+static const uint64_t SET = 77;
+
+static void setup_set(void) {
+  for (int r = 0; r < NR; r++) {
+    ACX_ASSERT_STATUS(acxi_buffer_alloc_shareable(dev[r], ACXP_SLOT_OFF(2, SLOT), ACX_DTYPE_BYTE, T, &area[r]), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_fill(area[r], 0, ACXP_FLAG_BYTES, 0, 4, 0, T), ACX_OK);
+  }
+  for (int r = 0; r < NR; r++) {
+    acxi_ipc_handle_t h;
+    ACX_ASSERT_STATUS(acxi_buffer_ipc_export(area[r], &h, T), ACX_OK);
+    for (int q = 0; q < NR; q++)
+      if (q != r) ACX_ASSERT_STATUS(acxi_buffer_ipc_import(dev[q], &h, ACX_DTYPE_BYTE, T, &imp[q][r]), ACX_OK);
+  }
+  for (int r = 0; r < NR; r++) {
+    void *p = NULL;
+    size_t bytes = 0;
+    ACX_ASSERT_STATUS(acx_host_alloc(dev[r], sizeof(acxp_ctl_t), &ctlmem[r]), ACX_OK);
+    ACX_ASSERT_STATUS(acx_host_mem_ptr(ctlmem[r], &p, &bytes), ACX_OK);
+    ctl[r] = p;
+    memset(ctl[r], 0, sizeof *ctl[r]);
+    ctl[r]->magic = ACXP_CTL_MAGIC;
+    ctl[r]->slot_bytes = SLOT;
+    for (int q = 0; q < NR; q++) ctl[r]->area[q] = q == r ? area[r]->id : imp[r][q]->id;
+    acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET, NR, (uint64_t)r, ctlmem[r]->id}};
+    ACX_ASSERT_STATUS(acxi_device_call(dev[r], &cmd, NULL, 0, 0, -1, T, NULL), ACX_OK);
+  }
+}
+
+/* One all-reduce on the given ranks (the others withhold it); their statuses in st[]. */
+static void allreduce_on(const int *on, acx_buffer_t **send, acx_buffer_t **recv, size_t count, acx_dtype_t d,
+                         int op, uint64_t ms, acx_status_t *st) {
+  acx_future_t *f[NR] = {0};
+  seq++;
+  for (int r = 0; r < NR; r++) {
+    st[r] = ACX_OK;
+    if (!on[r]) continue;
+    acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .dtype = (uint32_t)d, .bytes = count,
+                      .buf = {send[r]->id, recv[r]->id}, .arg = {SET, (uint64_t)op, 0, seq, ms}};
+    acxi_bufarg_t ba[2] = {{send[r], "send"}, {recv[r], "recv"}};
+    st[r] = acxi_device_submit(dev[r], &cmd, ba, send[r] == recv[r] ? 1 : 2, 0, -1, acxi_deadline(T), &f[r]);
+  }
+  for (int r = 0; r < NR; r++)
+    if (f[r]) {
+      st[r] = acx_future_wait(f[r], T, NULL, 0, NULL);
+      acx_future_release(f[r]);
+    }
+}
+
+/* The input of rank r, element i, as 64 bits of the dtype's value (negative, large, fractional). */
+static void fill_input(void *p, acx_dtype_t d, int r, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int64_t iv = (int64_t)(r * 977) + (int64_t)(i * 131 % 1000) - 500 + (int64_t)((i % 7) == 0) * 100000;
+    double fv = (r + 1) * 0.375 + (double)(i % 50) * 0.5 - 9.0;
+    switch (d) {
+    case ACX_DTYPE_I8: ((int8_t *)p)[i] = (int8_t)iv; break;
+    case ACX_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)iv; break;
+    case ACX_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)(iv * 40000); break;
+    case ACX_DTYPE_U32: ((uint32_t *)p)[i] = (uint32_t)(iv * 40000); break;
+    case ACX_DTYPE_I64: ((int64_t *)p)[i] = iv * 3000000000000LL; break;
+    case ACX_DTYPE_U64: ((uint64_t *)p)[i] = (uint64_t)iv * 3000000000000ULL; break;
+    case ACX_DTYPE_F16: ((uint16_t *)p)[i] = acxc_float_to_half((float)fv); break;
+    case ACX_DTYPE_BF16: ((uint16_t *)p)[i] = acxc_float_to_bf16((float)fv); break;
+    case ACX_DTYPE_F32: ((float *)p)[i] = (float)fv * 1.1f; break;
+    default: ((double *)p)[i] = fv * 1.1; break;
+    }
+  }
+}
+
+/* The documented result of element i: ranks 0..NR-1 in order. */
+#define REF_INT(T, U, SIGNED)                                                                     \
+  do {                                                                                            \
+    const T *a = in[0], *b = in[1], *c = in[2];                                                   \
+    T *o = out;                                                                                   \
+    for (size_t i = 0; i < n; i++) {                                                              \
+      T v[NR] = {a[i], b[i], c[i]};                                                               \
+      U acc = (U)v[0];                                                                            \
+      T m = v[0];                                                                                 \
+      for (int q = 1; q < NR; q++) {                                                              \
+        if (op == ACX_REDOP_PROD) acc = (U)(acc * (U)v[q]);                                       \
+        else acc = (U)(acc + (U)v[q]);                                                            \
+        if (op == ACX_REDOP_MAX) m = v[q] > m ? v[q] : m;                                         \
+        if (op == ACX_REDOP_MIN) m = v[q] < m ? v[q] : m;                                         \
+      }                                                                                           \
+      if (op == ACX_REDOP_MAX || op == ACX_REDOP_MIN) o[i] = m;                                   \
+      else if (op == ACX_REDOP_AVG) o[i] = (T)((T)acc / (T)NR);                                   \
+      else o[i] = (T)acc;                                                                         \
+    }                                                                                             \
+  } while (0)
+#define REF_FLT(T, A, LD, ST)                                                                     \
+  do {                                                                                            \
+    T *o = out;                                                                                   \
+    for (size_t i = 0; i < n; i++) {                                                              \
+      A acc = LD(((const T *)in[0])[i]);                                                          \
+      for (int q = 1; q < NR; q++) {                                                              \
+        A x = LD(((const T *)in[q])[i]);                                                          \
+        if (op == ACX_REDOP_PROD) acc = acc * x;                                                  \
+        else if (op == ACX_REDOP_MAX) acc = x > acc ? x : acc;                                    \
+        else if (op == ACX_REDOP_MIN) acc = x < acc ? x : acc;                                    \
+        else acc = acc + x;                                                                       \
+      }                                                                                           \
+      if (op == ACX_REDOP_AVG) acc = acc / (A)NR;                                                 \
+      o[i] = ST(acc);                                                                             \
+    }                                                                                             \
+  } while (0)
+#define SAME(x) (x)
+
+static void reference(void *const in[NR], void *out, acx_dtype_t d, int op, size_t n) {
+  switch (d) {
+  case ACX_DTYPE_I8: REF_INT(int8_t, uint8_t, 1); break;
+  case ACX_DTYPE_U8: REF_INT(uint8_t, uint8_t, 0); break;
+  case ACX_DTYPE_I32: REF_INT(int32_t, uint32_t, 1); break;
+  case ACX_DTYPE_U32: REF_INT(uint32_t, uint32_t, 0); break;
+  case ACX_DTYPE_I64: REF_INT(int64_t, uint64_t, 1); break;
+  case ACX_DTYPE_U64: REF_INT(uint64_t, uint64_t, 0); break;
+  case ACX_DTYPE_F16: REF_FLT(uint16_t, float, acxc_half_to_float, acxc_float_to_half); break;
+  case ACX_DTYPE_BF16: REF_FLT(uint16_t, float, acxc_bf16_to_float, acxc_float_to_bf16); break;
+  case ACX_DTYPE_F32: REF_FLT(float, float, SAME, SAME); break;
+  default: REF_FLT(double, double, SAME, SAME); break;
+  }
+}
+
+static const acx_dtype_t types[] = {ACX_DTYPE_I8,  ACX_DTYPE_U8,  ACX_DTYPE_I32,  ACX_DTYPE_U32, ACX_DTYPE_I64,
+                                    ACX_DTYPE_U64, ACX_DTYPE_F16, ACX_DTYPE_BF16, ACX_DTYPE_F32, ACX_DTYPE_F64};
+
+static void test_every_dtype_and_op(void) {
+  const int all[NR] = {1, 1, 1};
+  /* 1 element; an odd count; a third of a slot and a bit (a GPU splits it into blocks whose last
+   * one is short); a full slot of bytes. */
+  const size_t counts[] = {1, 1027};
+  void *in[NR], *out = malloc(SLOT), *want = malloc(SLOT);
+  for (int r = 0; r < NR; r++) in[r] = malloc(SLOT);
+  size_t bad_cases = 0;
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+    for (int op = 0; op <= ACX_REDOP_AVG; op++)
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0] + 2; k++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+          acx_dtype_t d = types[t];
+          size_t es = acx_dtype_size(d), n = k < 2 ? counts[k] : k == 2 ? SLOT / es / 3 + 5 : SLOT / es;
+          acx_buffer_t *s[NR], *o[NR];
+          for (int r = 0; r < NR; r++) {
+            fill_input(in[r], d, r, n);
+            ACX_ASSERT_STATUS(acx_buffer_alloc(dev[r], n * es, d, ACX_MEM_DEVICE, T, &s[r]), ACX_OK);
+            ACX_ASSERT_STATUS(acx_buffer_write(s[r], 0, in[r], n * es, 0, T), ACX_OK);
+            if (inplace) o[r] = s[r];
+            else ACX_ASSERT_STATUS(acx_buffer_alloc(dev[r], n * es, d, ACX_MEM_DEVICE, T, &o[r]), ACX_OK);
+          }
+          acx_status_t st[NR];
+          allreduce_on(all, s, o, n, d, op, 10000, st);
+          reference(in, want, d, op, n);
+          for (int r = 0; r < NR; r++) {
+            CU_ASSERT_EQUAL(st[r], ACX_OK);
+            memset(out, 0x5a, n * es);
+            ACX_ASSERT_STATUS(acx_buffer_read(o[r], 0, out, n * es, 0, T), ACX_OK);
+            if (memcmp(out, want, n * es) != 0) {
+              if (bad_cases++ < 8)
+                printf("\n    %s %s, %zu elements, %s: rank %d differs from the reference", acx_dtype_name(d),
+                       acx_redop_name((acx_redop_t)op), n, inplace ? "in place" : "out of place", r);
+              CU_FAIL("result differs from the reference");
+            }
+            acx_buffer_release(s[r]);
+            if (!inplace) acx_buffer_release(o[r]);
+          }
+        }
+  for (int r = 0; r < NR; r++) free(in[r]);
+  free(out);
+  free(want);
+}
+
+/* Rank 2 withholds an operation: the others' wait ends at the abort word (with its status), or
+ * without it at the deadline; afterwards the set answers with its failure at once. */
+static void test_withheld(void) {
+  const int two[NR] = {1, 1, 0};
+  acx_buffer_t *b[NR];
+  for (int r = 0; r < NR; r++) {
+    ACX_ASSERT_STATUS(acx_buffer_alloc(dev[r], 64, ACX_DTYPE_F32, ACX_MEM_DEVICE, T, &b[r]), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_fill(b[r], 0, 64, 0, 4, 0, T), ACX_OK);
+  }
+  acx_status_t st[NR];
+  int64_t t0 = acxi_now_ns();
+  allreduce_on(two, b, b, 16, ACX_DTYPE_F32, ACX_REDOP_SUM, 300, st);
+  int64_t dt = acxi_now_ns() - t0;
+  CU_ASSERT_EQUAL(st[0], ACX_ERR_COLL_TIMEOUT);
+  CU_ASSERT_EQUAL(st[1], ACX_ERR_COLL_TIMEOUT);
+  CU_ASSERT(dt >= 300000000);
+  /* The set failed: the next operation fails at once with the same status. */
+  allreduce_on(two, b, b, 16, ACX_DTYPE_F32, ACX_REDOP_SUM, 300, st);
+  CU_ASSERT_EQUAL(st[0], ACX_ERR_COLL_TIMEOUT);
+  for (int r = 0; r < NR; r++) acx_buffer_release(b[r]);
+}
+
+static void test_abort_word(void) {
+  /* A fresh set (the last one failed): new areas, a long deadline; the abort ends the wait. */
+  for (int r = 0; r < NR; r++) {
+    acxi_cmd_t cmd = {.op = ACXP_OP_DESTROY, .arg = {SET, 0, 0, 0, 1000}};
+    ACX_ASSERT_STATUS(acxi_device_call(dev[r], &cmd, NULL, 0, 0, -1, T, NULL), ACX_OK);
+    for (int q = 0; q < NR; q++)
+      if (imp[r][q]) acx_buffer_release(imp[r][q]), imp[r][q] = NULL;
+    acx_buffer_release(area[r]);
+    acx_host_free(ctlmem[r]);
+  }
+  seq = 0;
+  setup_set();
+  const int one[NR] = {1, 0, 0};
+  acx_buffer_t *b[NR];
+  for (int r = 0; r < NR; r++) ACX_ASSERT_STATUS(acx_buffer_alloc(dev[r], 64, ACX_DTYPE_F32, ACX_MEM_DEVICE, T, &b[r]), ACX_OK);
+  atomic_store(&ctl[0]->abort, ACX_ERR_WORLD_REBUILDING);
+  acx_status_t st[NR];
+  int64_t t0 = acxi_now_ns();
+  allreduce_on(one, b, b, 16, ACX_DTYPE_F32, ACX_REDOP_SUM, 50000, st);
+  CU_ASSERT_EQUAL(st[0], ACX_ERR_WORLD_REBUILDING);
+  CU_ASSERT(acxi_now_ns() - t0 < 20000000000LL); /* not the 50 s deadline */
+  for (int r = 0; r < NR; r++) acx_buffer_release(b[r]);
+}
+
+static void test_setup(void) { setup_set(); }
+
+static void test_bad_commands(void) {
+  acx_buffer_t *b = NULL, *big = NULL;
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev[0], 64, ACX_DTYPE_F32, ACX_MEM_DEVICE, T, &b), ACX_OK);
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev[0], SLOT + 4, ACX_DTYPE_F32, ACX_MEM_DEVICE, T, &big), ACX_OK);
+  acxi_bufarg_t ba[1] = {{b, "buf"}}, bb[1] = {{big, "buf"}};
+  struct {
+    acxi_cmd_t cmd;
+    acxi_bufarg_t *ba;
+    const char *what;
+  } bad[] = {
+      {{.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = 4, .buf = {b->id, b->id}, .arg = {999, 0, 0, 1, 100}},
+       ba, "unknown set"},
+      {{.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F8E4M3, .bytes = 4, .buf = {b->id, b->id}, .arg = {SET, 0, 0, 1, 100}},
+       ba, "fp8"},
+      {{.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = 4, .buf = {b->id, b->id}, .arg = {SET, 9, 0, 1, 100}},
+       ba, "op 9"},
+      {{.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = SLOT / 4 + 1, .buf = {big->id, big->id},
+        .arg = {SET, 0, 0, 1, 100}}, bb, "larger than a slot"},
+      {{.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = 17, .buf = {b->id, b->id}, .arg = {SET, 0, 0, 1, 100}},
+       ba, "beyond the buffer"},
+      {{.op = ACXP_OP_SETUP, .arg = {SET, NR, 0, ctlmem[0]->id}}, NULL, "a set id in use"},
+      {{.op = ACXP_OP_SETUP, .arg = {SET + 1, 1, 0, ctlmem[0]->id}}, NULL, "one rank"},
+      {{.op = ACXP_OP_SETUP, .arg = {SET + 1, NR, 0, 123456}}, NULL, "an unknown control block"},
+      {{.op = ACXP_OP_DESTROY, .arg = {SET + 5}}, NULL, "DESTROY of an unknown set"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    acx_status_t st = acxi_device_call(dev[0], &bad[i].cmd, bad[i].ba, bad[i].ba ? 1 : 0, 0, -1, T, NULL);
+    if (st == ACX_OK) printf("\n    %s: accepted", bad[i].what);
+    CU_ASSERT(st != ACX_OK);
+  }
+  acx_buffer_release(b);
+  acx_buffer_release(big);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "inline")) inline_mode = 1;
+    else if (!strcmp(argv[i], "--cuda")) cuda_mode = 1;
+    else if (strcmp(argv[i], "process")) {
+      fprintf(stderr, "usage: test_peer_exec process|inline | --cuda\n");
+      return 2;
+    }
+  }
+  if (acx_system_create(NULL, &sys) != ACX_OK) return 1;
+  for (int r = 0; r < NR; r++) {
+    acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+    cfg.kind = cuda_mode ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
+    cfg.transport = inline_mode ? ACX_TRANSPORT_INLINE : ACX_TRANSPORT_PROCESS;
+    acx_status_t st = acx_device_open(sys, &cfg, &dev[r]);
+    if (st != ACX_OK) {
+      if (cuda_mode && st == ACX_ERR_NO_DEVICE) {
+        printf("test_peer_exec: no GPU: skipped\n");
+        return ACX_TEST_SKIP;
+      }
+      fprintf(stderr, "acx_device_open: %s\n", acx_status_str(st));
+      return 1;
+    }
+  }
+  static const acx_test_case_t cases[] = {ACX_TEST(test_setup), ACX_TEST(test_every_dtype_and_op), ACX_TEST(test_bad_commands),
+                                          ACX_TEST(test_withheld), ACX_TEST(test_abort_word), ACX_TEST_END};
+  int rc = acx_test_run("peer_exec", cases, NULL, NULL);
+  for (int r = 0; r < NR; r++) {
+    for (int q = 0; q < NR; q++)
+      if (imp[r][q]) acx_buffer_release(imp[r][q]);
+    acx_buffer_release(area[r]);
+    acx_host_free(ctlmem[r]);
+  }
+  for (int r = 0; r < NR; r++) acx_device_close(dev[r], T);
+  acx_system_destroy(sys, T);
+  return rc;
+}
