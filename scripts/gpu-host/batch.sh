@@ -5,6 +5,7 @@
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT. Steps run on the GPUs that
 # CUDA_VISIBLE_DEVICES names (all when unset): NG below; two batches on disjoint GPU sets can run at
 # once with their own OUT. Steps for every visible GPU (issue 18): stests sres srb sbench sbig smn.
+# Issue 17 (acx's own all-reduce, ACX_COLL_PEER): peer.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
 export PATH="/usr/local/cuda/bin:$PATH"
@@ -124,6 +125,12 @@ for step in "$@"; do
         env $RB_ENV timeout 180 $SIM $d/$t --cuda >$OUT/smn-$t.txt 2>&1; echo "2 nodes x $((NG / 2)) GPUs: $t rc=$?"; grep -E "Run Summary|tests  |asserts" $OUT/smn-$t.txt | head -3; done
       env $RB_ENV SIM_MPIEXEC_GPUS_PER_NODE=$((NG / 2)) SIM_MPIEXEC_MAP_BY=slot timeout 320 $S/tests/rebuild/resilient_test.sh $B/examples/resilient_allreduce $S/tests/multinode/sim_mpiexec.sh $NG 17 --iters 40 --n 1048576 --cuda --fault inject >$OUT/smn-res.txt 2>&1; echo "resilient rc=$?"; grep -E "identical|differ|rebuild\(s\)" $OUT/smn-res.txt | sort -u | head -6
       timeout 200 $SIM $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 1G -f 8 -n 10 -w 3 -d float >$OUT/smn-bench.txt 2>&1; echo "bench rc=$?"; grep -E "nodes:|^ +[0-9]+ " $OUT/smn-bench.txt ;;
+    peer) el peer  # acx's own all-reduce (ACX_COLL_PEER=1): its GPU tests, then 8 B - 256 KiB with the own path on and off beside raw NCCL, interleaved rounds (PEER_REPS)
+      (cd $B && timeout 400 ctest -R "peer" -L gpu --output-on-failure --timeout 200 >$OUT/ctest-peer.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|differs|wrong|^ +[0-9]+\. " $OUT/ctest-peer.txt | tail -30)
+      for rep in $(seq ${PEER_REPS:-3}); do for on in 1 0; do
+        ACX_COLL_PEER=$on ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 90 mpirun -np $NG --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 256K -f 4 -n 200 -w 20 -d float >$OUT/peer-$on-$rep.txt 2>&1; echo "peer=$on rep=$rep rc=$?"
+        grep -hoE "own all-reduce (on|off)[^(]*" $OUT/peer-$on-$rep.txt | sort | uniq -c | head -2
+        grep -E "^ +[0-9]+ " $OUT/peer-$on-$rep.txt | sed "s/^/peer=$on rep=$rep /"; done; done ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
 done
