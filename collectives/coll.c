@@ -1107,13 +1107,15 @@ acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns, uint64_t k
     c->group_seq = 0; /* nccl_init clears the region's `consumed` */
     st = nccl_init(c, init_timeout_ns > 0 ? init_timeout_ns : acxi_param_int("ACX_NCCL_INIT_TIMEOUT") * 1000000);
   }
-  st = acxc_peer_create(c, st, init_timeout_ns);
   pthread_mutex_lock(&c->attempt_lock);
   int abandoned = key && c->abandoned_key == key;
   c->attempt_key = 0;
   pthread_mutex_unlock(&c->attempt_lock);
-  /* This rank's own failure: the others may wait for it in NCCL's creation until its deadline. */
+  /* This rank's own failure: the others may wait for it in NCCL's creation until its deadline.
+   * Told before the own all-reduce's agreement below, which the others reach only once their
+   * creation has ended. */
   if (st != ACX_OK && !abandoned && on_fail) on_fail(arg, st);
+  st = acxc_peer_create(c, st, init_timeout_ns);
   int ok = 0;
   acx_status_t ag = acxc_coll_agree_min(c, st == ACX_OK, &ok);
   if (st == ACX_OK && ag != ACX_OK) st = ag;

@@ -1,5 +1,6 @@
 /* acx's own all-reduce between the executors of one node (issue 17), the rank side: where the
- * world is one node of 2 to ACXP_MAX_RANKS ranks with one device each (not hierarchical) and
+ * world is one node of 2 to ACXP_MAX_RANKS ranks (one per GPU, or several sharing GPUs: then
+ * the path bypasses the hierarchical collectives' groups for the all-reduces it takes) and
  * ACX_COLL_PEER=1 on every rank, acx_coll_create (and every rebuild) gives each rank an area that
  * every other rank's executor maps, and all-reduces of at most ACX_COLL_PEER_MAX_KB go to the
  * extension "peer" (kernels/peer/) instead of NCCL or MPI: one command, no host in the loop on
@@ -39,9 +40,8 @@ struct acxc_peer {
 /* Why this rank does not want the path, or NULL. */
 static const char *unwanted(const acx_coll_t *c) {
   if (acxi_param_int("ACX_COLL_PEER") <= 0) return "ACX_COLL_PEER is not 1";
-  if (c->hier_on) return "the collectives are hierarchical (ranks share a device)";
   if (c->world->nodes != 1) return "the world spans nodes";
-  if (c->size < 2 || c->size > ACXP_MAX_RANKS) return "the world is not 2 to 8 ranks";
+  if (c->size < 2 || c->size > ACXP_MAX_RANKS) return "the world is not 2 to 16 ranks";
   if (acxi_param_int("ACX_COLL_PEER_MAX_KB") <= 0) return "ACX_COLL_PEER_MAX_KB is not positive";
   return NULL;
 }
@@ -190,8 +190,14 @@ void acxc_peer_destroy(acx_coll_t *c, int64_t timeout_ns) {
     int64_t ms = timeout_ns > 0 ? timeout_ns / 1000000 : 1000;
     acxi_cmd_t cmd = {.op = ACXP_OP_DESTROY, .arg = {p->id, 0, 0, 0, (uint64_t)ms}};
     acx_status_t st = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, (ms + 1000) * 1000000, NULL);
-    if (st != ACX_OK && !ACX_IS_DEVICE_LOST(st))
-      ACX_WARN(COLL, "own all-reduce: DESTROY of set %" PRIu64 ": %s", p->id, acx_status_name(st));
+    if (st != ACX_OK && !ACX_IS_DEVICE_LOST(st)) {
+      /* Operations may still run against the control block (they leave at their own timeout):
+       * the next set gets a new one; this one is left to them, never freed under them. */
+      ACX_WARN(COLL, "own all-reduce: DESTROY of set %" PRIu64 ": %s; its control block (%zu bytes) is left to the "
+               "operations still running", p->id, acx_status_name(st), sizeof(acxp_ctl_t));
+      p->ctlmem = NULL;
+      p->ctl = NULL;
+    }
   }
   release(p);
 }

@@ -29,7 +29,7 @@
 
 #include <stdint.h>
 
-#define ACXP_MAX_RANKS 8     /* ranks of one set (GPUs of one node) */
+#define ACXP_MAX_RANKS 16    /* ranks of one set (the ranks of one node) */
 #define ACXP_MAX_BLOCKS 32   /* blocks (CUDA thread blocks; the host kind uses one) per operation */
 #define ACXP_FLAG_BYTES 4096 /* flags: uint32_t [ACXP_MAX_RANKS][ACXP_MAX_BLOCKS], padded */
 #define ACXP_PENDING 256     /* operations of one set in flight in the executor */

@@ -697,9 +697,9 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   if (acx_world_init(MPI_COMM_WORLD, NULL, &world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
-  /* ACX_COLL_PEER=1 where the world is one node of at most 8 ranks: the own all-reduce must be
+  /* ACX_COLL_PEER=1 where the world is one node of at most 16 ranks: the own all-reduce must be
    * on, and be remade by every rebuild. */
-  own_wanted = getenv("ACX_COLL_PEER") && atoi(getenv("ACX_COLL_PEER")) == 1 && world->nodes == 1 && nranks <= 8;
+  own_wanted = getenv("ACX_COLL_PEER") && atoi(getenv("ACX_COLL_PEER")) == 1 && world->nodes == 1 && nranks <= 16;
   if (acx_system_create(NULL, &sys) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
   cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
