@@ -5,7 +5,7 @@
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT. Steps run on the GPUs that
 # CUDA_VISIBLE_DEVICES names (all when unset): NG below; two batches on disjoint GPU sets can run at
 # once with their own OUT. Steps for every visible GPU (issue 18): stests sres srb sbench sbig smn.
-# Issue 17 (acx's own all-reduce, ACX_COLL_PEER): peer.
+# Issue 17 (acx's own all-reduce, ACX_COLL_PEER): peer peermps.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
 export PATH="/usr/local/cuda/bin:$PATH"
@@ -131,6 +131,14 @@ for step in "$@"; do
         ACX_COLL_PEER=$on ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 90 mpirun -np $NG --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 256K -f 4 -n 200 -w 20 -d float >$OUT/peer-$on-$rep.txt 2>&1; echo "peer=$on rep=$rep rc=$?"
         grep -hoE "own all-reduce (on|off)[^(]*" $OUT/peer-$on-$rep.txt | sort | uniq -c | head -2
         grep -E "^ +[0-9]+ " $OUT/peer-$on-$rep.txt | sed "s/^/peer=$on rep=$rep /"; done; done ;;
+    peermps) el peermps  # issue 16 through the own path: 2 ranks per GPU under MPS, small all-reduces with ACX_COLL_PEER 1 and 0 (the ordered path), 1 rank per GPU beside, interleaved
+      if ! command -v nvidia-cuda-mps-control >/dev/null; then echo "no nvidia-cuda-mps-control on PATH: skipped"; continue; fi
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-mps/log
+      mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
+      for rep in $(seq ${PEER_REPS:-3}); do for v in 1:1 2:1 2:0; do IFS=: read -r k on <<<"$v"; np=$((NG * k))
+        ACX_COLL_PEER=$on timeout 120 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench -b 8 -e 256K -f 4 -n 200 -w 20 -d float >$OUT/peermps-$k-$on-$rep.txt 2>&1; echo "ranks/GPU=$k peer=$on rep=$rep rc=$?"
+        grep -E "^ +[0-9]+ " $OUT/peermps-$k-$on-$rep.txt | sed "s/^/k=$k peer=$on rep=$rep /"; done; done
+      echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
   esac
 done
