@@ -239,8 +239,8 @@ static int fatal_status(acx_status_t s) {
 }
 
 void acxc_coll_watchdog(acx_coll_t *c) {
-  /* The worker path watches its own MPI requests; the own all-reduce's operations are tracked here. */
-  if ((c->host && !c->peer) || broken(c) != ACX_OK) return;
+  /* The worker path watches its own requests (the own all-reduce's included). */
+  if (c->host || broken(c) != ACX_OK) return;
   int64_t now = acxi_now_ns();
   acx_status_t failed = ACX_OK;
   int expired = 0;
@@ -270,7 +270,7 @@ void acxc_coll_watchdog(acx_coll_t *c) {
     return;
   }
   /* Asynchronous NCCL errors live in the executor: ask while anything waits. */
-  if (c->host || left == 0 || atomic_exchange_explicit(&c->check_outstanding, 1, memory_order_acq_rel)) return;
+  if (left == 0 || atomic_exchange_explicit(&c->check_outstanding, 1, memory_order_acq_rel)) return;
   acxi_cmd_t cmd = {.op = ACXC_OP_CHECK, .arg = {c->comm_id}};
   acx_future_t *f = NULL;
   acx_status_t st = acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(10000000), &f);
@@ -411,12 +411,13 @@ static acx_status_t submit_op(acx_coll_t *c, acxc_opdesc_t *d, acx_future_t **do
     pthread_mutex_unlock(&c->submit_lock);
     return st;
   }
-  if (acxc_peer_takes(c, d)) {
+  if (acxc_peer_takes(c, d) && !c->host) {
     st = acxc_peer_submit(c, d, done);
   } else if (c->host) {
+    /* The worker path keeps the coll's order: the own all-reduce is queued with the rest. */
     acxc_opdesc_t m = *d;
     hold_desc(&m);
-    st = acxc_mpi_submit(c, &m, 1, NULL, done);
+    st = acxc_peer_takes(c, d) ? acxc_mpi_submit_peer(c, &m, done) : acxc_mpi_submit(c, &m, 1, NULL, done);
   } else {
     st = nccl_submit(c, d, done);
   }
@@ -555,13 +556,6 @@ acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
     if (!m) return broken(c) != ACX_OK ? broken(c) : ACX_ERR_INVALID_STATE;
     acx_status_t st = acxc_mpi_synchronize(c, m, wait_budget(c, timeout_ns));
     acxc_mpi_wait_end(m);
-    /* The own all-reduce runs in the executor, which serves its commands in order: a round trip
-     * after them has waited for them. */
-    if (st == ACX_OK && acxc_peer_ops(c)) {
-      acxi_cmd_t cmd = {.op = ACXI_OP_SYNC, .stream = ACXI_STREAM_ALL};
-      st = acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, wait_budget(c, timeout_ns), NULL);
-      if (st == ACX_OK) st = broken(c);
-    }
     return st;
   }
   ACXCHECK(broken(c));
@@ -1035,9 +1029,10 @@ acx_status_t acx_coll_destroy(acx_coll_t *c, int64_t timeout_ns) {
   atomic_store_explicit(&c->closing, 1, memory_order_release);
   acxc_coll_actor_stop(c);
   if (broken(c) != ACX_OK) acxc_peer_abort(c, broken(c));
-  acxc_peer_destroy(c, budget);
+  if (!c->host) acxc_peer_destroy(c, budget);
   if (c->host) {
     acxc_mpi_destroy(c, budget);
+    acxc_peer_destroy(c, budget);
     acxc_hier_destroy(c);
   } else if (atomic_load_explicit(&c->dev->generation, memory_order_acquire) == c->generation) {
     acxi_cmd_t cmd = {.op = ACXC_OP_DESTROY, .arg = {c->comm_id, 0, 0, 0, (uint64_t)(budget / 1000000)}};
@@ -1091,10 +1086,13 @@ acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns, uint64_t k
   fail_tracked(c, ACX_ERR_WORLD_REBUILDING);
   acx_status_t st;
   uint64_t gen = atomic_load_explicit(&c->dev->generation, memory_order_acquire);
-  acxc_peer_destroy(c, 1000000000LL); /* its abort word is up: the break raised it */
+  /* The own all-reduce's set goes too (its abort word is up: the break raised it); on the worker
+   * path once the worker, which runs its operations, has stopped. */
+  if (!c->host) acxc_peer_destroy(c, 1000000000LL);
   if (c->host) {
     /* A fresh MPI communicator: collectives a peer abandoned on the old one must not match. */
     acxc_mpi_destroy(c, 0);
+    acxc_peer_destroy(c, 1000000000LL);
     acxc_hier_destroy(c);
     st = acxc_mpi_create(c);
     if (st == ACX_OK && c->hier_on)

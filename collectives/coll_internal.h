@@ -121,8 +121,13 @@ void acxc_peer_free(acx_coll_t *c);
 void acxc_peer_abort(acx_coll_t *c, acx_status_t cause);
 /* 1 when d goes to the own path (an all-reduce of at most the slot's bytes, the set made). */
 int acxc_peer_takes(const acx_coll_t *c, const acxc_opdesc_t *d);
-/* Sends d to the executor's set; under the submit lock. */
+/* Sends d to the executor's set; under the submit lock. The NCCL path: the executor orders it on
+ * d's stream with the coll's NCCL operations. */
 acx_status_t acxc_peer_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done);
+/* The worker path (host kind, hierarchical): the coll's worker thread runs d through the set and
+ * waits for it until `deadline`; past it the coll breaks (the abort word ends the executor's part)
+ * and the wait goes on briefly for the executor to let go of the buffers. */
+acx_status_t acxc_peer_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadline);
 /* 1 while the set is made (the path is on). */
 int acxc_peer_on(const acx_coll_t *c);
 /* All-reduces sent down the own path since the coll was made (tests, statistics). */
@@ -188,6 +193,9 @@ void acxc_coll_actor_stop(acx_coll_t *c);
 /* MPI path (mpi_coll.c). */
 acx_status_t acxc_mpi_create(acx_coll_t *c);
 /* Queues op for the MPI worker. *done (may be NULL) completes with its status. */
+/* The own all-reduce d (buffers held, as for acxc_mpi_submit) in the worker's order: the worker
+ * runs it with acxc_peer_run. */
+acx_status_t acxc_mpi_submit_peer(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done);
 acx_status_t acxc_mpi_submit(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, acx_future_t **member_futs,
                              acx_future_t **done);
 /* Waits for m's queue to drain (up to timeout_ns, or until m stops: ACX_ERR_CANCELLED unless the

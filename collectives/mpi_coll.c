@@ -32,6 +32,7 @@ typedef struct mreq {
   acx_future_t **mfuts; /* members' futures (group), held; may be NULL */
   acx_future_t *future; /* the request's own, held; NULL: fire-and-forget */
   int64_t deadline_ns;
+  int peer;             /* the own all-reduce (peer_coll.c): one operation, run by the executors */
 } mreq_t;
 
 struct acxc_mpi {
@@ -245,7 +246,20 @@ static void run_hier(acx_coll_t *c, mreq_t *r) {
   req_free(r, 1);
 }
 
+/* The own all-reduce, in this worker's order with the coll's other operations: the executor runs
+ * it without blocking, this thread waits for it. */
+static void run_peer(acx_coll_t *c, mreq_t *r) {
+  acx_status_t st = acxc_coll_broken(c);
+  if (st == ACX_OK) st = acxc_peer_run(c, &r->ops[0].d, r->deadline_ns);
+  req_complete(c, r, st);
+  req_free(r, 1);
+}
+
 static void run_request(acx_coll_t *c, mreq_t *r) {
+  if (r->peer) {
+    run_peer(c, r);
+    return;
+  }
   if (c->hier_on) {
     run_hier(c, r);
     return;
@@ -417,8 +431,8 @@ acx_status_t acxc_mpi_create(acx_coll_t *c) {
   return st;
 }
 
-acx_status_t acxc_mpi_submit(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, acx_future_t **member_futs,
-                             acx_future_t **done) {
+static acx_status_t enqueue(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, acx_future_t **member_futs,
+                            acx_future_t **done, int peer) {
   acxc_mpi_t *m = c->mpi;
   mreq_t *r = calloc(1, sizeof *r);
   mop_t *o = r ? calloc((size_t)nops, sizeof *o) : NULL;
@@ -449,6 +463,7 @@ acx_status_t acxc_mpi_submit(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, 
   r->nops = nops;
   r->ops = o;
   r->reqs = reqs;
+  r->peer = peer;
   r->mfuts = member_futs;
   r->deadline_ns = acxi_deadline(c->timeout_ns);
   if (f) {
@@ -465,6 +480,15 @@ acx_status_t acxc_mpi_submit(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, 
   atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(ops[0].stream), memory_order_relaxed);
   if (done) *done = f;
   return ACX_OK;
+}
+
+acx_status_t acxc_mpi_submit(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, acx_future_t **member_futs,
+                             acx_future_t **done) {
+  return enqueue(c, ops, nops, member_futs, done, 0);
+}
+
+acx_status_t acxc_mpi_submit_peer(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done) {
+  return enqueue(c, d, 1, NULL, done, 1);
 }
 
 acxc_mpi_t *acxc_mpi_wait_begin(acx_coll_t *c) {

@@ -228,22 +228,45 @@ uint64_t acxc_peer_ops(const acx_coll_t *c) {
   return c->peer ? atomic_load_explicit(&c->peer->ops, memory_order_relaxed) : 0;
 }
 
-acx_status_t acxc_peer_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done) {
+/* Sends operation number p->seq + 1; on success it is counted. The executor's own bound on the
+ * wait is a backstop at 1.5 times the coll's timeout: the coll's watchdog (or the worker) breaks
+ * the coll at the operation's deadline first, and the break's abort word ends the executor's wait. */
+static acx_status_t send_op(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **f) {
   acxc_peer_t *p = c->peer;
-  /* The executor's own bound on the wait, a backstop: the coll's watchdog breaks the coll at the
-   * operation's deadline first (the future fails with the coll's status), and the break's abort
-   * word ends the wait in the executor. */
   int64_t ms = c->timeout_ns / 1000000 * 3 / 2;
   acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .stream = d->stream, .dtype = (uint32_t)d->dtype, .bytes = d->count,
                     .buf = {d->send->id, d->recv->id},
                     .arg = {p->id, (uint64_t)d->redop, 0, p->seq + 1, (uint64_t)(ms > 0 ? ms : 1)}};
   acxi_bufarg_t ba[2] = {{d->send, "send"}, {d->recv, "recv"}};
-  acx_future_t *f = NULL;
   acx_status_t st = acxi_device_submit(c->dev, &cmd, ba, d->recv == d->send ? 1 : 2, 0, -1,
-                                       acxi_deadline(acxi_device_timeout(c->dev, -1)), done ? &f : NULL);
+                                       acxi_deadline(acxi_device_timeout(c->dev, -1)), f);
   if (st != ACX_OK) return st;
   p->seq++;
   atomic_fetch_add_explicit(&p->ops, 1, memory_order_relaxed);
+  return ACX_OK;
+}
+
+acx_status_t acxc_peer_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadline) {
+  acx_future_t *f = NULL;
+  acx_status_t st = send_op(c, d, &f);
+  if (st != ACX_OK) return st;
+  st = acx_future_wait(f, acxi_left_ns(deadline), NULL, 0, NULL);
+  if (st == ACX_ERR_TIMEOUT) {
+    acxc_coll_break(c, ACX_ERR_COLL_TIMEOUT, 1, "an all-reduce of the own path passed its deadline "
+                    "(ACX_COLL_TIMEOUT): a peer did not take part");
+    /* The abort word makes the executor let go at its next look; the buffers stay held till then. */
+    if (acx_future_wait(f, 5000000000LL, NULL, 0, NULL) == ACX_ERR_TIMEOUT)
+      ACX_WARN(COLL, "own all-reduce: the executor did not end the operation within 5 s of the abort");
+    st = ACX_ERR_COLL_TIMEOUT;
+  }
+  acx_future_release(f);
+  return st;
+}
+
+acx_status_t acxc_peer_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done) {
+  acx_future_t *f = NULL;
+  acx_status_t st = send_op(c, d, done ? &f : NULL);
+  if (st != ACX_OK) return st;
   atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(d->stream), memory_order_relaxed);
   if (f) {
     st = acxc_coll_track(c, f);

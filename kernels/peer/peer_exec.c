@@ -1,7 +1,9 @@
 /* The extension "peer" (ops ACXP_OP_*, runtime/proto/peer_ops.h): acx's own one-shot all-reduce
  * between the executors of one node, through each other's memory. One engine for both kinds:
- *   host kind: the executor runs the protocol itself, at once, on its loop thread (the wait for the
- *              peers is bounded by the operation's deadline and the coll's abort word);
+ *   host kind: the executor runs the protocol itself, one operation of a set at a time, from its
+ *              progress hook: the loop never blocks on a peer and serves its other commands
+ *              meanwhile (a peer may need them to get to its own part: a remote get served here);
+ *              the wait is bounded by the operation's deadline and the coll's abort word;
  *   cuda:      a kernel (peer_kernels.cu) runs it on the command's stream; the extension tracks its
  *              completion with an event and reports the status the kernel left in the control
  *              region (a peer that never came, an abort), never a success it did not see.
@@ -30,6 +32,13 @@
 typedef struct pend {
   acxi_cmd_t cmd;
   void *ev; /* cudaEvent_t */
+  /* host kind */
+  const unsigned char *in;
+  unsigned char *out;
+  size_t es;
+  int started;      /* its data is in the slot and its flags raised */
+  int64_t deadline; /* from its start */
+  unsigned polls;   /* looks at the peers' flags without news */
 } pend_t;
 
 typedef struct pset {
@@ -192,26 +201,23 @@ static void destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, co
 /* ------------------------------------------------------------------------------------------ */
 /* the host kind: the protocol on the executor's thread                                       */
 
-/* Waits until flag [p][0] of this rank's area reaches seq for every peer p; ACX_OK, the abort
- * word's status, or ACX_ERR_COLL_TIMEOUT at the deadline. Spins briefly, then yields, then naps:
- * the executors of an oversubscribed node must leave each other the cores. */
-static acx_status_t host_wait(pset_t *s, uint32_t seq, int64_t deadline_ns) {
+/* Not an acx status: the host kind's operation waits for a peer's data. */
+#define NOT_YET ((acx_status_t)-1)
+
+/* ACX_OK once flag [p][0] of this rank's area has reached seq for every peer p, NOT_YET before; the abort word's status, or ACX_ERR_COLL_TIMEOUT past the deadline. Never waits. */
+static acx_status_t host_ready(pset_t *s, uint32_t seq, int64_t deadline_ns) {
   unsigned char *own = s->area[s->rank];
   for (int p = 0; p < s->nranks; p++) {
     if (p == s->rank) continue;
     _Atomic uint32_t *f = (_Atomic uint32_t *)(void *)(own + ACXP_FLAG_OFF(p, 0));
-    for (unsigned spin = 0;; spin++) {
-      if ((int32_t)(atomic_load_explicit(f, memory_order_acquire) - seq) >= 0) break;
-      int32_t ab = atomic_load_explicit(&s->ctl->abort, memory_order_relaxed);
-      if (ab) return (acx_status_t)ab;
-      if ((spin & 63) == 0 && acxi_now_ns() >= deadline_ns) {
-        ACX_WARN(COLL, "peer all-reduce %" PRIu32 ": rank %d's data did not come by the deadline", seq, p);
-        return ACX_ERR_COLL_TIMEOUT;
-      }
-      if (spin < 2000) acxi_cpu_relax();
-      else if (spin < 4000) sched_yield();
-      else nanosleep(&(struct timespec){0, 50000}, NULL);
+    if ((int32_t)(atomic_load_explicit(f, memory_order_acquire) - seq) >= 0) continue;
+    int32_t ab = atomic_load_explicit(&s->ctl->abort, memory_order_relaxed);
+    if (ab) return (acx_status_t)ab;
+    if (acxi_now_ns() >= deadline_ns) {
+      ACX_WARN(COLL, "peer all-reduce %" PRIu32 ": rank %d's data did not come by the deadline", seq, p);
+      return ACX_ERR_COLL_TIMEOUT;
     }
+    return NOT_YET;
   }
   return ACX_OK;
 }
@@ -288,21 +294,49 @@ static void host_reduce(pset_t *s, uint64_t doff, void *out, uint64_t count, uin
 #undef INT_TYPE
 }
 
-static acx_status_t host_allreduce(pset_t *s, const acxi_cmd_t *cmd, const void *in, void *out, size_t es) {
-  uint32_t seq = (uint32_t)cmd->arg[3];
-  uint64_t bytes = cmd->bytes * es, doff = ACXP_SLOT_OFF(seq & 1u, s->slot_bytes);
-  int64_t ms = (int64_t)cmd->arg[4];
-  int64_t deadline = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
-  memcpy(s->area[s->rank] + doff, in, bytes);
-  /* The data before the flags (release), into every peer's area. */
+/* Steps 1 and 2 of the head operation: its input into the slot, then the flags (release) into
+ * every peer's area. */
+static void host_start(pset_t *s, pend_t *pd) {
+  uint32_t seq = (uint32_t)pd->cmd.arg[3];
+  uint64_t doff = ACXP_SLOT_OFF(seq & 1u, s->slot_bytes);
+  int64_t ms = (int64_t)pd->cmd.arg[4];
+  pd->deadline = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
+  memcpy(s->area[s->rank] + doff, pd->in, pd->cmd.bytes * pd->es);
   for (int p = 0; p < s->nranks; p++)
     if (p != s->rank)
       atomic_store_explicit((_Atomic uint32_t *)(void *)(s->area[p] + ACXP_FLAG_OFF(s->rank, 0)), seq,
                             memory_order_release);
-  acx_status_t st = host_wait(s, seq, deadline);
-  if (st != ACX_OK) return st;
-  host_reduce(s, doff, out, cmd->bytes, cmd->dtype, (uint32_t)cmd->arg[1]);
-  return ACX_OK;
+  pd->started = 1;
+}
+
+/* The host kind's operations of one set, in order: each starts once the one before it has
+ * finished (its input is read then, as a stream would), and finishes once the peers' data is in
+ * place (steps 3 and 4). Returns nonzero while any is left. */
+static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) {
+  while (s->pcount) {
+    pend_t *pd = &s->pv[s->phead];
+    acx_status_t st = s->failed;
+    if (st == ACX_OK) {
+      if (!pd->started) host_start(s, pd);
+      st = host_ready(s, (uint32_t)pd->cmd.arg[3], pd->deadline);
+      if (st == NOT_YET) {
+        /* The loop polls again at once: let the peers' executors have the cores meanwhile. */
+        if (++pd->polls > 2000) nanosleep(&(struct timespec){0, 50000}, NULL);
+        else if (pd->polls > 200) sched_yield();
+        return 1;
+      }
+      if (st == ACX_OK)
+        host_reduce(s, ACXP_SLOT_OFF((uint32_t)pd->cmd.arg[3] & 1u, s->slot_bytes), pd->out, pd->cmd.bytes,
+                    pd->cmd.dtype, (uint32_t)pd->cmd.arg[1]);
+      else
+        s->failed = st;
+    }
+    acxi_cmd_t done = pd->cmd;
+    s->phead = (s->phead + 1) % ACXP_PENDING;
+    s->pcount--;
+    if (s->id) finish(e, api, &done, st);
+  }
+  return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -410,9 +444,15 @@ static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, 
     return;
   }
 #endif
-  st = host_allreduce(s, cmd, in, out, es);
-  if (st != ACX_OK) s->failed = st;
-  finish(e, api, cmd, st);
+  if (s->pcount == ACXP_PENDING) {
+    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %d operations of the set are in flight already", cmd->arg[3],
+             ACXP_PENDING);
+    finish(e, api, cmd, ACX_ERR_QUEUE_FULL);
+    return;
+  }
+  s->pv[(s->phead + s->pcount) % ACXP_PENDING] = (pend_t){.cmd = *cmd, .in = in, .out = out, .es = es};
+  s->pcount++;
+  host_poll(e, api, s); /* the head starts now */
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -440,10 +480,15 @@ static int peer_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
   ext_t *x = ext_get(e, api);
   int busy = 0;
   if (!x) return 0;
+  int cuda = 0;
+#if ACX_HAVE_CUDA
+  cuda = on_cuda(e, api);
+#endif
   for (pset_t *s = x->sets, *next; s; s = next) {
     next = s->next;
+    if (!cuda && host_poll(e, api, s)) busy = 1;
 #if ACX_HAVE_CUDA
-    while (s->pcount) {
+    while (cuda && s->pcount) {
       pend_t *pd = &s->pv[s->phead];
       cudaError_t err = cudaEventQuery((cudaEvent_t)pd->ev);
       if (err == cudaErrorNotReady) break;
