@@ -17,6 +17,7 @@
 #include "acx/coll.h"
 #include "acx/device.h"
 #include "acx_test.h"
+#include "runtime/actor/future.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/half.h"
 #include "runtime/device/device_internal.h"
@@ -201,6 +202,46 @@ static void test_every_dtype_and_op(void) {
   free(want);
 }
 
+/* An all-reduce waiting for its peers never holds up the executor's other commands (a peer may
+ * need them to get to its own part: the resilient example deadlocked when the host kind waited
+ * inside the command): rank 0's executor serves a write and a read of another buffer meanwhile;
+ * then the others join and every rank gets the sum. */
+static void test_executor_free_while_waiting(void) {
+  acx_buffer_t *b[NR], *other = NULL;
+  float v[16], o[16];
+  for (int r = 0; r < NR; r++) {
+    for (int i = 0; i < 16; i++) v[i] = (float)(r + 1);
+    ACX_ASSERT_STATUS(acx_buffer_alloc(dev[r], sizeof v, ACX_DTYPE_F32, ACX_MEM_DEVICE, T, &b[r]), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_write(b[r], 0, v, sizeof v, 0, T), ACX_OK);
+  }
+  ACX_ASSERT_STATUS(acx_buffer_alloc(dev[0], sizeof v, ACX_DTYPE_F32, ACX_MEM_DEVICE, T, &other), ACX_OK);
+  seq++;
+  acx_future_t *f[NR] = {0};
+  for (int r = 0; r < NR; r++) {
+    acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = 16, .buf = {b[r]->id, b[r]->id},
+                      .arg = {SET, ACX_REDOP_SUM, 0, seq, 30000}};
+    acxi_bufarg_t ba[1] = {{b[r], "buf"}};
+    ACX_ASSERT_STATUS(acxi_device_submit(dev[r], &cmd, ba, 1, 0, -1, acxi_deadline(T), &f[r]), ACX_OK);
+    if (r == 0) {
+      /* Only rank 0 is in: its executor must still serve these, at once (on another stream: on a
+       * GPU the all-reduce's stream is rightly held by its kernel). */
+      for (int i = 0; i < 16; i++) v[i] = 42.0f;
+      ACX_ASSERT_STATUS(acx_buffer_write(other, 0, v, sizeof v, 1, 5000000000LL), ACX_OK);
+      ACX_ASSERT_STATUS(acx_buffer_read(other, 0, o, sizeof o, 1, 5000000000LL), ACX_OK);
+      CU_ASSERT_EQUAL(o[7], 42.0f);
+      CU_ASSERT_FALSE(acxi_future_is_done(f[0]));
+    }
+  }
+  for (int r = 0; r < NR; r++) {
+    ACX_ASSERT_STATUS(acx_future_wait(f[r], T, NULL, 0, NULL), ACX_OK);
+    acx_future_release(f[r]);
+    ACX_ASSERT_STATUS(acx_buffer_read(b[r], 0, o, sizeof o, 0, T), ACX_OK);
+    CU_ASSERT_EQUAL(o[0], 6.0f); /* 1 + 2 + 3 */
+    acx_buffer_release(b[r]);
+  }
+  acx_buffer_release(other);
+}
+
 /* Rank 2 withholds an operation: the others' wait ends at the abort word (with its status), or
  * without it at the deadline; afterwards the set answers with its failure at once. */
 static void test_withheld(void) {
@@ -297,6 +338,7 @@ int main(int argc, char **argv) {
     acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
     cfg.kind = cuda_mode ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
     cfg.transport = inline_mode ? ACX_TRANSPORT_INLINE : ACX_TRANSPORT_PROCESS;
+    cfg.streams = 2;
     acx_status_t st = acx_device_open(sys, &cfg, &dev[r]);
     if (st != ACX_OK) {
       if (cuda_mode && st == ACX_ERR_NO_DEVICE) {
@@ -308,7 +350,7 @@ int main(int argc, char **argv) {
     }
   }
   static const acx_test_case_t cases[] = {ACX_TEST(test_setup), ACX_TEST(test_every_dtype_and_op), ACX_TEST(test_bad_commands),
-                                          ACX_TEST(test_withheld), ACX_TEST(test_abort_word), ACX_TEST_END};
+                                          ACX_TEST(test_executor_free_while_waiting), ACX_TEST(test_withheld), ACX_TEST(test_abort_word), ACX_TEST_END};
   int rc = acx_test_run("peer_exec", cases, NULL, NULL);
   for (int r = 0; r < NR; r++) {
     for (int q = 0; q < NR; q++)
