@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs a command as an MPI job of N nodes x M ranks on this one host (docs/multinode.md): each node
 # is its own UTS namespace with its own host name (node0, node1, ...), IPC namespace and /dev/shm;
-# Open MPI starts one orted per node through an rsh agent (rsh-agent.sh) that enters the node
-# instead of logging in anywhere; MPI talks TCP over loopback between nodes (shared memory within
-# a node), NCCL's sockets use loopback; each node sees its own GPUs as a batch system would set
-# CUDA_VISIBLE_DEVICES. Nothing but loopback addresses is ever used.
+# the launcher starts one daemon per node (Open MPI's orted, or MPICH's Hydra proxy) through an
+# rsh agent (rsh-agent.sh) that enters the node instead of logging in anywhere; MPI talks over
+# loopback between nodes (shared memory within a node), NCCL's sockets use loopback; each node sees
+# its own GPUs as a batch system would set CUDA_VISIBLE_DEVICES. Nothing but loopback addresses is
+# ever used. The launcher: SIM_CLUSTER_MPIRUN (default mpirun), Open MPI's or MPICH's Hydra
+# (mpiexec.hydra, mpiexec.mpich; Cray MPICH, MVAPICH and Intel MPI launch the same way).
 #   run.sh [options] -- COMMAND [ARGS...]
 # Exits with mpirun's status; 2 on bad usage; 77 when this host cannot simulate the cluster asked
 # for (no namespaces, no Open MPI, fewer GPUs than --gpus-per-node needs), so ctest skips.
@@ -23,7 +25,8 @@ usage: run.sh [options] -- COMMAND [ARGS...]
                            node deals ranks round-robin (cyclic)  (default slot)
       --prefix NAME        node names are NAME0, NAME1, ... (default node)
       --shared-shm         keep the host's /dev/shm and IPC namespace in every node
-      --mpirun ARG         one more mpirun argument (repeat for several)
+      --mpirun ARG         one more launcher argument, in the launcher's own syntax (repeat for
+                           several)
       --dry-run            print the mpirun command and stop
   -q, --quiet              print nothing but the command's own output
   -h, --help
@@ -64,9 +67,14 @@ case $map_by in slot | node) ;; *) die "--map-by: slot or node, not '$map_by'" ;
 say() { [ $quiet = 1 ] || echo "sim-cluster: $*" >&2; }
 
 mpirun=${SIM_CLUSTER_MPIRUN:-mpirun}
-command -v "$mpirun" >/dev/null || cannot "no $mpirun (Open MPI) in PATH"
-if ! "$mpirun" --version 2>/dev/null | grep -q "Open MPI"; then
-  cannot "$mpirun is not Open MPI's (the rsh agent and the --mca options are Open MPI's)"
+command -v "$mpirun" >/dev/null || cannot "no $mpirun in PATH (set SIM_CLUSTER_MPIRUN)"
+version=$("$mpirun" --version 2>&1 || true)
+if grep -qE "Open MPI|OpenRTE" <<<"$version"; then
+  flavour=openmpi
+elif grep -q "HYDRA" <<<"$version"; then
+  flavour=hydra
+else
+  cannot "$mpirun is neither Open MPI's mpirun nor MPICH's Hydra (mpiexec.hydra)"
 fi
 
 # Node names: never this host's name, and never a name that resolves to an address, since Open
@@ -114,22 +122,39 @@ probe_opt=()
 [ $shared_shm = 1 ] && probe_opt=(--shared-shm)
 "$here/node.sh" "${probe_opt[@]}" "${names[0]}" true || { rc=$?; [ $rc = 77 ] && exit 77; exit $rc; }
 
-hosts=$(for n in "${names[@]}"; do printf '%s:%d,' "$n" "$per_node"; done)
 np=$((nodes * per_node))
-cmd=("$mpirun"
-  # Open MPI launches the orteds through our agent (the GPU host exports OMPI_MCA_plm=isolated,
-  # which this overrides), each directly from mpirun: no tree spawn through other nodes.
-  --mca plm rsh --mca plm_rsh_agent "$here/rsh-agent.sh" --mca plm_rsh_no_tree_spawn 1
-  # Loopback only, for the daemons' wire-up and for MPI between nodes. ob1 with TCP between nodes
-  # and shared memory (vader) within one, as on a cluster with Ethernet; UCX would choose its own
-  # transports and could see one machine.
-  --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo --mca pml ob1 --mca btl self,vader,tcp
-  --host "${hosts%,}" -np "$np" --map-by "$map_by"
-  # Every node's orted would bind its ranks to the same first cores of this one host.
-  --bind-to none
-  "${extra[@]}" "$@")
+if [ $flavour = openmpi ]; then
+  hosts=$(for n in "${names[@]}"; do printf '%s:%d,' "$n" "$per_node"; done)
+  cmd=("$mpirun"
+    # Open MPI launches the orteds through our agent (the GPU host exports OMPI_MCA_plm=isolated,
+    # which this overrides), each directly from mpirun: no tree spawn through other nodes.
+    --mca plm rsh --mca plm_rsh_agent "$here/rsh-agent.sh" --mca plm_rsh_no_tree_spawn 1
+    # Loopback only, for the daemons' wire-up and for MPI between nodes. ob1 with TCP between nodes
+    # and shared memory (vader) within one, as on a cluster with Ethernet; UCX would choose its own
+    # transports and could see one machine.
+    --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo --mca pml ob1 --mca btl self,vader,tcp
+    --host "${hosts%,}" -np "$np" --map-by "$map_by"
+    # Every node's orted would bind its ranks to the same first cores of this one host.
+    --bind-to none
+    "${extra[@]}" "$@")
+  how="Open MPI through $here/rsh-agent.sh, TCP on lo"
+else
+  # Hydra deals ranks to the hosts in blocks of each host's count: the whole count fills a node
+  # before the next (slot), blocks of one deal them round-robin (node).
+  block=$per_node
+  [ "$map_by" = node ] && block=1
+  hosts=$(for n in "${names[@]}"; do printf '%s:%d,' "$n" "$block"; done)
+  cmd=("$mpirun"
+    # Hydra starts its proxies through our agent in place of ssh, and talks to them on lo.
+    -launcher ssh -launcher-exec "$here/rsh-agent.sh" -iface lo
+    -hosts "${hosts%,}" -n "$np"
+    "${extra[@]}" "$@")
+  how="MPICH's Hydra through $here/rsh-agent.sh, on lo"
+  # MPI between nodes on loopback whichever network layer MPICH was built with (UCX, libfabric).
+  export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo} FI_TCP_IFACE=${FI_TCP_IFACE:-lo} FI_SOCKETS_IFACE=${FI_SOCKETS_IFACE:-lo}
+fi
 
-say "$nodes nodes x $per_node ranks ($np ranks, --map-by $map_by), Open MPI through $here/rsh-agent.sh, TCP on lo"
+say "$nodes nodes x $per_node ranks ($np ranks, --map-by $map_by), $how"
 for ((k = 0; k < nodes; k++)); do
   if [ -n "$gpus_per_node" ]; then vis="CUDA_VISIBLE_DEVICES=${shares[k]}"; else vis="GPU visibility unchanged"; fi
   say "  ${names[k]}: $per_node slot(s), $vis"
@@ -148,7 +173,14 @@ fi
 
 export SIM_CLUSTER_NODES=$nodes SIM_CLUSTER_RANKS_PER_NODE=$per_node SIM_CLUSTER_NODELIST=$nodelist
 export SIM_CLUSTER_SHARED_SHM=$shared_shm
-if [ -n "$gpus_per_node" ]; then export SIM_CLUSTER_GPU_MAP=$gpu_map; else unset SIM_CLUSTER_GPU_MAP; fi
+if [ -n "$gpus_per_node" ]; then
+  export SIM_CLUSTER_GPU_MAP=$gpu_map
+  # Hydra hands its own environment to every rank, over the one the agent gave the node's proxy:
+  # the launcher's CUDA_VISIBLE_DEVICES would undo the node's share.
+  [ $flavour = hydra ] && unset CUDA_VISIBLE_DEVICES
+else
+  unset SIM_CLUSTER_GPU_MAP
+fi
 # NCCL's bootstrap and socket transport on loopback, unless the caller chose an interface.
 export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 # Open MPI refuses root without both; the simulated cluster is often run as root (CI, containers).

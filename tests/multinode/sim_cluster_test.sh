@@ -18,17 +18,30 @@ has() { grep -qF -- "$2" <<<"$1"; }
 "$run" -q -N 1 -- true >/dev/null 2>&1
 [ $? = 77 ] && { echo "sim_cluster_test: SKIP: this host cannot simulate nodes (see run.sh)"; exit 77; }
 
-echo "== the mpirun line (--dry-run)"
+# The launcher run.sh uses (SIM_CLUSTER_MPIRUN, default mpirun): Open MPI's, or MPICH's Hydra.
+if "${SIM_CLUSTER_MPIRUN:-mpirun}" --version 2>&1 | grep -q HYDRA; then hydra=1; else hydra=0; fi
+echo "== the launcher line (--dry-run)"
 out=$("$run" --dry-run -N 2 -r 2 -- ./prog arg 2>&1)
 rc=$?
 expect "dry run exits 0 (got $rc)" [ $rc = 0 ]
-for want in "--mca plm rsh" "rsh-agent.sh" "--mca plm_rsh_no_tree_spawn 1" "--mca oob_tcp_if_include lo" \
-  "--mca btl_tcp_if_include lo" "--mca pml ob1" "--host node0:2\\,node1:2" "-np 4" "--map-by slot" "./prog arg"; do
-  expect "mpirun line has '$want'" has "$out" "$want"
+if [ $hydra = 0 ]; then
+  wants=("--mca plm rsh" "rsh-agent.sh" "--mca plm_rsh_no_tree_spawn 1" "--mca oob_tcp_if_include lo"
+    "--mca btl_tcp_if_include lo" "--mca pml ob1" "--host node0:2\\,node1:2" "-np 4" "--map-by slot" "./prog arg")
+else
+  wants=("-launcher ssh -launcher-exec" "rsh-agent.sh" "-iface lo" "-hosts node0:2\\,node1:2 -n 4 ./prog arg")
+fi
+for want in "${wants[@]}"; do
+  expect "launcher line has '$want'" has "$out" "$want"
 done
-out=$("$run" --dry-run -N 3 -r 1 --map-by node --prefix cn --mpirun -x --mpirun FOO -- ./prog 2>&1)
-expect "3 nodes named cn0..cn2, cyclic, extra mpirun arguments" \
-  has "$out" "--host cn0:1\\,cn1:1\\,cn2:1 -np 3 --map-by node --bind-to none -x FOO ./prog"
+if [ $hydra = 0 ]; then
+  out=$("$run" --dry-run -N 3 -r 1 --map-by node --prefix cn --mpirun -x --mpirun FOO -- ./prog 2>&1)
+  expect "3 nodes named cn0..cn2, cyclic, extra mpirun arguments" \
+    has "$out" "--host cn0:1\\,cn1:1\\,cn2:1 -np 3 --map-by node --bind-to none -x FOO ./prog"
+else
+  out=$("$run" --dry-run -N 3 -r 2 --map-by node --prefix cn --mpirun -genv --mpirun FOO --mpirun 1 -- ./prog 2>&1)
+  expect "3 nodes named cn0..cn2, cyclic (blocks of one), extra launcher arguments" \
+    has "$out" "-hosts cn0:1\\,cn1:1\\,cn2:1 -n 6 -genv FOO 1 ./prog"
+fi
 
 echo "== refusals"
 refused() { # expected status, args...: run.sh refuses with that status and says why
@@ -50,7 +63,7 @@ CUDA_VISIBLE_DEVICES=0,1,2,3 refused 77 -N 2 -g 3 -- true
 
 echo "== where the ranks land"
 # One line per rank: rank, local rank, host name, node name and index, GPUs, namespaces, /dev/shm.
-probe='echo "$OMPI_COMM_WORLD_RANK $OMPI_COMM_WORLD_LOCAL_RANK $(hostname) $SIM_CLUSTER_NODE $SIM_CLUSTER_NODE_INDEX'
+probe='echo "${OMPI_COMM_WORLD_RANK:-$PMI_RANK} ${OMPI_COMM_WORLD_LOCAL_RANK:-$MPI_LOCALRANKID} $(hostname) $SIM_CLUSTER_NODE $SIM_CLUSTER_NODE_INDEX'
 probe+=' [${CUDA_VISIBLE_DEVICES-unset}] $(readlink /proc/self/ns/uts) $(readlink /proc/self/ns/ipc)'
 probe+=' $(stat -c %d /dev/shm) $SIM_CLUSTER_NODES $SIM_CLUSTER_RANKS_PER_NODE $NCCL_SOCKET_IFNAME"'
 me="$(readlink /proc/self/ns/uts) $(readlink /proc/self/ns/ipc) $(stat -c %d /dev/shm)"
