@@ -328,15 +328,18 @@ static acx_status_t nccl_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_futur
   acx_status_t st = acxi_device_submit(c->dev, &cmd, ba, nb, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)),
                                        done ? &f : NULL);
   if (st != ACX_OK) return st;
-  atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(d->stream), memory_order_relaxed);
-  if (f) {
-    st = acxc_coll_track(c, f);
-    if (st != ACX_OK) {
-      acx_future_release(f);
-      return st;
-    }
-    *done = f;
+  return acxc_coll_issued(c, d->stream, f, done);
+}
+
+acx_status_t acxc_coll_issued(acx_coll_t *c, uint32_t stream, acx_future_t *f, acx_future_t **done) {
+  atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(stream), memory_order_relaxed);
+  if (!f) return ACX_OK;
+  acx_status_t st = acxc_coll_track(c, f);
+  if (st != ACX_OK) {
+    acx_future_release(f);
+    return st;
   }
+  *done = f;
   return ACX_OK;
 }
 

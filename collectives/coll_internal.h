@@ -107,6 +107,9 @@ uint64_t acxc_next_comm_id(void);
 acx_status_t acxc_coll_agree_min(acx_coll_t *c, int mine, int *all);
 /* f joins the watchdog's list (held; the operation's deadline is the coll's timeout). */
 acx_status_t acxc_coll_track(acx_coll_t *c, acx_future_t *f);
+/* An operation sent to the executor on `stream` (synchronize fences it), its future f (may be
+ * NULL: fire-and-forget) tracked and handed to *done; on a tracking failure f is released. */
+acx_status_t acxc_coll_issued(acx_coll_t *c, uint32_t stream, acx_future_t *f, acx_future_t **done);
 
 /* The own all-reduce between the executors of one node (peer_coll.c, runtime/proto/peer_ops.h). */
 /* Collective (every rank, at the same point, whatever `st`): where every rank wants it and `st` is

@@ -267,14 +267,5 @@ acx_status_t acxc_peer_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_
   acx_future_t *f = NULL;
   acx_status_t st = send_op(c, d, done ? &f : NULL);
   if (st != ACX_OK) return st;
-  atomic_fetch_or_explicit(&c->streams_used, ACXI_STREAM_BIT(d->stream), memory_order_relaxed);
-  if (f) {
-    st = acxc_coll_track(c, f);
-    if (st != ACX_OK) {
-      acx_future_release(f);
-      return st;
-    }
-    *done = f;
-  }
-  return ACX_OK;
+  return acxc_coll_issued(c, d->stream, f, done);
 }
