@@ -223,11 +223,12 @@ static void test_executor_free_while_waiting(void) {
     acxi_bufarg_t ba[1] = {{b[r], "buf"}};
     ACX_ASSERT_STATUS(acxi_device_submit(dev[r], &cmd, ba, 1, 0, -1, acxi_deadline(T), &f[r]), ACX_OK);
     if (r == 0) {
-      /* Only rank 0 is in: its executor must still serve these, at once (on another stream: on a
-       * GPU the all-reduce's stream is rightly held by its kernel). */
+      /* Only rank 0 is in: its executor must still serve these (on another stream: on a GPU the
+       * all-reduce's stream is rightly held by its kernel). 20 s: well inside the all-reduce's 30 s
+       * deadline, which an executor blocked in the all-reduce would wait out. */
       for (int i = 0; i < 16; i++) v[i] = 42.0f;
-      ACX_ASSERT_STATUS(acx_buffer_write(other, 0, v, sizeof v, 1, 5000000000LL), ACX_OK);
-      ACX_ASSERT_STATUS(acx_buffer_read(other, 0, o, sizeof o, 1, 5000000000LL), ACX_OK);
+      ACX_ASSERT_STATUS(acx_buffer_write(other, 0, v, sizeof v, 1, 20000000000LL), ACX_OK);
+      ACX_ASSERT_STATUS(acx_buffer_read(other, 0, o, sizeof o, 1, 20000000000LL), ACX_OK);
       CU_ASSERT_EQUAL(o[7], 42.0f);
       CU_ASSERT_FALSE(acxi_future_is_done(f[0]));
     }
