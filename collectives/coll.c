@@ -563,7 +563,7 @@ acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
   }
   ACXCHECK(broken(c));
   uint64_t used = atomic_load_explicit(&c->streams_used, memory_order_relaxed);
-  acx_future_t *fs[ACXI_MAX_STREAMS];
+  acx_future_t *fs[ACXI_MAX_STREAMS + 1];
   int n = 0;
   acx_status_t st = lock_submit(c, __func__);
   int locked = st == ACX_OK;
@@ -571,6 +571,12 @@ acx_status_t acx_coll_synchronize(acx_coll_t *c, int64_t timeout_ns) {
     if (!(used & ACXI_STREAM_BIT(s))) continue;
     acxi_cmd_t cmd = {.op = ACXC_OP_FENCE, .stream = (uint32_t)s, .arg = {c->comm_id}};
     st = acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)), &fs[n]);
+    if (st == ACX_OK && (st = acxc_coll_track(c, fs[n])) != ACX_OK) acx_future_release(fs[n]);
+    else if (st == ACX_OK) n++;
+  }
+  /* The own all-reduce's operations report a failure of one sent without a future here. */
+  if (st == ACX_OK && acxc_peer_on(c) && acxc_peer_ops(c)) {
+    st = acxc_peer_fence(c, &fs[n]);
     if (st == ACX_OK && (st = acxc_coll_track(c, fs[n])) != ACX_OK) acx_future_release(fs[n]);
     else if (st == ACX_OK) n++;
   }

@@ -131,6 +131,9 @@ acx_status_t acxc_peer_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_
  * waits for it until `deadline`; past it the coll breaks (the abort word ends the executor's part)
  * and the wait goes on briefly for the executor to let go of the buffers. */
 acx_status_t acxc_peer_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadline);
+/* Sends the set's FENCE (NCCL path): *f completes once the set's operations sent before it have,
+ * with the set's first failure. Under the submit lock. */
+acx_status_t acxc_peer_fence(acx_coll_t *c, acx_future_t **f);
 /* 1 while the set is made (the path is on). */
 int acxc_peer_on(const acx_coll_t *c);
 /* All-reduces sent down the own path since the coll was made (tests, statistics). */

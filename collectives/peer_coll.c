@@ -224,6 +224,11 @@ int acxc_peer_takes(const acx_coll_t *c, const acxc_opdesc_t *d) {
 
 int acxc_peer_on(const acx_coll_t *c) { return c->peer && c->peer->id; }
 
+acx_status_t acxc_peer_fence(acx_coll_t *c, acx_future_t **f) {
+  acxi_cmd_t cmd = {.op = ACXP_OP_FENCE, .arg = {c->peer->id}};
+  return acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)), f);
+}
+
 uint64_t acxc_peer_ops(const acx_coll_t *c) {
   return c->peer ? atomic_load_explicit(&c->peer->ops, memory_order_relaxed) : 0;
 }

@@ -39,6 +39,7 @@ typedef struct pend {
   int started;      /* its data is in the slot and its flags raised */
   int64_t deadline; /* from its start */
   unsigned polls;   /* looks at the peers' flags without news */
+  int fence;        /* an ACXP_OP_FENCE: completes with the set's failure once it reaches the head */
 } pend_t;
 
 typedef struct pset {
@@ -316,7 +317,7 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
   while (s->pcount) {
     pend_t *pd = &s->pv[s->phead];
     acx_status_t st = s->failed;
-    if (st == ACX_OK) {
+    if (st == ACX_OK && !pd->fence) {
       if (!pd->started) host_start(s, pd);
       st = host_ready(s, (uint32_t)pd->cmd.arg[3], pd->deadline);
       if (st == NOT_YET) {
@@ -391,7 +392,12 @@ static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_
   /* The set's operations run one after the other, whatever their streams: a slot is written again
    * two operations later only because operation s has finished on every GPU before any block of
    * s + 1 raises a flag (runtime/proto/peer_ops.h). */
-  if (s->pcount) err = cudaStreamWaitEvent(stream, (cudaEvent_t)s->pv[(idx + ACXP_PENDING - 1) % ACXP_PENDING].ev, 0);
+  for (unsigned k = s->pcount; k > 0 && err == cudaSuccess; k--) { /* the last kernel still in flight */
+    pend_t *prev = &s->pv[(s->phead + k - 1) % ACXP_PENDING];
+    if (prev->fence) continue;
+    err = cudaStreamWaitEvent(stream, (cudaEvent_t)prev->ev, 0);
+    break;
+  }
   if (err == cudaSuccess) err = acxk_peer_launch_allreduce(&a, (int)cmd->dtype, (int)cmd->arg[1], stream);
   if (err == cudaSuccess) err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
   if (err == cudaSuccess) err = cudaEventRecord(ev, stream);
@@ -455,6 +461,27 @@ static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, 
   host_poll(e, api, s); /* the head starts now */
 }
 
+/* FENCE: at once when nothing of the set is in flight, else in its turn after what is. */
+static void fence(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, const acxi_cmd_t *cmd) {
+  pset_t *s = set_find(x, cmd->arg[0]);
+  if (!s || s->destroying) {
+    ACX_WARN(COLL, "peer FENCE: no set %" PRIu64 " in this executor", cmd->arg[0]);
+    finish(e, api, cmd, ACX_ERR_INVALID_ARG);
+    return;
+  }
+  if (!s->pcount) {
+    finish(e, api, cmd, s->failed);
+    return;
+  }
+  if (s->pcount == ACXP_PENDING) {
+    ACX_WARN(COLL, "peer FENCE: %d operations of the set are in flight already", ACXP_PENDING);
+    finish(e, api, cmd, ACX_ERR_QUEUE_FULL);
+    return;
+  }
+  s->pv[(s->phead + s->pcount) % ACXP_PENDING] = (pend_t){.cmd = *cmd, .fence = 1};
+  s->pcount++;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* the hooks                                                                                  */
 
@@ -468,6 +495,7 @@ static void peer_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const ac
   case ACXP_OP_SETUP: setup(e, api, x, cmd); return;
   case ACXP_OP_ALLREDUCE: allreduce(e, api, x, cmd); return;
   case ACXP_OP_DESTROY: destroy(e, api, x, cmd); return;
+  case ACXP_OP_FENCE: fence(e, api, x, cmd); return;
   default:
     ACX_WARN(COLL, "peer: unknown op %#x", cmd->op);
     finish(e, api, cmd, ACX_ERR_INVALID_ARG);
@@ -490,6 +518,13 @@ static int peer_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
 #if ACX_HAVE_CUDA
     while (cuda && s->pcount) {
       pend_t *pd = &s->pv[s->phead];
+      if (pd->fence) {
+        acxi_cmd_t done = pd->cmd;
+        s->phead = (s->phead + 1) % ACXP_PENDING;
+        s->pcount--;
+        if (s->id) finish(e, api, &done, s->failed);
+        continue;
+      }
       cudaError_t err = cudaEventQuery((cudaEvent_t)pd->ev);
       if (err == cudaErrorNotReady) break;
       acx_status_t st = ACX_OK;
@@ -540,6 +575,7 @@ static void peer_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
     if (s->pcount) atomic_store_explicit(&s->ctl->abort, ACX_ERR_CANCELLED, memory_order_relaxed);
     for (unsigned i = 0; i < s->pcount; i++) {
       pend_t *pd = &s->pv[(s->phead + i) % ACXP_PENDING];
+      if (pd->fence) continue;
       (void)cudaEventSynchronize((cudaEvent_t)pd->ev);
       (void)cudaEventDestroy((cudaEvent_t)pd->ev);
     }

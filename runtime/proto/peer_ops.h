@@ -54,10 +54,13 @@ typedef enum acxp_op {
                                 byte offsets into them, bytes = count in elements, arg[1] =
                                 acx_redop_t, arg[3] = operation number s (1, 2, ...), arg[4] =
                                 deadline (ms from the executor's start of it) */
-  ACXP_OP_DESTROY = 0x402    /* arg[0] = set id, arg[4] = deadline (ms) for its operations in flight:
+  ACXP_OP_DESTROY = 0x402,   /* arg[0] = set id, arg[4] = deadline (ms) for its operations in flight:
                                 forgets the set once they are done (the rank frees the areas) */
+  ACXP_OP_FENCE = 0x403      /* arg[0] = set id: completes once the set's operations sent before it
+                                have, with the set's first failure (ACX_OK: none): how a failure
+                                of an operation sent without a future reaches acx_coll_synchronize */
 } acxp_op_t;
-_Static_assert(ACXP_OP_SETUP >= ACXP_OP_FIRST && ACXP_OP_DESTROY <= ACXP_OP_LAST,
+_Static_assert(ACXP_OP_SETUP >= ACXP_OP_FIRST && ACXP_OP_FENCE <= ACXP_OP_LAST,
                "peer ops stay inside their range (runtime/proto/limits.h)");
 
 #define ACXP_CTL_MAGIC 0x6163787065657231ull /* "acxpeer1" */

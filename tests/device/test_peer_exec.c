@@ -82,6 +82,20 @@ static void allreduce_on(const int *on, acx_buffer_t **send, acx_buffer_t **recv
     }
 }
 
+static acx_status_t fence_on(int r, acx_future_t **f) {
+  acxi_cmd_t cmd = {.op = ACXP_OP_FENCE, .arg = {SET}};
+  return acxi_device_submit(dev[r], &cmd, NULL, 0, 0, -1, acxi_deadline(T), f);
+}
+
+static acx_status_t fence_wait(int r) {
+  acx_future_t *f = NULL;
+  acx_status_t st = fence_on(r, &f);
+  if (st != ACX_OK) return st;
+  st = acx_future_wait(f, T, NULL, 0, NULL);
+  acx_future_release(f);
+  return st;
+}
+
 /* The input of rank r, element i, as 64 bits of the dtype's value (negative, large, fractional). */
 static void fill_input(void *p, acx_dtype_t d, int r, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -197,6 +211,7 @@ static void test_every_dtype_and_op(void) {
             if (!inplace) acx_buffer_release(o[r]);
           }
         }
+  for (int r = 0; r < NR; r++) ACX_ASSERT_STATUS(fence_wait(r), ACX_OK);
   for (int r = 0; r < NR; r++) free(in[r]);
   free(out);
   free(want);
@@ -216,7 +231,7 @@ static void test_executor_free_while_waiting(void) {
   }
   ACX_ASSERT_STATUS(acx_buffer_alloc(dev[0], sizeof v, ACX_DTYPE_F32, ACX_MEM_DEVICE, T, &other), ACX_OK);
   seq++;
-  acx_future_t *f[NR] = {0};
+  acx_future_t *f[NR] = {0}, *fen = NULL;
   for (int r = 0; r < NR; r++) {
     acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = 16, .buf = {b[r]->id, b[r]->id},
                       .arg = {SET, ACX_REDOP_SUM, 0, seq, 30000}};
@@ -231,6 +246,9 @@ static void test_executor_free_while_waiting(void) {
       ACX_ASSERT_STATUS(acx_buffer_read(other, 0, o, sizeof o, 1, 20000000000LL), ACX_OK);
       CU_ASSERT_EQUAL(o[7], 42.0f);
       CU_ASSERT_FALSE(acxi_future_is_done(f[0]));
+      /* A FENCE waits for the all-reduce before it. */
+      ACX_ASSERT_STATUS(fence_on(0, &fen), ACX_OK);
+      CU_ASSERT_FALSE(acxi_future_is_done(fen));
     }
   }
   for (int r = 0; r < NR; r++) {
@@ -240,6 +258,8 @@ static void test_executor_free_while_waiting(void) {
     CU_ASSERT_EQUAL(o[0], 6.0f); /* 1 + 2 + 3 */
     acx_buffer_release(b[r]);
   }
+  ACX_ASSERT_STATUS(acx_future_wait(fen, T, NULL, 0, NULL), ACX_OK);
+  acx_future_release(fen);
   acx_buffer_release(other);
 }
 
@@ -259,9 +279,11 @@ static void test_withheld(void) {
   CU_ASSERT_EQUAL(st[0], ACX_ERR_COLL_TIMEOUT);
   CU_ASSERT_EQUAL(st[1], ACX_ERR_COLL_TIMEOUT);
   CU_ASSERT(dt >= 300000000);
-  /* The set failed: the next operation fails at once with the same status. */
+  /* The set failed: the next operation fails at once with the same status, and a FENCE (how
+   * acx_coll_synchronize learns of a failure nobody waited for) reports it. */
   allreduce_on(two, b, b, 16, ACX_DTYPE_F32, ACX_REDOP_SUM, 300, st);
   CU_ASSERT_EQUAL(st[0], ACX_ERR_COLL_TIMEOUT);
+  ACX_ASSERT_STATUS(fence_wait(0), ACX_ERR_COLL_TIMEOUT);
   for (int r = 0; r < NR; r++) acx_buffer_release(b[r]);
 }
 
@@ -291,6 +313,7 @@ static void test_abort_word(void) {
 
 static void test_setup(void) { setup_set(); }
 
+
 static void test_bad_commands(void) {
   acx_buffer_t *b = NULL, *big = NULL;
   ACX_ASSERT_STATUS(acx_buffer_alloc(dev[0], 64, ACX_DTYPE_F32, ACX_MEM_DEVICE, T, &b), ACX_OK);
@@ -315,6 +338,7 @@ static void test_bad_commands(void) {
       {{.op = ACXP_OP_SETUP, .arg = {SET + 1, 1, 0, ctlmem[0]->id}}, NULL, "one rank"},
       {{.op = ACXP_OP_SETUP, .arg = {SET + 1, NR, 0, 123456}}, NULL, "an unknown control block"},
       {{.op = ACXP_OP_DESTROY, .arg = {SET + 5}}, NULL, "DESTROY of an unknown set"},
+      {{.op = ACXP_OP_FENCE, .arg = {SET + 5}}, NULL, "FENCE of an unknown set"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     acx_status_t st = acxi_device_call(dev[0], &bad[i].cmd, bad[i].ba, bad[i].ba ? 1 : 0, 0, -1, T, NULL);
