@@ -1,5 +1,6 @@
 #!/bin/bash
-# One detached pass on a 4-GPU host for what the ninth session left open (issue 18), from the repo
+# One detached pass on a 4-GPU host for what the ninth session left open (issue 18) and the tenth
+# added (issue 17's own all-reduce: its GPU tests run in step 3, step 4 measures it), from the repo
 # root with .gpu/src.tar and .gpu/debs (see batch.sh); results under /tmp/res, DONE when finished:
 #   setsid nohup bash scripts/gpu-host/pass-4gpu.sh >/dev/null 2>&1 < /dev/null &
 # then poll (.gpu/poll.sh). Order: what decides the open problems first, the long checks last.
@@ -15,4 +16,6 @@ for cm in 1 0; do OUT=$R/b$cm SRB_REPS=2 SRB_X="-x NCCL_CUMEM_ENABLE=$cm" bash $
 (CUDA_VISIBLE_DEVICES=2,3 OUT=$R/c MT_T=500 bash $B mtests > $R/c-mt.txt 2>&1) &
 wait
 OUT=$R/c SBIG_T=300 bash $B sbig > $R/c-sbig.txt 2>&1
+# 4. the own all-reduce (ACX_COLL_PEER) on every GPU beside raw NCCL, then 2 ranks per GPU under MPS
+mkdir -p $R/d; OUT=$R/d bash $B peer > $R/d-peer.txt 2>&1; OUT=$R/d bash $B peermps > $R/d-peermps.txt 2>&1
 touch $R/DONE
