@@ -33,7 +33,8 @@ struct acxc_peer {
   acx_host_mem_t *ctlmem;               /* the control block, kept across rebuilds */
   acxp_ctl_t *ctl;
   uint64_t slot_bytes;                  /* every rank's: the smallest ACX_COLL_PEER_MAX_KB */
-  uint64_t seq;                         /* the last operation's number (under the submit lock) */
+  uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
+                                           worker path: the worker's) */
   _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
 };
 
