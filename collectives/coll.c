@@ -779,25 +779,12 @@ acx_status_t acxc_coll_agree_min(acx_coll_t *c, int mine, int *all) {
     free(v);
     return ACX_ERR_MPI;
   }
-  int64_t deadline = acxi_deadline(c->world->timeout_ns);
-  for (;;) {
-    int flag = 0;
-    if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-      acxc_world_park(req, v);
-      return ACX_ERR_MPI;
-    }
-    if (flag) {
-      *all = v[1];
-      free(v);
-      return ACX_OK;
-    }
-    if (acxi_now_ns() >= deadline) {
-      ACX_WARN(COLL, "acx_coll_create: a rank did not arrive within the world's timeout");
-      acxc_world_park(req, v);
-      return ACX_ERR_TIMEOUT;
-    }
-    nanosleep(&(struct timespec){0, 20000}, NULL);
-  }
+  acx_status_t st = acxc_world_wait(req, v, acxi_deadline(c->world->timeout_ns));
+  if (st == ACX_ERR_TIMEOUT) ACX_WARN(COLL, "acx_coll_create: a rank did not arrive within the world's timeout");
+  if (st != ACX_OK) return st; /* v is parked */
+  *all = v[1];
+  free(v);
+  return ACX_OK;
 }
 
 #if ACX_HAVE_NCCL

@@ -387,22 +387,11 @@ acx_status_t acxc_mpi_create(acx_coll_t *c) {
     free(m);
     return ACX_ERR_MPI;
   }
-  int64_t deadline = acxi_deadline(c->world->timeout_ns);
-  for (;;) {
-    int flag = 0;
-    if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-      free(m);
-      return ACX_ERR_MPI;
-    }
-    if (flag) break;
-    if (acxi_now_ns() >= deadline) {
-      ACX_WARN(COLL, "acx_coll_create: MPI_Comm_idup did not finish within the world's timeout (a rank is missing)");
-      /* MPI cannot cancel a collective and writes m->comm when the late rank comes: parked, not freed. */
-      acxc_world_park(req, m);
-      return ACX_ERR_TIMEOUT;
-    }
-    nanosleep(&(struct timespec){0, 20000}, NULL);
-  }
+  /* MPI cannot cancel a collective and writes m->comm when a late rank comes: parked, not freed. */
+  acx_status_t w = acxc_world_wait(req, m, acxi_deadline(c->world->timeout_ns));
+  if (w == ACX_ERR_TIMEOUT)
+    ACX_WARN(COLL, "acx_coll_create: MPI_Comm_idup did not finish within the world's timeout (a rank is missing)");
+  if (w != ACX_OK) return w;
   MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
   static MPI_User_function *const fns[2][4] = {{h_sum, h_prod, h_max, h_min}, {b_sum, b_prod, b_max, b_min}};
   for (int b = 0; b < 2; b++)

@@ -59,20 +59,10 @@ static acx_status_t allgather(acx_coll_t *c, const void *mine, size_t bytes, voi
     free(buf);
     return ACX_ERR_MPI;
   }
-  for (;;) {
-    int flag = 0;
-    if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-      acxc_world_park(req, buf);
-      return ACX_ERR_MPI;
-    }
-    if (flag) break;
-    if (acxi_now_ns() >= deadline) {
-      ACX_WARN(COLL, "own all-reduce set-up: a rank did not take part in the exchange of the areas in time");
-      acxc_world_park(req, buf);
-      return ACX_ERR_TIMEOUT;
-    }
-    nanosleep(&(struct timespec){0, 20000}, NULL);
-  }
+  acx_status_t st = acxc_world_wait(req, buf, deadline);
+  if (st == ACX_ERR_TIMEOUT)
+    ACX_WARN(COLL, "own all-reduce set-up: a rank did not take part in the exchange of the areas in time");
+  if (st != ACX_OK) return st; /* buf is parked */
   memcpy(all, buf + bytes, (size_t)c->size * bytes);
   free(buf);
   return ACX_OK;

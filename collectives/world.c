@@ -67,6 +67,22 @@ void acxc_world_park(MPI_Request req, void *mem) {
   pthread_mutex_unlock(&proc_lock);
 }
 
+acx_status_t acxc_world_wait(MPI_Request req, void *mem, int64_t deadline) {
+  for (;;) {
+    int flag = 0;
+    if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      acxc_world_park(req, mem);
+      return ACX_ERR_MPI;
+    }
+    if (flag) return ACX_OK;
+    if (acxi_now_ns() >= deadline) {
+      acxc_world_park(req, mem);
+      return ACX_ERR_TIMEOUT;
+    }
+    nanosleep(&(struct timespec){0, 20000}, NULL);
+  }
+}
+
 size_t acxc_world_parked(void) {
   pthread_mutex_lock(&proc_lock);
   size_t n = parked_count;

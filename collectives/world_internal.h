@@ -66,6 +66,10 @@ int acxc_launcher_size(const char **var);
  * checkers stay quiet. For every bootstrap exchange with a deadline (the world, the control
  * plane, collective creation). Any thread. */
 void acxc_world_park(MPI_Request req, void *mem);
+/* Polls req (short naps) until it completes (ACX_OK) or `deadline` passes (ACX_ERR_TIMEOUT);
+ * on a timeout or an MPI error (ACX_ERR_MPI) req and mem are parked (acxc_world_park): MPI may
+ * still write mem, the caller must not free it. Logs nothing; the caller says what was late. */
+acx_status_t acxc_world_wait(MPI_Request req, void *mem, int64_t deadline);
 /* The number of operations parked so far in this process (tests). Any thread. */
 size_t acxc_world_parked(void);
 #endif

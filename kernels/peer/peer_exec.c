@@ -570,15 +570,18 @@ static void peer_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
   while (x->sets) {
     pset_t *s = x->sets;
 #if ACX_HAVE_CUDA
-    /* Kernels still waiting for peers leave at once; the engine synchronizes its streams after
-     * the extensions are gone, and the events go with the context. */
+    /* Kernels still waiting for peers leave at the abort word's next look; waited for 10 s at
+     * most (a kernel past that is the device's problem: the context goes with the engine). */
     if (s->pcount) atomic_store_explicit(&s->ctl->abort, ACX_ERR_CANCELLED, memory_order_relaxed);
+    int64_t dl = acxi_now_ns() + 10000000000LL;
     for (unsigned i = 0; i < s->pcount; i++) {
       pend_t *pd = &s->pv[(s->phead + i) % ACXP_PENDING];
       if (pd->fence) continue;
-      (void)cudaEventSynchronize((cudaEvent_t)pd->ev);
+      while (cudaEventQuery((cudaEvent_t)pd->ev) == cudaErrorNotReady && acxi_now_ns() < dl)
+        nanosleep(&(struct timespec){0, 100000}, NULL);
       (void)cudaEventDestroy((cudaEvent_t)pd->ev);
     }
+    (void)cudaGetLastError();
 #endif
     x->sets = s->next;
     free(s);
