@@ -414,13 +414,14 @@ static acx_status_t submit_op(acx_coll_t *c, acxc_opdesc_t *d, acx_future_t **do
     pthread_mutex_unlock(&c->submit_lock);
     return st;
   }
-  if (acxc_peer_takes(c, d) && !c->host) {
+  int own = acxc_peer_takes(c, d);
+  if (own && !c->host) {
     st = acxc_peer_submit(c, d, done);
   } else if (c->host) {
     /* The worker path keeps the coll's order: the own all-reduce is queued with the rest. */
     acxc_opdesc_t m = *d;
     hold_desc(&m);
-    st = acxc_peer_takes(c, d) ? acxc_mpi_submit_peer(c, &m, done) : acxc_mpi_submit(c, &m, 1, NULL, done);
+    st = own ? acxc_mpi_submit_peer(c, &m, done) : acxc_mpi_submit(c, &m, 1, NULL, done);
   } else {
     st = nccl_submit(c, d, done);
   }
