@@ -153,6 +153,12 @@ typedef struct region {
   uint64_t bytes;
   int registered; /* 1: we called cudaHostRegister and must unregister */
   track_t t;
+  /* Retiring (HOST_UNREGISTER came): out of e->regions, in e->retiring until the work queued on
+   * every stream before the command has finished (one event per stream); then unpinned. */
+  struct region *next;
+  cudaEvent_t *retire_ev; /* [nstreams] */
+  int64_t retire_deadline;
+  int retire_warned;
 } region_t;
 
 typedef struct user_event {
@@ -219,6 +225,7 @@ struct acxi_engine {
   size_t ev_count, ev_cap;
 
   idmap_t buffers, regions, events;
+  region_t *retiring; /* host regions removed, waiting for their streams (region_remove) */
 
   /* Accesses of the command being submitted; their events are recorded after its work is
    * enqueued (an event recorded before the work would not cover it). */
@@ -1288,6 +1295,7 @@ static acx_status_t op_advise(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t 
 }
 
 static acx_status_t region_remove(acxi_engine_t *e, uint64_t id);
+static int region_retire_poll(acxi_engine_t *e, uint64_t id);
 
 static acx_status_t op_host_register(acxi_engine_t *e, const acxi_cmd_t *c, acxi_cpl_t *cpl, op_out_t *o) {
   region_t *r;
@@ -1567,31 +1575,105 @@ static acx_status_t drain_streams(acxi_engine_t *e, const char *why) {
   return ACX_OK;
 }
 
+static void region_free(acxi_engine_t *e, region_t *r, int unpin) {
+  if (unpin && r->registered) {
+    cudaError_t err = cudaHostUnregister(r->addr);
+    if (err != cudaSuccess) {
+      ACX_WARN(EXEC, "cudaHostUnregister(%p) of host region %" PRIu64 " failed: %s (%d)", r->addr, r->id,
+               cudaGetErrorString(err), (int)err);
+      (void)cuda_status(e, err);
+    }
+  }
+  if (r->retire_ev) {
+    for (int i = 0; i < e->nstreams; i++)
+      if (r->retire_ev[i]) event_put(e, r->retire_ev[i]);
+    free(r->retire_ev);
+  }
+  track_fini(e, &r->t);
+  free(r);
+}
+
+/* HOST_UNREGISTER, without waiting: copies from or to the region may still be queued on any
+ * stream, behind work that waits for another executor (a channel's transfer, whose deadline this
+ * loop enforces); a loop blocked here until they finish could wait for ever for a peer blocked the
+ * same way. The region leaves the table at once (no new command can name it) and is unpinned once
+ * an event recorded now on every stream has completed (region_retire_poll); until then the
+ * executor keeps its mapping (cuda_host_region_busy tells the loop). */
 static acx_status_t region_remove(acxi_engine_t *e, uint64_t id) {
   region_t *r = idmap_get(&e->regions, id);
   ACX_CHECK_ARG(r != NULL, "host_region_remove: region %" PRIu64 " is not registered", id);
-  if (!e->poisoned) {
-    ACXCHECK(bind_device(e));
-    /* Copies from or to the region may still be queued on any stream. */
-    ACXCHECK(drain_streams(e, "host region unregister"));
-    if (r->registered) {
-      cudaError_t err = cudaHostUnregister(r->addr);
+  idmap_del(&e->regions, id);
+  if (e->poisoned) {
+    region_free(e, r, 0);
+    return ACX_OK;
+  }
+  acx_status_t st = bind_device(e);
+  if (st == ACX_OK && !(r->retire_ev = calloc((size_t)e->nstreams, sizeof *r->retire_ev))) st = ACX_ERR_NO_MEMORY;
+  for (int i = 0; st == ACX_OK && i < e->nstreams; i++) {
+    st = event_get(e, &r->retire_ev[i]);
+    if (st == ACX_OK) {
+      cudaError_t err = cudaEventRecord(r->retire_ev[i], e->streams[i]);
       if (err != cudaSuccess) {
-        ACX_WARN(EXEC, "cudaHostUnregister(%p) failed: %s (%d)", r->addr, cudaGetErrorString(err), (int)err);
-        return cuda_status(e, err);
+        ACX_WARN(EXEC, "host region %" PRIu64 " unregister: recording an event on stream %d failed: %s (%d)", id, i,
+                 cudaGetErrorString(err), (int)err);
+        st = cuda_status(e, err);
       }
     }
   }
-  idmap_del(&e->regions, id);
-  track_fini(e, &r->t);
-  free(r);
+  if (st != ACX_OK) {
+    /* Not known to be idle: never unpinned under a copy (its pages stay pinned until the context
+     * goes with this process). */
+    ACX_WARN(EXEC, "host region %" PRIu64 " stays pinned: %s", id, acx_status_str(st));
+    r->registered = 0;
+    region_free(e, r, 0);
+    return st;
+  }
+  r->retire_deadline = acxi_deadline(acxi_param_int("ACX_EXEC_TIMEOUT_MS") * 1000000);
+  r->next = e->retiring;
+  e->retiring = r;
+  (void)region_retire_poll(e, id);
   return ACX_OK;
+}
+
+/* Unpins the retiring regions whose streams have passed their events. Returns whether region
+ * `id` (0: any) is still retiring. */
+static int region_retire_poll(acxi_engine_t *e, uint64_t id) {
+  int left = 0;
+  for (region_t **pp = &e->retiring, *r; (r = *pp);) {
+    int busy = 0;
+    for (int i = 0; i < e->nstreams && !busy && !e->poisoned; i++) {
+      if (!r->retire_ev[i]) continue;
+      cudaError_t err = cudaEventQuery(r->retire_ev[i]);
+      if (err == cudaErrorNotReady) {
+        busy = 1;
+      } else {
+        if (err != cudaSuccess) (void)cuda_status(e, err);
+        event_put(e, r->retire_ev[i]);
+        r->retire_ev[i] = NULL;
+      }
+    }
+    if (busy) {
+      if (!r->retire_warned && acxi_now_ns() > r->retire_deadline) {
+        ACX_WARN(EXEC, "host region %" PRIu64 ": work queued before its unregister is still running after "
+                 "ACX_EXEC_TIMEOUT_MS; it stays pinned and mapped until that work ends", r->id);
+        r->retire_warned = 1;
+      }
+      if (!id || r->id == id) left = 1;
+      pp = &r->next;
+      continue;
+    }
+    *pp = r->next;
+    region_free(e, r, !e->poisoned);
+  }
+  return left;
 }
 
 static acx_status_t cuda_host_region_remove(acxi_engine_t *e, uint64_t id) {
   ACX_CHECK_NULL(e);
   return region_remove(e, id);
 }
+
+static int cuda_host_region_busy(acxi_engine_t *e, uint64_t id) { return e ? region_retire_poll(e, id) : 0; }
 
 static acx_status_t parse_completion(const char *s, completion_t *mode) {
   if (!s || !*s || strcmp(s, "auto") == 0) *mode = AUTO_COMPLETION;
@@ -1761,11 +1843,11 @@ static void release_all(acxi_engine_t *e) {
     track_fini(e, &b->t);
     free(b);
   }
-  IDMAP_FOREACH(&e->regions, i) {
-    region_t *r = e->regions.vals[i];
-    if (live && r->registered) (void)cudaHostUnregister(r->addr);
-    track_fini(e, &r->t);
-    free(r);
+  IDMAP_FOREACH(&e->regions, i) region_free(e, e->regions.vals[i], live);
+  while (e->retiring) {
+    region_t *r = e->retiring;
+    e->retiring = r->next;
+    region_free(e, r, live);
   }
   IDMAP_FOREACH(&e->events, i) {
     user_event_t *u = e->events.vals[i];
@@ -1931,6 +2013,7 @@ static const acxi_engine_ops_t cuda_engine_ops = {
     .in_flight = cuda_in_flight,
     .host_region_add = cuda_host_region_add,
     .host_region_remove = cuda_host_region_remove,
+    .host_region_busy = cuda_host_region_busy,
     .poisoned = cuda_poisoned,
     .set_generation = cuda_set_generation,
 };

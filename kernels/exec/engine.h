@@ -30,6 +30,9 @@ struct acxi_engine_ops {
   /* A host region mapped in the executor's address space (shared with the rank). */
   acx_status_t (*host_region_add)(acxi_engine_t *engine, uint64_t region_id, void *addr, size_t bytes);
   acx_status_t (*host_region_remove)(acxi_engine_t *engine, uint64_t region_id);
+  /* Optional: non-zero while a removed region may still be accessed by work queued before its
+   * removal; the loop keeps its mapping until then and asks again. NULL: never. */
+  int (*host_region_busy)(acxi_engine_t *engine, uint64_t region_id);
   /* Non-zero once the device context is poisoned by a sticky error: the loop reports it and the
    * executor exits (process mode) or the device is declared fatal (inline mode). */
   int (*poisoned)(acxi_engine_t *engine);

@@ -28,6 +28,9 @@ typedef struct loop {
   acxi_engine_t *engine;
   region_t *regions;
   size_t n_regions, cap_regions;
+  /* Unregistered regions the engine may still access (host_region_busy): mapped until it is done. */
+  region_t *retiring;
+  size_t n_retiring, cap_retiring;
   int64_t post_timeout_ns;
 } loop_t;
 
@@ -107,6 +110,8 @@ static void region_drop(loop_t *l, region_t *r) {
   *r = l->regions[--l->n_regions];
 }
 
+/* The reply does not wait for work queued before the command that still uses the region (the
+ * engine unpins it once that is done, and this loop keeps its mapping until then: retire_poll). */
 static acx_status_t region_unregister(loop_t *l, const acxi_cmd_t *cmd) {
   region_t *r = region_find(l, cmd->arg[0]);
   if (!r) {
@@ -114,8 +119,41 @@ static acx_status_t region_unregister(loop_t *l, const acxi_cmd_t *cmd) {
     return ACX_ERR_INVALID_ARG;
   }
   acx_status_t st = l->p->ops->host_region_remove(l->engine, r->id);
+  if (st == ACX_OK && l->p->ops->host_region_busy && l->p->ops->host_region_busy(l->engine, r->id)) {
+    if (l->n_retiring == l->cap_retiring) {
+      size_t cap = l->cap_retiring ? 2 * l->cap_retiring : 8;
+      region_t *v = realloc(l->retiring, cap * sizeof *v);
+      if (v) {
+        l->retiring = v;
+        l->cap_retiring = cap;
+      }
+    }
+    if (l->n_retiring < l->cap_retiring) {
+      l->retiring[l->n_retiring++] = *r;
+      *r = l->regions[--l->n_regions];
+      return ACX_OK;
+    }
+    /* No memory to remember it: the mapping stays for the process's life (never unmapped under a
+     * copy). */
+    ACX_WARN(EXEC, "HOST_UNREGISTER: region %" PRIu64 " stays mapped (no memory to track it)", r->id);
+    *r = l->regions[--l->n_regions];
+    return ACX_OK;
+  }
   region_drop(l, r);
   return st;
+}
+
+/* Unmaps the retiring regions the engine is done with. */
+static void retire_poll(loop_t *l) {
+  for (size_t i = 0; i < l->n_retiring;) {
+    region_t *r = &l->retiring[i];
+    if (l->p->ops->host_region_busy(l->engine, r->id)) {
+      i++;
+      continue;
+    }
+    if (r->shm.fd >= 0) acxi_shm_destroy(&r->shm);
+    *r = l->retiring[--l->n_retiring];
+  }
 }
 
 /* ACXI_FAULT_BUSY: this thread blocks as in a long library call or collective. */
@@ -246,6 +284,7 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
       break;
     }
     n += p->ops->progress(l.engine);
+    if (l.n_retiring) retire_poll(&l);
     if (p->ops->poisoned(l.engine)) {
       acxi_ctrl_set_sticky(&p->view, p->engine.inline_mode ? ACX_ERR_DEVICE_FATAL : ACX_ERR_DEVICE_LOST, 0,
                            "the %s engine of generation %" PRIu64 " hit a sticky error; its context is poisoned",
@@ -291,6 +330,10 @@ out_destroy:
   p->ops->destroy(l.engine);
   while (l.n_regions) region_drop(&l, &l.regions[l.n_regions - 1]);
   free(l.regions);
+  /* The engine is gone (it drained its streams, or leaves a hung GPU's memory pinned). */
+  for (size_t i = 0; i < l.n_retiring; i++)
+    if (l.retiring[i].shm.fd >= 0) acxi_shm_destroy(&l.retiring[i].shm);
+  free(l.retiring);
   if (why != ACXI_LOOP_POISONED) atomic_store_explicit(&ctrl->state, ACXI_EXEC_STOPPED, memory_order_release);
   acxi_ring_wake(l.cpls);
   return why;

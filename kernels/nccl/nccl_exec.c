@@ -1298,6 +1298,25 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
   finish(e, api, cmd, ACX_ERR_NCCL, (int)r, 0, 0);
 }
 
+/* NCCL's cuMem buffers (NCCL_CUMEM_ENABLE, on by default since 2.19): with them on, the world
+ * rebuild after an injected fault on 4 H100s hit second sticky faults (illegal address) in two or
+ * three healthy executors in each of 4 runs, the rebuild's first attempt failed and the example
+ * left its teardown only after a 60 s deadline; with them off, one run each at 2 and 4 ranks had
+ * none (docs/resilience.md). The candidate cause: an aborted communicator unmaps its peers' cuMem
+ * buffers while a kernel of the survivors still reads them. Off unless the environment says. */
+static void cumem_default(void) {
+  static int checked;
+  if (checked) return;
+  checked = 1;
+  const char *v = getenv("NCCL_CUMEM_ENABLE");
+  if (v) {
+    if (strcmp(v, "0") != 0)
+      ACX_INFO(COLL, "NCCL_CUMEM_ENABLE=%s from the environment: kept (acx's default is 0, see docs/resilience.md)", v);
+    return;
+  }
+  setenv("NCCL_CUMEM_ENABLE", "0", 1);
+}
+
 /* ACXC_OP_UNIQUE_ID: a new ncclUniqueId into the collectives region arg[3]. ncclGetUniqueId
  * starts NCCL's bootstrap root in this process (it serves the communicator's init), which is why
  * the executor makes it and not the rank: the rank library loads no NCCL. */
@@ -1313,6 +1332,7 @@ static void make_unique_id(acxi_engine_t *e, const acxi_engine_api_t *api, const
     finish(e, api, cmd, st, 0, 0, 0);
     return;
   }
+  cumem_default(); /* before NCCL's first call in this process reads its environment */
   ncclUniqueId uid;
   _Static_assert(sizeof uid == sizeof((acxc_region_t *)0)->nccl_id, "ncclUniqueId size");
   ncclResult_t r = ncclGetUniqueId(&uid);
@@ -1509,6 +1529,7 @@ static void start_init(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x,
   int64_t ms = (int64_t)cmd->arg[4];
   c->deadline_ns = acxi_deadline((ms > 0 ? ms : acxi_param_int("ACX_NCCL_INIT_TIMEOUT")) * 1000000);
   nvls_check();
+  cumem_default();
   ncclUniqueId uid;
   memcpy(&uid, ((acxc_region_t *)base)->nccl_id, sizeof uid);
   if (cmd->off[0] & ACXC_INIT_BLOCKING) {

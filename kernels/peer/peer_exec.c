@@ -29,6 +29,8 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#define EV_CACHE 64
+
 typedef struct pend {
   acxi_cmd_t cmd;
   void *ev; /* cudaEvent_t */
@@ -56,6 +58,10 @@ typedef struct pset {
   int destroying;
   acxi_cmd_t destroy_cmd;
   int64_t destroy_deadline_ns;
+  /* cuda: completion events of finished operations, kept for the next ones (an event made and
+   * destroyed per operation costs more host time than the kernel's launch) */
+  void *ev_free[EV_CACHE];
+  unsigned nev_free;
 } pset_t;
 
 typedef struct ext {
@@ -171,12 +177,21 @@ out:
   finish(e, api, cmd, st);
 }
 
+static void ev_cache_drop(pset_t *s) {
+#if ACX_HAVE_CUDA
+  while (s->nev_free) (void)cudaEventDestroy((cudaEvent_t)s->ev_free[--s->nev_free]);
+#else
+  (void)s;
+#endif
+}
+
 static void set_free(ext_t *x, pset_t *s) {
   for (pset_t **pp = &x->sets; *pp; pp = &(*pp)->next)
     if (*pp == s) {
       *pp = s->next;
       break;
     }
+  ev_cache_drop(s);
   free(s);
 }
 
@@ -395,11 +410,14 @@ static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_
   for (unsigned k = s->pcount; k > 0 && err == cudaSuccess; k--) { /* the last kernel still in flight */
     pend_t *prev = &s->pv[(s->phead + k - 1) % ACXP_PENDING];
     if (prev->fence) continue;
-    err = cudaStreamWaitEvent(stream, (cudaEvent_t)prev->ev, 0);
+    if (prev->cmd.stream != cmd->stream) err = cudaStreamWaitEvent(stream, (cudaEvent_t)prev->ev, 0); /* else in order */
     break;
   }
   if (err == cudaSuccess) err = acxk_peer_launch_allreduce(&a, (int)cmd->dtype, (int)cmd->arg[1], stream);
-  if (err == cudaSuccess) err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (err == cudaSuccess) {
+    if (s->nev_free) ev = (cudaEvent_t)s->ev_free[--s->nev_free];
+    else err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  }
   if (err == cudaSuccess) err = cudaEventRecord(ev, stream);
   if (err != cudaSuccess) {
     ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": launching it failed: %s (%d)", cmd->arg[3], cudaGetErrorString(err),
@@ -539,7 +557,8 @@ static int peer_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
       }
       if (st != ACX_OK && s->failed == ACX_OK) s->failed = st;
       acxi_cmd_t done = pd->cmd;
-      (void)cudaEventDestroy((cudaEvent_t)pd->ev);
+      if (s->nev_free < EV_CACHE) s->ev_free[s->nev_free++] = pd->ev;
+      else (void)cudaEventDestroy((cudaEvent_t)pd->ev);
       s->phead = (s->phead + 1) % ACXP_PENDING;
       s->pcount--;
       if (s->id) finish(e, api, &done, st);
@@ -581,6 +600,7 @@ static void peer_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
         nanosleep(&(struct timespec){0, 100000}, NULL);
       (void)cudaEventDestroy((cudaEvent_t)pd->ev);
     }
+    ev_cache_drop(s);
     (void)cudaGetLastError();
 #endif
     x->sets = s->next;

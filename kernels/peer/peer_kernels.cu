@@ -14,7 +14,7 @@
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;
 
 __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
@@ -50,7 +50,6 @@ template <typename T>
 struct Int {
   using S = T;
   using A = typename std::make_unsigned<T>::type;
-  __device__ static A ld(const S *p) { return (A)__ldcg(p); }
   __device__ static A up(S v) { return (A)v; }
   template <int OP>
   __device__ static A comb(A a, A b) {
@@ -68,7 +67,7 @@ template <typename T>
 struct Flt {
   using S = T;
   using A = T;
-  __device__ static A ld(const S *p) { return __ldcg(p); }
+  __device__ static A up(S v) { return v; }
   template <int OP>
   __device__ static A comb(A a, A b) {
     if constexpr (OP == ACX_REDOP_MAX) return a > b ? a : b;
@@ -84,8 +83,7 @@ template <bool BF>
 struct Half {
   using S = uint16_t;
   using A = float;
-  __device__ static A ld(const S *p) {
-    S b = __ldcg(p);
+  __device__ static A up(S b) {
     if constexpr (BF) return __bfloat162float(__ushort_as_bfloat16(b));
     else return __half2float(__ushort_as_half(b));
   }
@@ -100,18 +98,87 @@ struct Half {
   __device__ static S fin(A a, int n) { return down(a / (float)n); }
 };
 
+// A block's elements, in 16-byte vectors where the addresses allow (V elements each) and one by
+// one elsewhere. Every load of every rank's area is issued before the first combine, so a thread
+// waits for one round trip over the links per vector, not one per rank.
+template <typename E>
+struct Vec {
+  using S = typename E::S;
+  static constexpr int V = 16 / sizeof(S);
+};
+
+template <typename E, int OP>
+__device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i, typename E::S *out) {
+  using S = typename E::S;
+  using A = typename E::A;
+  constexpr int V = Vec<E>::V;
+  uint4 r[ACXP_MAX_RANKS];
+#pragma unroll
+  for (int q = 0; q < ACXP_MAX_RANKS; q++)
+    if (q < a.nranks) r[q] = __ldcg((const uint4 *)((const S *)a.data[q] + i));
+  A acc[V];
+  const S *s0 = (const S *)&r[0];
+#pragma unroll
+  for (int j = 0; j < V; j++) acc[j] = E::up(s0[j]);
+#pragma unroll
+  for (int q = 1; q < ACXP_MAX_RANKS; q++) {
+    if (q < a.nranks) {
+      const S *sq = (const S *)&r[q];
+#pragma unroll
+      for (int j = 0; j < V; j++) acc[j] = E::template comb<OP>(acc[j], E::up(sq[j]));
+    }
+  }
+  uint4 o;
+  S *so = (S *)&o;
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    if constexpr (OP == ACX_REDOP_AVG) so[j] = E::fin(acc[j], a.nranks);
+    else so[j] = E::down(acc[j]);
+  }
+  *(uint4 *)(out + i) = o;
+}
+
+template <typename E, int OP>
+__device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i, typename E::S *out) {
+  using S = typename E::S;
+  using A = typename E::A;
+  S v[ACXP_MAX_RANKS];
+#pragma unroll
+  for (int q = 0; q < ACXP_MAX_RANKS; q++)
+    if (q < a.nranks) v[q] = __ldcg((const S *)a.data[q] + i);
+  A acc = E::up(v[0]);
+#pragma unroll
+  for (int q = 1; q < ACXP_MAX_RANKS; q++)
+    if (q < a.nranks) acc = E::template comb<OP>(acc, E::up(v[q]));
+  if constexpr (OP == ACX_REDOP_AVG) out[i] = E::fin(acc, a.nranks);
+  else out[i] = E::down(acc);
+}
+
+__device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 template <typename E, int OP>
 __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a) {
   using S = typename E::S;
-  using A = typename E::A;
+  constexpr int V = Vec<E>::V;
   const int b = blockIdx.x, nb = gridDim.x;
-  const uint64_t per = (a.count + nb - 1) / nb, lo = per * b, hi = lo + per < a.count ? lo + per : a.count;
+  // Every rank splits the elements alike (block b waits for the peers' block b): per block a
+  // multiple of V elements, so that only the last block has a part that is not a whole vector.
+  uint64_t per = (a.count + nb - 1) / nb;
+  per = (per + V - 1) / V * V;
+  const uint64_t lo = per * b < a.count ? per * b : a.count, hi = lo + per < a.count ? lo + per : a.count;
   __shared__ int32_t fail;
+
+  // The vector part of [lo, hi) where every address allows it (the same test on every thread).
+  bool vec = aligned16(a.send) && aligned16(a.recv);
+  for (int q = 0; q < a.nranks; q++) vec = vec && aligned16(a.data[q]);
+  const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
 
   // 1. my elements into my data slot
   S *mine = (S *)a.data[a.rank];
   const S *in = (const S *)a.send;
-  for (uint64_t i = lo + threadIdx.x; i < hi; i += kThreads) mine[i] = in[i];
+  for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
+    *(uint4 *)(mine + i) = *(const uint4 *)(in + i);
+  for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) mine[i] = in[i];
   if (threadIdx.x == 0) fail = 0;
   __syncthreads();
 
@@ -148,21 +215,17 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a) {
 
   // 4. reduce over ranks 0..n-1, in that order, into the output
   S *out = (S *)a.recv;
-  for (uint64_t i = lo + threadIdx.x; i < hi; i += kThreads) {
-    A acc = E::ld((const S *)a.data[0] + i);
-    for (int q = 1; q < a.nranks; q++) acc = E::template comb<OP>(acc, E::ld((const S *)a.data[q] + i));
-    if constexpr (OP == ACX_REDOP_AVG) out[i] = E::fin(acc, a.nranks);
-    else out[i] = E::down(acc);
-  }
+  for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) reduce_vec<E, OP>(a, i, out);
+  for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) reduce_one<E, OP>(a, i, out);
 }
 
-// Blocks: one per 8 KiB of data, at most ACXP_MAX_BLOCKS (each block waits for its own flags).
+// Blocks: one per 8 KiB of data (one 16-byte vector per thread), at most ACXP_MAX_BLOCKS (each
+// block waits for its own flags).
 template <typename E>
 cudaError_t launch(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
   uint64_t bytes = a->count * sizeof(typename E::S);
-  uint64_t nb = (bytes + 8191) / 8192;
+  uint64_t nb = (bytes + kThreads * 16 - 1) / (kThreads * 16);
   if (nb > ACXP_MAX_BLOCKS) nb = ACXP_MAX_BLOCKS;
-  if (nb > a->count) nb = a->count;
   if (nb == 0) nb = 1;
   dim3 grid((unsigned)nb), block(kThreads);
   switch (op) {

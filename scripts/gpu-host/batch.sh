@@ -64,8 +64,8 @@ for step in "$@"; do
     netcmp) el netcmp  # NCCL's network transport on one node: blocking vs non-blocking communicators, interleaved
       for rep in $(seq ${NETCMP_REPS:-2}); do for bl in 1 0; do for rg in "-b 8 -e 256K -f 8 -n 200 -w 20" "-b 2M -e ${NETCMP_MAX:-1G} -f 8 -n 10 -w 3"; do
         ACX_COLL_BLOCKING=$bl NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x ACX_COLL_BLOCKING $B/bench/allreduce/acx-allreduce-bench --compare $rg -d float >$OUT/netcmp-$bl-$rep.txt 2>&1; echo "rc=$?"; grep -E "^ +[0-9]+ " $OUT/netcmp-$bl-$rep.txt | sed "s/^/blocking=$bl rep=$rep /"; done; done; done ;;
-    ctestr) el ctestr  # the GPU tests matching CTEST_R, with CTEST_ENV exported
-      (cd $B && env ${CTEST_ENV:-} timeout ${CTEST_T:-300} ctest -R "${CTEST_R:-.}" -E "${CTEST_E:-^$}" -L gpu --output-on-failure --timeout 200 >$OUT/ctest-r.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-r.txt | tail -30) ;;
+    ctestr) el ctestr  # the GPU tests matching CTEST_R and not CTEST_E (CTEST_I: ctest's -I), with CTEST_ENV exported
+      (cd $B && env ${CTEST_ENV:-} timeout ${CTEST_T:-300} ctest -R "${CTEST_R:-.}" -E "${CTEST_E:-^$}" ${CTEST_I:+-I $CTEST_I} -L gpu --output-on-failure --timeout 200 >$OUT/ctest-r.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-r.txt | tail -30) ;;
     mtests) el mtests  # the gpu-multinode tests: 2 simulated nodes x 1 GPU (docs/multinode.md)
       (cd $B && timeout ${MT_T:-420} ctest -L gpu-multinode --output-on-failure --timeout 300 >$OUT/ctest-gpu-multinode.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-gpu-multinode.txt | tail -30) ;;
     mbench) el mbench  # acx vs raw NCCL f32 8 B - 1 GiB: 2 simulated nodes x 1 GPU, and 1 node with NCCL's network transport forced; rounds ABBA (-r), medians

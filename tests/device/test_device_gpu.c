@@ -2,7 +2,8 @@
  * fills, cross-stream ordering through an event, managed prefetch/advise, raw pointers inline,
  * an injected illegal-address fault in process mode (executor restarted, generation bumped,
  * stale buffers rejected, new work correct, this process unharmed) and in inline mode
- * (ACX_ERR_DEVICE_FATAL and a clear message; run in a child process, which it poisons). */
+ * (ACX_ERR_DEVICE_FATAL and a clear message; run in a child process, which it poisons); a host
+ * region freed while a stream is blocked (the executor's loop answers at once). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <spawn.h>
@@ -15,6 +16,7 @@
 #include "acx/device.h"
 #include "acx_test.h"
 #include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
 
 extern char **environ;
 
@@ -228,6 +230,43 @@ static void test_fault_inline_mode(void) {
   ACX_ASSERT_STATUS(acx_device_ping(dev, T), ACX_OK); /* the parent's device is untouched */
 }
 
+/* acx_host_free while a stream is blocked behind a device-side wait for a flag nobody has raised
+ * yet (as a channel's transfer waits for its peer's executor): the executor answers at once and
+ * unpins the region once the stream has moved on. It used to wait for every stream in its loop,
+ * for up to ACX_EXEC_TIMEOUT_MS, serving nothing (the free then failed with a timeout), and two
+ * executors each waiting for the other's transfer never moved again (the resilient example's
+ * teardown hung in acx_remote_stop on the 4-GPU host). */
+static void test_host_free_behind_blocked_stream(void) {
+  acx_host_mem_t *flag = NULL, *h = NULL, *h2 = NULL;
+  ACX_ASSERT_STATUS(acx_host_alloc(dev, 4096, &flag), ACX_OK);
+  ACX_ASSERT_STATUS(acx_host_alloc(dev, 1u << 20, &h), ACX_OK);
+  ACX_ASSERT_STATUS(acx_host_alloc(dev, 1u << 20, &h2), ACX_OK);
+  void *p = NULL;
+  size_t nb = 0;
+  ACX_ASSERT_STATUS(acx_host_mem_ptr(flag, &p, &nb), ACX_OK);
+  volatile uint32_t *word = p;
+  *word = 0;
+  acxi_cmd_t cmd = {.op = ACXI_OP_WAIT_VALUE, .stream = 0, .arg = {flag->id, 1, 0}};
+  ACX_ASSERT_STATUS(acxi_device_call(dev, &cmd, NULL, 0, 0, -1, -1, NULL), ACX_OK); /* stream 0 now waits */
+  ACX_ASSERT_STATUS(acx_host_free(h), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T), ACX_OK); /* the loop serves */
+  ACX_ASSERT_STATUS(acx_host_free(h2), ACX_OK);        /* a second one behind the same wait */
+  acx_future_t *f = NULL;
+  acx_buffer_t *b = alloc(4096, ACX_DTYPE_U8, ACX_MEM_DEVICE);
+  ACX_ASSERT_STATUS(acx_buffer_fill_async(b, 0, ACX_WHOLE, 7, 1, 0, &f), ACX_OK); /* queued behind the wait */
+  CU_ASSERT_EQUAL(acx_future_wait(f, 200000000LL, NULL, 0, NULL), ACX_ERR_TIMEOUT); /* still blocked */
+  __atomic_store_n(word, 1u, __ATOMIC_RELEASE);
+  ACX_ASSERT_STATUS(acx_future_wait(f, T, NULL, 0, NULL), ACX_OK);
+  acx_future_release(f);
+  ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACX_STREAM_ALL, T), ACX_OK);
+  unsigned char got[4096];
+  ACX_ASSERT_STATUS(acx_buffer_read(b, 0, got, sizeof got, 0, T), ACX_OK);
+  CU_ASSERT(got[0] == 7 && got[4095] == 7);
+  acx_buffer_release(b);
+  ACX_ASSERT_STATUS(acx_host_free(flag), ACX_OK);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, T), ACX_OK);
+}
+
 static int gpu_present(void) {
   const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
   if (cvd && (!*cvd || !strcmp(cvd, "-1"))) return 0;
@@ -261,6 +300,7 @@ int main(int argc, char **argv) {
   static const acx_test_case_t cases[] = {ACX_TEST(test_random_roundtrip), ACX_TEST(test_fill_widths),
                                           ACX_TEST(test_cross_stream_order), ACX_TEST(test_managed),
                                           ACX_TEST(test_fault_process_mode), ACX_TEST(test_fault_inline_mode),
+                                          ACX_TEST(test_host_free_behind_blocked_stream),
                                           ACX_TEST_END};
   return acx_test_run("device-gpu", cases, setup, teardown);
 }
