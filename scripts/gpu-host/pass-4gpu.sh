@@ -14,7 +14,7 @@ OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; 
 (CUDA_VISIBLE_DEVICES=2,3 OUT=$R/e CTEST_R="resilient_allreduce_cuda_np2|test_remote_cuda_np2|test_rebuild_cuda_np2" CTEST_T=300 bash $B ctestr > $R/c-res.txt 2>&1) &
 wait
 # 2. the own all-reduce beside raw NCCL at NG and 2 GPUs
-OUT=$R/d PEER_NOTEST=1 PEER_REPS=2 PEER_NPS="$NG 2" PEER_F=2 bash $B peer > $R/d-peer.txt 2>&1
+OUT=$R/d PEER_NOTEST=1 PEER_REPS=2 PEER_NPS="$NG 2" PEER_F=2 bash $B peer pfloor > $R/d-peer.txt 2>&1
 # 3. the rebuild with the new default (NCCL_CUMEM_ENABLE unset: the executor makes it 0)
 OUT=$R/b SRB_REPS=2 bash $B srb > $R/b-srb.txt 2>&1
 # 4. every other gpu / gpu-mpi test, in two halves on two GPU pairs
