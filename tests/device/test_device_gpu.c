@@ -246,8 +246,10 @@ static void test_host_free_behind_blocked_stream(void) {
   ACX_ASSERT_STATUS(acx_host_mem_ptr(flag, &p, &nb), ACX_OK);
   volatile uint32_t *word = p;
   *word = 0;
+  /* Stream 0 waits from here; the command's reply comes once the stream has passed it. */
   acxi_cmd_t cmd = {.op = ACXI_OP_WAIT_VALUE, .stream = 0, .arg = {flag->id, 1, 0}};
-  ACX_ASSERT_STATUS(acxi_device_call(dev, &cmd, NULL, 0, 0, -1, -1, NULL), ACX_OK); /* stream 0 now waits */
+  acx_future_t *w = NULL;
+  ACX_ASSERT_STATUS(acxi_device_submit(dev, &cmd, NULL, 0, 0, -1, acxi_deadline(T), &w), ACX_OK);
   ACX_ASSERT_STATUS(acx_host_free(h), ACX_OK);
   ACX_ASSERT_STATUS(acx_device_ping(dev, T), ACX_OK); /* the loop serves */
   ACX_ASSERT_STATUS(acx_host_free(h2), ACX_OK);        /* a second one behind the same wait */
@@ -256,7 +258,9 @@ static void test_host_free_behind_blocked_stream(void) {
   ACX_ASSERT_STATUS(acx_buffer_fill_async(b, 0, ACX_WHOLE, 7, 1, 0, &f), ACX_OK); /* queued behind the wait */
   CU_ASSERT_EQUAL(acx_future_wait(f, 200000000LL, NULL, 0, NULL), ACX_ERR_TIMEOUT); /* still blocked */
   __atomic_store_n(word, 1u, __ATOMIC_RELEASE);
+  ACX_ASSERT_STATUS(acx_future_wait(w, T, NULL, 0, NULL), ACX_OK);
   ACX_ASSERT_STATUS(acx_future_wait(f, T, NULL, 0, NULL), ACX_OK);
+  acx_future_release(w);
   acx_future_release(f);
   ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACX_STREAM_ALL, T), ACX_OK);
   unsigned char got[4096];
