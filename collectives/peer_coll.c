@@ -33,6 +33,7 @@ struct acxc_peer {
   acx_host_mem_t *ctlmem;               /* the control block, kept across rebuilds */
   acxp_ctl_t *ctl;
   uint64_t slot_bytes;                  /* every rank's: the smallest ACX_COLL_PEER_MAX_KB */
+  uint64_t ll_bytes;                    /* every rank's: the smallest ACX_COLL_PEER_LL_KB */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
                                            worker path: the worker's) */
   _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
@@ -85,10 +86,14 @@ static void release(acxc_peer_t *p) {
 /* This rank's half of the set-up; the caller agrees with the others afterwards. */
 static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   acx_device_t *dev = c->dev;
-  size_t area = (size_t)ACXP_SLOT_OFF(2, p->slot_bytes);
+  size_t area = (size_t)ACXP_AREA_BYTES(p->slot_bytes);
   acx_status_t st = acxi_buffer_alloc_shareable(dev, area, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->mine);
-  /* Flags start at 0: operation numbers start at 1. */
+  /* Flags and lines start at 0: operation numbers start at 1 (a line left by an earlier user of
+   * the memory could carry the number waited for). */
   if (st == ACX_OK) st = acx_buffer_fill(p->mine, 0, ACXP_FLAG_BYTES, 0, 4, 0, acxi_left_ns(deadline));
+  if (st == ACX_OK)
+    st = acx_buffer_fill(p->mine, ACXP_LL_OFF(0, 0, p->slot_bytes), ACXP_LL_REGION_BYTES, 0, 4, 0,
+                         acxi_left_ns(deadline));
   acxi_ipc_handle_t h;
   memset(&h, 0, sizeof h);
   if (st == ACX_OK) st = acxi_buffer_ipc_export(p->mine, &h, acxi_left_ns(deadline));
@@ -126,6 +131,7 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   memset(p->ctl, 0, sizeof *p->ctl);
   p->ctl->magic = ACXP_CTL_MAGIC;
   p->ctl->slot_bytes = p->slot_bytes;
+  p->ctl->ll_bytes = p->ll_bytes;
   for (int q = 0; q < c->size; q++) p->ctl->area[q] = q == c->rank ? p->mine->id : p->imp[q]->id;
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
   uint64_t id = acxc_next_comm_id();
@@ -155,6 +161,12 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   acxc_peer_t *p = c->peer;
   if (!p && !(p = c->peer = calloc(1, sizeof *p))) return ACX_ERR_NO_MEMORY;
   p->slot_bytes = (uint64_t)lo * 1024;
+  /* The small-message variant's limit: the smallest any rank has (a second agreement). */
+  int64_t llkb = acxi_param_int("ACX_COLL_PEER_LL_KB");
+  int llmine = llkb <= 0 ? 0 : llkb > ACXP_LL_MAX / 1024 ? ACXP_LL_MAX / 1024 : (int)llkb, lllo = 0;
+  ag = acxc_coll_agree_min(c, llmine, &lllo);
+  if (ag != ACX_OK) return ag;
+  p->ll_bytes = lllo > 0 ? (uint64_t)lllo * 1024 : 0;
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   if (local != ACX_OK && local != ACX_ERR_PEER_LOST)

@@ -52,6 +52,7 @@ typedef struct pset {
   acxp_ctl_t *ctl_dev; /* the same, as the GPU addresses it (cuda) */
   unsigned char *area[ACXP_MAX_RANKS];
   uint64_t slot_bytes;
+  uint64_t ll_bytes; /* cuda: all-reduces of at most this many bytes push lines (peer_ops.h) */
   acx_status_t failed; /* the first failure: later operations fail with it at once */
   pend_t pv[ACXP_PENDING];
   unsigned phead, pcount;
@@ -128,9 +129,11 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   }
   acxp_ctl_t *ctl = cp;
   st = ACX_ERR_INVALID_ARG;
-  if (ctl->magic != ACXP_CTL_MAGIC || ctl->slot_bytes == 0 || ctl->slot_bytes % 16) {
-    ACX_WARN(COLL, "peer SETUP: the control block has magic %#" PRIx64 " and slot_bytes %" PRIu64
-             " (need %#llx and a multiple of 16)", ctl->magic, ctl->slot_bytes, (unsigned long long)ACXP_CTL_MAGIC);
+  if (ctl->magic != ACXP_CTL_MAGIC || ctl->slot_bytes == 0 || ctl->slot_bytes % 16 || ctl->ll_bytes % 8 ||
+      ctl->ll_bytes > ACXP_LL_MAX) {
+    ACX_WARN(COLL, "peer SETUP: the control block has magic %#" PRIx64 ", slot_bytes %" PRIu64 " and ll_bytes %" PRIu64
+             " (need %#llx, a multiple of 16 and a multiple of 8 up to %d)", ctl->magic, ctl->slot_bytes,
+             ctl->ll_bytes, (unsigned long long)ACXP_CTL_MAGIC, ACXP_LL_MAX);
     goto out;
   }
   pset_t *s = calloc(1, sizeof *s);
@@ -143,13 +146,14 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   s->rank = r;
   s->ctl = s->ctl_dev = ctl;
   s->slot_bytes = ctl->slot_bytes;
+  s->ll_bytes = ctl->ll_bytes;
   for (int q = 0; q < n; q++) {
     void *p = NULL;
     uint64_t bytes = 0;
     st = api->buffer(e, ctl->area[q], &p, &bytes);
-    if (st != ACX_OK || bytes < ACXP_SLOT_OFF(2, s->slot_bytes)) {
+    if (st != ACX_OK || bytes < ACXP_AREA_BYTES(s->slot_bytes)) {
       ACX_WARN(COLL, "peer SETUP: the area of rank %d (buffer %" PRIu64 ") %s", q, ctl->area[q],
-               st != ACX_OK ? "is unknown here" : "is smaller than the flags and two data slots");
+               st != ACX_OK ? "is unknown here" : "is smaller than the flags, two data slots and the lines");
       if (st == ACX_OK) st = ACX_ERR_INVALID_ARG;
       free(s);
       goto out;
@@ -221,16 +225,16 @@ static void destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, co
 #define NOT_YET ((acx_status_t)-1)
 
 /* ACX_OK once flag [p][0] of this rank's area has reached seq for every peer p, NOT_YET before; the abort word's status, or ACX_ERR_COLL_TIMEOUT past the deadline. Never waits. */
-static acx_status_t host_ready(pset_t *s, uint32_t seq, int64_t deadline_ns) {
+static acx_status_t host_ready(pset_t *s, uint64_t seq, int64_t deadline_ns) {
   unsigned char *own = s->area[s->rank];
   for (int p = 0; p < s->nranks; p++) {
     if (p == s->rank) continue;
-    _Atomic uint32_t *f = (_Atomic uint32_t *)(void *)(own + ACXP_FLAG_OFF(p, 0));
-    if ((int32_t)(atomic_load_explicit(f, memory_order_acquire) - seq) >= 0) continue;
+    _Atomic uint64_t *f = (_Atomic uint64_t *)(void *)(own + ACXP_FLAG_OFF(p, 0));
+    if ((int64_t)(atomic_load_explicit(f, memory_order_acquire) - seq) >= 0) continue;
     int32_t ab = atomic_load_explicit(&s->ctl->abort, memory_order_relaxed);
     if (ab) return (acx_status_t)ab;
     if (acxi_now_ns() >= deadline_ns) {
-      ACX_WARN(COLL, "peer all-reduce %" PRIu32 ": rank %d's data did not come by the deadline", seq, p);
+      ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": rank %d's data did not come by the deadline", seq, p);
       return ACX_ERR_COLL_TIMEOUT;
     }
     return NOT_YET;
@@ -313,14 +317,14 @@ static void host_reduce(pset_t *s, uint64_t doff, void *out, uint64_t count, uin
 /* Steps 1 and 2 of the head operation: its input into the slot, then the flags (release) into
  * every peer's area. */
 static void host_start(pset_t *s, pend_t *pd) {
-  uint32_t seq = (uint32_t)pd->cmd.arg[3];
+  uint64_t seq = pd->cmd.arg[3];
   uint64_t doff = ACXP_SLOT_OFF(seq & 1u, s->slot_bytes);
   int64_t ms = (int64_t)pd->cmd.arg[4];
   pd->deadline = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
   memcpy(s->area[s->rank] + doff, pd->in, pd->cmd.bytes * pd->es);
   for (int p = 0; p < s->nranks; p++)
     if (p != s->rank)
-      atomic_store_explicit((_Atomic uint32_t *)(void *)(s->area[p] + ACXP_FLAG_OFF(s->rank, 0)), seq,
+      atomic_store_explicit((_Atomic uint64_t *)(void *)(s->area[p] + ACXP_FLAG_OFF(s->rank, 0)), seq,
                             memory_order_release);
   pd->started = 1;
 }
@@ -393,7 +397,7 @@ static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_
   unsigned idx = (s->phead + s->pcount) % ACXP_PENDING;
   atomic_store_explicit(&s->ctl->status[idx], 0, memory_order_relaxed);
   acxk_peer_args_t a = {.send = in, .recv = out, .count = cmd->bytes, .nranks = s->nranks, .rank = s->rank,
-                        .seq = (uint32_t)cmd->arg[3], .status = (int32_t *)(void *)&s->ctl_dev->status[idx],
+                        .seq = cmd->arg[3], .status = (int32_t *)(void *)&s->ctl_dev->status[idx],
                         .abort = (const int32_t *)(const void *)&s->ctl_dev->abort};
   uint64_t doff = ACXP_SLOT_OFF(a.seq & 1u, s->slot_bytes);
   for (int q = 0; q < s->nranks; q++) {
@@ -402,6 +406,9 @@ static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_
   }
   int64_t ms = (int64_t)cmd->arg[4];
   a.timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull;
+  uint64_t bytes = cmd->bytes * elem_size(cmd->dtype);
+  a.ll = bytes <= s->ll_bytes;
+  a.ll_off = ACXP_LL_OFF(a.seq & 1u, 0, s->slot_bytes);
   cudaEvent_t ev = NULL;
   cudaError_t err = cudaSuccess;
   /* The set's operations run one after the other, whatever their streams: a slot is written again

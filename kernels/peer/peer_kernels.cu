@@ -24,21 +24,21 @@ __device__ __forceinline__ uint64_t global_ns() {
 
 // The flag protocol's two halves: a store that publishes this block's data (every thread's writes
 // before the __syncthreads that precedes it) to the whole system, and a load that sees it.
-__device__ __forceinline__ void flag_release(uint32_t *p, uint32_t v) {
+__device__ __forceinline__ void flag_release(uint64_t *p, uint64_t v) {
 #if __CUDA_ARCH__ >= 700
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 #else
   __threadfence_system();
-  *(volatile uint32_t *)p = v;
+  *(volatile uint64_t *)p = v;
 #endif
 }
 
-__device__ __forceinline__ uint32_t flag_acquire(const uint32_t *p) {
-  uint32_t v;
+__device__ __forceinline__ uint64_t flag_acquire(const uint64_t *p) {
+  uint64_t v;
 #if __CUDA_ARCH__ >= 700
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
 #else
-  v = *(volatile const uint32_t *)p;
+  v = *(volatile const uint64_t *)p;
   __threadfence_system();
 #endif
   return v;
@@ -112,20 +112,25 @@ __device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i
   using S = typename E::S;
   using A = typename E::A;
   constexpr int V = Vec<E>::V;
-  uint4 r[ACXP_MAX_RANKS];
-#pragma unroll
-  for (int q = 0; q < ACXP_MAX_RANKS; q++)
-    if (q < a.nranks) r[q] = __ldcg((const uint4 *)((const S *)a.data[q] + i));
+  // Ranks' vectors loaded in batches (all of them at once, or 8 for 8-byte types, whose
+  // comparisons would otherwise spill registers), combined in rank order.
+  constexpr int BATCH = sizeof(S) == 8 ? 8 : ACXP_MAX_RANKS;
   A acc[V];
-  const S *s0 = (const S *)&r[0];
 #pragma unroll
-  for (int j = 0; j < V; j++) acc[j] = E::up(s0[j]);
+  for (int q0 = 0; q0 < ACXP_MAX_RANKS; q0 += BATCH) {
+    if (q0 >= a.nranks) break;
+    uint4 r[BATCH];
 #pragma unroll
-  for (int q = 1; q < ACXP_MAX_RANKS; q++) {
-    if (q < a.nranks) {
-      const S *sq = (const S *)&r[q];
+    for (int k = 0; k < BATCH; k++)
+      if (q0 + k < a.nranks) r[k] = __ldcg((const uint4 *)((const S *)a.data[q0 + k] + i));
 #pragma unroll
-      for (int j = 0; j < V; j++) acc[j] = E::template comb<OP>(acc[j], E::up(sq[j]));
+    for (int k = 0; k < BATCH; k++) {
+      if (q0 + k < a.nranks) {
+        const S *sq = (const S *)&r[k];
+#pragma unroll
+        for (int j = 0; j < V; j++)
+          acc[j] = q0 + k == 0 ? E::up(sq[j]) : E::template comb<OP>(acc[j], E::up(sq[j]));
+      }
     }
   }
   uint4 o;
@@ -185,11 +190,11 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a) {
   // 2. my flag [rank][b] in every peer's area; 3. the peers' flags [p][b] in mine
   const int p = threadIdx.x;
   if (p < a.nranks && p != a.rank) {
-    flag_release((uint32_t *)(a.flags[p] + ACXP_FLAG_OFF(a.rank, b)), a.seq);
-    const uint32_t *f = (const uint32_t *)(a.flags[a.rank] + ACXP_FLAG_OFF(p, b));
+    flag_release((uint64_t *)(a.flags[p] + ACXP_FLAG_OFF(a.rank, b)), a.seq);
+    const uint64_t *f = (const uint64_t *)(a.flags[a.rank] + ACXP_FLAG_OFF(p, b));
     const uint64_t start = global_ns();
     for (unsigned spin = 0;; spin++) {
-      if ((int32_t)(flag_acquire(f) - a.seq) >= 0) break;
+      if ((int64_t)(flag_acquire(f) - a.seq) >= 0) break;
       if ((spin & 255) == 255) {
         int32_t ab = *(volatile const int32_t *)a.abort;  // host memory: looked at now and then
         if (ab) {
@@ -219,10 +224,138 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a) {
   for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) reduce_one<E, OP>(a, i, out);
 }
 
+
+// The small-message variant (runtime/proto/peer_ops.h): one 16-byte line per 8 bytes of data,
+// {4 data bytes, s, 4 data bytes, s}, stored whole into every peer's area and polled for in this
+// rank's own. Each thread has one line: it pushes its 8 input bytes to every peer, then takes the
+// line of every rank in order 0..n-1 (its own from its registers) and writes its 8 output bytes.
+__device__ __forceinline__ void ll_store(void *p, uint32_t d0, uint32_t d1, uint32_t f) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(d0), "r"(f), "r"(d1), "r"(f)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 ll_load(const void *p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+template <typename E, int OP>
+__global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a) {
+  using S = typename E::S;
+  using A = typename E::A;
+  constexpr int V = 8 / sizeof(S);  // elements per line
+  union Line {
+    uint32_t w[2];
+    S e[V];
+    unsigned char b[8];
+  };
+  const uint64_t bytes = a.count * sizeof(S), lines = (bytes + 7) / 8;
+  const uint64_t l = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, b0 = l * 8;
+  const bool active = l < lines;
+  const int nb = !active ? 0 : bytes - b0 < 8 ? (int)(bytes - b0) : 8;  // the last line may be short
+  const uint32_t f = (uint32_t)(a.seq % 0xffffffffull) + 1u;             // never 0: a cleared line
+  __shared__ int32_t fail;
+  if (threadIdx.x == 0) fail = 0;
+  __syncthreads();
+
+  // 1. my line to every peer
+  Line mine;
+  mine.w[0] = mine.w[1] = 0;
+  if (active) {
+    const unsigned char *in = (const unsigned char *)a.send + b0;
+    if (nb == 8 && ((uintptr_t)in & 7u) == 0) {
+      uint2 v = *(const uint2 *)in;
+      mine.w[0] = v.x;
+      mine.w[1] = v.y;
+    } else {
+      for (int i = 0; i < nb; i++) mine.b[i] = in[i];
+    }
+    for (int p = 0; p < a.nranks; p++)
+      if (p != a.rank)
+        ll_store(a.flags[p] + a.ll_off + (uint64_t)a.rank * ACXP_LL_SRC_BYTES + l * 16, mine.w[0], mine.w[1], f);
+  }
+
+  // 2. every rank's line, in rank order, reduced as it comes
+  A acc[V];
+  bool ok = active;
+  for (int q = 0; ok && q < a.nranks; q++) {
+    Line got;
+    if (q == a.rank) {
+      got = mine;
+    } else {
+      unsigned char *src = a.flags[a.rank] + a.ll_off + (uint64_t)q * ACXP_LL_SRC_BYTES + l * 16;
+      const uint64_t start = global_ns();
+      uint4 v;
+      for (unsigned spin = 0;; spin++) {
+        v = ll_load(src);
+        if (v.y == f && v.w == f) break;
+        if ((spin & 255) == 255) {
+          int32_t ab = *(volatile const int32_t *)a.abort;  // host memory: looked at now and then
+          if (!ab && global_ns() - start > a.timeout_ns) ab = ACX_ERR_COLL_TIMEOUT;
+          if (!ab) ab = *(volatile int32_t *)&fail;  // another thread of the block gave up
+          if (ab) {
+            fail = ab;
+            ok = false;
+            break;
+          }
+        }
+      }
+      if (!ok) break;
+      got.w[0] = v.x;
+      got.w[1] = v.z;
+      ll_store(src, 0, 0, 0);  // read: cleared before q can write it again (peer_ops.h)
+    }
+    if (!ok) break;
+#pragma unroll
+    for (int j = 0; j < V; j++) acc[j] = q == 0 ? E::up(got.e[j]) : E::template comb<OP>(acc[j], E::up(got.e[j]));
+  }
+
+  // 3. my 8 bytes of the output
+  if (ok) {
+    Line o;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+      if constexpr (OP == ACX_REDOP_AVG) o.e[j] = E::fin(acc[j], a.nranks);
+      else o.e[j] = E::down(acc[j]);
+    }
+    unsigned char *out = (unsigned char *)a.recv + b0;
+    if (nb == 8 && ((uintptr_t)out & 7u) == 0) *(uint2 *)out = make_uint2(o.w[0], o.w[1]);
+    else
+      for (int i = 0; i < nb; i++) out[i] = o.b[i];
+  }
+  __syncthreads();
+  if (fail && threadIdx.x == 0) {
+    *(volatile int32_t *)a.status = fail;
+    __threadfence_system();
+  }
+}
+
 // Blocks: one per 8 KiB of data (one 16-byte vector per thread), at most ACXP_MAX_BLOCKS (each
 // block waits for its own flags).
 template <typename E>
+cudaError_t launch_ll(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
+  // One thread per 8-byte line, whole warps, at most kThreads per block.
+  uint64_t lines = (a->count * sizeof(typename E::S) + 7) / 8;
+  unsigned threads = lines >= kThreads ? kThreads : (unsigned)((lines + 31) / 32 * 32);
+  dim3 grid((unsigned)((lines + threads - 1) / threads)), block(threads);
+  switch (op) {
+    case ACX_REDOP_SUM: one_shot_ll<E, ACX_REDOP_SUM><<<grid, block, 0, stream>>>(*a); break;
+    case ACX_REDOP_PROD: one_shot_ll<E, ACX_REDOP_PROD><<<grid, block, 0, stream>>>(*a); break;
+    case ACX_REDOP_MAX: one_shot_ll<E, ACX_REDOP_MAX><<<grid, block, 0, stream>>>(*a); break;
+    case ACX_REDOP_MIN: one_shot_ll<E, ACX_REDOP_MIN><<<grid, block, 0, stream>>>(*a); break;
+    case ACX_REDOP_AVG: one_shot_ll<E, ACX_REDOP_AVG><<<grid, block, 0, stream>>>(*a); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+template <typename E>
 cudaError_t launch(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
+  if (a->ll) return launch_ll<E>(a, op, stream);
   uint64_t bytes = a->count * sizeof(typename E::S);
   uint64_t nb = (bytes + kThreads * 16 - 1) / (kThreads * 16);
   if (nb > ACXP_MAX_BLOCKS) nb = ACXP_MAX_BLOCKS;

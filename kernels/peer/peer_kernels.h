@@ -26,7 +26,9 @@ typedef struct acxk_peer_args {
   int32_t *status;                  /* pinned host word: the kernel's failure (0: none) */
   const int32_t *abort;             /* pinned host word: nonzero makes waiting blocks leave */
   int32_t nranks, rank;
-  uint32_t seq;
+  uint64_t seq;                     /* the operation number s */
+  int32_t ll;                       /* 1: the small-message variant (lines pushed to the peers) */
+  uint64_t ll_off;                  /* its lines from rank 0 for this operation's parity, in an area */
 } acxk_peer_args_t;
 
 /* Launches the one-shot all-reduce (runtime/proto/peer_ops.h) of a->count elements of `dtype` with

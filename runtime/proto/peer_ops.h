@@ -31,12 +31,33 @@
 
 #define ACXP_MAX_RANKS 16    /* ranks of one set (the ranks of one node) */
 #define ACXP_MAX_BLOCKS 32   /* blocks (CUDA thread blocks; the host kind uses one) per operation */
-#define ACXP_FLAG_BYTES 4096 /* flags: uint32_t [ACXP_MAX_RANKS][ACXP_MAX_BLOCKS], padded */
+#define ACXP_FLAG_BYTES 4096 /* flags: uint64_t [ACXP_MAX_RANKS][ACXP_MAX_BLOCKS] */
 #define ACXP_PENDING 256     /* operations of one set in flight in the executor */
 
 /* Byte offset of flag [from][block] in an area, of data slot k. */
-#define ACXP_FLAG_OFF(from, block) ((uint64_t)(((from) * ACXP_MAX_BLOCKS + (block)) * 4))
+#define ACXP_FLAG_OFF(from, block) ((uint64_t)(((from) * ACXP_MAX_BLOCKS + (block)) * 8))
 #define ACXP_SLOT_OFF(k, slot_bytes) ((uint64_t)ACXP_FLAG_BYTES + (uint64_t)(k) * (slot_bytes))
+
+/* The small-message variant (CUDA only; the host kind always takes the protocol above): for an
+ * all-reduce of at most the set's ll_bytes (<= ACXP_LL_MAX), each rank *pushes* its input into
+ * every peer's area, in 16-byte lines of {4 data bytes, s, 4 data bytes, s} (s: the operation
+ * number, as NCCL's LL protocol does), each line one store; the receiver polls the lines in its own
+ * area until both halves carry s, then reduces over ranks 0..n-1 in that order, as above. One
+ * NVLink latency instead of two (no flag after the data, no remote read) and no system-scope
+ * fence: a half line is written whole, so its flag says its data is there. Lines from rank q for
+ * operation s sit at ACXP_LL_OFF(s % 2, q, slot_bytes) + 16 * line of the receiver's area; they
+ * are rewritten by operation s + 2, which q starts only after its operation s + 1, which needs
+ * this rank's pushes of s + 1, which it makes only after its operation s has finished: two
+ * parities suffice. The receiver clears each line once it has read it, and a line's flag is
+ * s mod (2^32 - 1) + 1, never 0: a line carries the flag waited for only when it was written for
+ * this operation, however long the set runs. (The one-shot's flags above are 64-bit and only
+ * grow: a block left unused for 2^31 operations can never look ready.) */
+#define ACXP_LL_MAX 16384                       /* data bytes of the largest such all-reduce */
+#define ACXP_LL_SRC_BYTES (2 * ACXP_LL_MAX)     /* one source's lines */
+#define ACXP_LL_OFF(parity, from, slot_bytes) \
+  (ACXP_SLOT_OFF(2, slot_bytes) + (uint64_t)((parity) * ACXP_MAX_RANKS + (from)) * ACXP_LL_SRC_BYTES)
+#define ACXP_AREA_BYTES(slot_bytes) ACXP_LL_OFF(2, 0, slot_bytes) /* flags, two slots, the lines */
+#define ACXP_LL_REGION_BYTES ((uint64_t)2 * ACXP_MAX_RANKS * ACXP_LL_SRC_BYTES)
 
 /* The rest is C (the CUDA kernel needs only the layout above). */
 #ifndef __cplusplus
@@ -44,7 +65,7 @@
 
 #include "runtime/proto/limits.h"
 
-_Static_assert(ACXP_MAX_RANKS * ACXP_MAX_BLOCKS * 4 <= ACXP_FLAG_BYTES, "the flags fit their part of the area");
+_Static_assert(ACXP_MAX_RANKS * ACXP_MAX_BLOCKS * 8 <= ACXP_FLAG_BYTES, "the flags fit their part of the area");
 
 typedef enum acxp_op {
   ACXP_OP_SETUP = 0x400,     /* arg[0] = set id (per rank process, never 0), arg[1] = nranks, arg[2] =
@@ -70,6 +91,8 @@ _Static_assert(ACXP_OP_SETUP >= ACXP_OP_FIRST && ACXP_OP_FENCE <= ACXP_OP_LAST,
 typedef struct acxp_ctl {
   uint64_t magic;
   uint64_t slot_bytes;            /* bytes of one data slot of every area */
+  uint64_t ll_bytes;              /* all-reduces of at most this many bytes take the small-message
+                                     variant on CUDA (0: none; a multiple of 8, <= ACXP_LL_MAX) */
   uint64_t area[ACXP_MAX_RANKS];  /* buffer ids in this rank's executor: [rank] its own area, the
                                      others the peers' areas imported */
   /* Nonzero (an acx_status_t): operations waiting for peers leave at once with it. The rank sets

@@ -38,8 +38,9 @@ static const uint64_t SET = 77;
 
 static void setup_set(void) {
   for (int r = 0; r < NR; r++) {
-    ACX_ASSERT_STATUS(acxi_buffer_alloc_shareable(dev[r], ACXP_SLOT_OFF(2, SLOT), ACX_DTYPE_BYTE, T, &area[r]), ACX_OK);
+    ACX_ASSERT_STATUS(acxi_buffer_alloc_shareable(dev[r], ACXP_AREA_BYTES(SLOT), ACX_DTYPE_BYTE, T, &area[r]), ACX_OK);
     ACX_ASSERT_STATUS(acx_buffer_fill(area[r], 0, ACXP_FLAG_BYTES, 0, 4, 0, T), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_fill(area[r], ACXP_LL_OFF(0, 0, SLOT), ACXP_LL_REGION_BYTES, 0, 4, 0, T), ACX_OK);
   }
   for (int r = 0; r < NR; r++) {
     acxi_ipc_handle_t h;
@@ -56,6 +57,7 @@ static void setup_set(void) {
     memset(ctl[r], 0, sizeof *ctl[r]);
     ctl[r]->magic = ACXP_CTL_MAGIC;
     ctl[r]->slot_bytes = SLOT;
+    ctl[r]->ll_bytes = ACXP_LL_MAX; /* on a GPU up to 16 KiB push lines; the host kind ignores it */
     for (int q = 0; q < NR; q++) ctl[r]->area[q] = q == r ? area[r]->id : imp[r][q]->id;
     acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET, NR, (uint64_t)r, ctlmem[r]->id}};
     ACX_ASSERT_STATUS(acxi_device_call(dev[r], &cmd, NULL, 0, 0, -1, T, NULL), ACX_OK);
@@ -174,9 +176,10 @@ static const acx_dtype_t types[] = {ACX_DTYPE_I8,  ACX_DTYPE_U8,  ACX_DTYPE_I32,
 
 static void test_every_dtype_and_op(void) {
   const int all[NR] = {1, 1, 1};
-  /* 1 element; an odd count; a third of a slot and a bit (a GPU splits it into blocks whose last
-   * one is short); a full slot of bytes. */
-  const size_t counts[] = {1, 1027};
+  /* 1 element; an odd count; the largest and the smallest count of the GPU's two variants' border
+   * (lines up to ACXP_LL_MAX bytes, the one-shot above); a third of a slot and a bit (a GPU splits
+   * it into blocks whose last one is short); a full slot of bytes. */
+  const size_t counts[] = {1, 1027, 0, 0};
   void *in[NR], *out = malloc(SLOT), *want = malloc(SLOT);
   for (int r = 0; r < NR; r++) in[r] = malloc(SLOT);
   size_t bad_cases = 0;
@@ -185,7 +188,8 @@ static void test_every_dtype_and_op(void) {
       for (size_t k = 0; k < sizeof counts / sizeof counts[0] + 2; k++)
         for (int inplace = 0; inplace < 2; inplace++) {
           acx_dtype_t d = types[t];
-          size_t es = acx_dtype_size(d), n = k < 2 ? counts[k] : k == 2 ? SLOT / es / 3 + 5 : SLOT / es;
+          size_t es = acx_dtype_size(d), n = k < 2 ? counts[k] : k == 2 ? ACXP_LL_MAX / es : k == 3 ? ACXP_LL_MAX / es + 1
+                                           : k == 4 ? SLOT / es / 3 + 5 : SLOT / es;
           acx_buffer_t *s[NR], *o[NR];
           for (int r = 0; r < NR; r++) {
             fill_input(in[r], d, r, n);
