@@ -334,20 +334,15 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a) {
   }
 }
 
-// Blocks: one per 8 KiB of data (one 16-byte vector per thread), at most ACXP_MAX_BLOCKS (each
-// block waits for its own flags).
-template <typename E>
-cudaError_t launch_ll(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
-  // One thread per 8-byte line, whole warps, at most kThreads per block.
-  uint64_t lines = (a->count * sizeof(typename E::S) + 7) / 8;
-  unsigned threads = lines >= kThreads ? kThreads : (unsigned)((lines + 31) / 32 * 32);
-  dim3 grid((unsigned)((lines + threads - 1) / threads)), block(threads);
+// Calls launch(std::integral_constant<int, OP>) for the op: the kernels are templates on it.
+template <typename L>
+cudaError_t by_op(int op, L launch) {
   switch (op) {
-    case ACX_REDOP_SUM: one_shot_ll<E, ACX_REDOP_SUM><<<grid, block, 0, stream>>>(*a); break;
-    case ACX_REDOP_PROD: one_shot_ll<E, ACX_REDOP_PROD><<<grid, block, 0, stream>>>(*a); break;
-    case ACX_REDOP_MAX: one_shot_ll<E, ACX_REDOP_MAX><<<grid, block, 0, stream>>>(*a); break;
-    case ACX_REDOP_MIN: one_shot_ll<E, ACX_REDOP_MIN><<<grid, block, 0, stream>>>(*a); break;
-    case ACX_REDOP_AVG: one_shot_ll<E, ACX_REDOP_AVG><<<grid, block, 0, stream>>>(*a); break;
+    case ACX_REDOP_SUM: launch(std::integral_constant<int, ACX_REDOP_SUM>{}); break;
+    case ACX_REDOP_PROD: launch(std::integral_constant<int, ACX_REDOP_PROD>{}); break;
+    case ACX_REDOP_MAX: launch(std::integral_constant<int, ACX_REDOP_MAX>{}); break;
+    case ACX_REDOP_MIN: launch(std::integral_constant<int, ACX_REDOP_MIN>{}); break;
+    case ACX_REDOP_AVG: launch(std::integral_constant<int, ACX_REDOP_AVG>{}); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -355,21 +350,21 @@ cudaError_t launch_ll(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
 
 template <typename E>
 cudaError_t launch(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
-  if (a->ll) return launch_ll<E>(a, op, stream);
   uint64_t bytes = a->count * sizeof(typename E::S);
+  if (a->ll) {
+    // The small-message kernel: one thread per 8-byte line, whole warps, at most kThreads a block.
+    uint64_t lines = (bytes + 7) / 8;
+    unsigned threads = lines >= kThreads ? kThreads : (unsigned)((lines + 31) / 32 * 32);
+    dim3 grid((unsigned)((lines + threads - 1) / threads)), block(threads);
+    return by_op(op, [&](auto o) { one_shot_ll<E, decltype(o)::value><<<grid, block, 0, stream>>>(*a); });
+  }
+  // The one-shot: one block per 8 KiB of data (one 16-byte vector per thread), at most
+  // ACXP_MAX_BLOCKS (each block waits for its own flags).
   uint64_t nb = (bytes + kThreads * 16 - 1) / (kThreads * 16);
   if (nb > ACXP_MAX_BLOCKS) nb = ACXP_MAX_BLOCKS;
   if (nb == 0) nb = 1;
   dim3 grid((unsigned)nb), block(kThreads);
-  switch (op) {
-    case ACX_REDOP_SUM: one_shot<E, ACX_REDOP_SUM><<<grid, block, 0, stream>>>(*a); break;
-    case ACX_REDOP_PROD: one_shot<E, ACX_REDOP_PROD><<<grid, block, 0, stream>>>(*a); break;
-    case ACX_REDOP_MAX: one_shot<E, ACX_REDOP_MAX><<<grid, block, 0, stream>>>(*a); break;
-    case ACX_REDOP_MIN: one_shot<E, ACX_REDOP_MIN><<<grid, block, 0, stream>>>(*a); break;
-    case ACX_REDOP_AVG: one_shot<E, ACX_REDOP_AVG><<<grid, block, 0, stream>>>(*a); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return by_op(op, [&](auto o) { one_shot<E, decltype(o)::value><<<grid, block, 0, stream>>>(*a); });
 }
 
 }  // namespace
