@@ -125,12 +125,13 @@ for step in "$@"; do
         env $RB_ENV timeout 180 $SIM $d/$t --cuda >$OUT/smn-$t.txt 2>&1; echo "2 nodes x $((NG / 2)) GPUs: $t rc=$?"; grep -E "Run Summary|tests  |asserts" $OUT/smn-$t.txt | head -3; done
       env $RB_ENV SIM_MPIEXEC_GPUS_PER_NODE=$((NG / 2)) SIM_MPIEXEC_MAP_BY=slot timeout 320 $S/tests/rebuild/resilient_test.sh $B/examples/resilient_allreduce $S/tests/multinode/sim_mpiexec.sh $NG 17 --iters 40 --n 1048576 --cuda --fault inject >$OUT/smn-res.txt 2>&1; echo "resilient rc=$?"; grep -E "identical|differ|rebuild\(s\)" $OUT/smn-res.txt | sort -u | head -6
       timeout 200 $SIM $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 1G -f 8 -n 10 -w 3 -d float >$OUT/smn-bench.txt 2>&1; echo "bench rc=$?"; grep -E "nodes:|^ +[0-9]+ " $OUT/smn-bench.txt ;;
-    peer) el peer  # acx's own all-reduce (ACX_COLL_PEER=1): its GPU tests, then 8 B - 256 KiB with the own path on and off beside raw NCCL, interleaved rounds (PEER_REPS)
+    peer) el peer  # acx's own all-reduce (ACX_COLL_PEER=1): its GPU tests (not with PEER_NOTEST), then 8 B - 256 KiB beside raw NCCL: own path with and without its small-message kernel, NCCL path (PEER_V), at PEER_NPS ranks, interleaved rounds (PEER_REPS)
       [ -n "${PEER_NOTEST:-}" ] || (cd $B && timeout 400 ctest -R "peer" -L gpu --output-on-failure --timeout 200 >$OUT/ctest-peer.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|differs|wrong|^ +[0-9]+\. " $OUT/ctest-peer.txt | tail -30)
-      for rep in $(seq ${PEER_REPS:-3}); do for np in ${PEER_NPS:-$NG}; do for on in 1 0; do
-        ACX_COLL_PEER=$on ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 90 mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 256K -f ${PEER_F:-4} -n 200 -w 20 -d float >$OUT/peer-$np-$on-$rep.txt 2>&1; echo "np=$np peer=$on rep=$rep rc=$?"
-        grep -hoE "own all-reduce (on|off)[^(]*" $OUT/peer-$np-$on-$rep.txt | sort | uniq -c | head -2
-        grep -E "^ +[0-9]+ " $OUT/peer-$np-$on-$rep.txt | sed "s/^/np=$np peer=$on rep=$rep /"; done; done; done ;;
+      # on: 1 (own path, small-message kernel up to ACX_COLL_PEER_LL_KB), 1:0 (own path, one-shot only), 0 (NCCL path)
+      for rep in $(seq ${PEER_REPS:-3}); do for np in ${PEER_NPS:-$NG}; do for v in ${PEER_V:-1 1:0 0}; do IFS=: read -r on ll <<<"$v"; ll=${ll:-16}
+        ACX_COLL_PEER=$on ACX_COLL_PEER_LL_KB=$ll ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 90 mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_LL_KB -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 256K -f ${PEER_F:-4} -n 200 -w 20 -d float >$OUT/peer-$np-$on-$ll-$rep.txt 2>&1; echo "np=$np peer=$on ll=$ll rep=$rep rc=$?"
+        grep -hoE "own all-reduce (on|off)[^(]*" $OUT/peer-$np-$on-$ll-$rep.txt | sort | uniq -c | head -2
+        grep -E "^ +[0-9]+ " $OUT/peer-$np-$on-$ll-$rep.txt | sed "s/^/np=$np peer=$on ll=$ll rep=$rep /"; done; done; done ;;
     pfloor) el pfloor  # raw NCCL's floor (direct calls, graph replays) at the own path's sizes, at 2 and NG ranks
       for np in 2 $NG; do for sz in ${PFLOOR_SZ:-8 65536}; do timeout 60 mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE $B/bench/allreduce/acx-nccl-floor $sz ${FLOOR_N:-3000} >$OUT/pfloor-$np-$sz.txt 2>&1; echo "np=$np bytes=$sz rc=$?"; grep -v "^#  Rank" $OUT/pfloor-$np-$sz.txt | sed "s/^/np=$np $sz /" | tail -12; done; done ;;
     peermps) el peermps  # issue 16 through the own path: 2 ranks per GPU under MPS, small all-reduces with ACX_COLL_PEER 1 and 0 (the ordered path), 1 rank per GPU beside, interleaved
