@@ -9,7 +9,7 @@
  * checked at 3% needs a spread well inside 3%).
  * The raw peer includes the libraries' headers by necessity: it is what acx is measured against.
  * Usage: acx-lib-bench [-r R] [--iters-scale F] [--only NAME[,NAME...]] [--device N] [--json FILE]
- *                      [--raw-alloc malloc|pool] */
+ *                      [--raw-alloc malloc|pool] [--raw-rand-offset never|each] */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +53,7 @@ typedef struct result {
 typedef struct opts {
   double scale;
   const char *only, *json;
-  int device, reps, pool;
+  int device, reps, pool, rand_offset;
 } opts_t;
 
 static int64_t now_ns(void) {
@@ -124,6 +124,11 @@ static bcase_t cases[] = {
  * pool (cudaMallocAsync), which is where acx's ACX_MEM_DEVICE buffers come from: a gap that
  * follows the allocator is not acx's. */
 static int raw_pool;
+/* With --raw-rand-offset each, the raw cuRAND case sets its generator's offset before every call,
+ * as acx's executor does for every request (acx's draws are at absolute positions: a request
+ * carries its offset). cuRAND resets the generator's state on a new offset; this tells that cost
+ * from the rest of acx's. */
+static int raw_rand_offset;
 
 static cudaError_t raw_malloc(void *p, size_t bytes) {
   void **out = p;
@@ -176,10 +181,16 @@ static int raw_rand(cudaStream_t s, int iters, double *sec) {
   RK(curandCreateGenerator(&g, CURAND_RNG_PSEUDO_PHILOX4_32_10));
   RK(curandSetStream(g, s));
   RK(curandSetPseudoRandomGeneratorSeed(g, 1234));
-  for (int i = 0; i < 2; i++) RK(curandGenerateNormal(g, out, (size_t)RAND_N, 0.0f, 1.0f));
+  for (int i = 0; i < 2; i++) {
+    if (raw_rand_offset) RK(curandSetGeneratorOffset(g, 0));
+    RK(curandGenerateNormal(g, out, (size_t)RAND_N, 0.0f, 1.0f));
+  }
   CK(cudaStreamSynchronize(s));
   int64_t t0 = now_ns();
-  for (int i = 0; i < iters; i++) RK(curandGenerateNormal(g, out, (size_t)RAND_N, 0.0f, 1.0f));
+  for (int i = 0; i < iters; i++) {
+    if (raw_rand_offset) RK(curandSetGeneratorOffset(g, 0));
+    RK(curandGenerateNormal(g, out, (size_t)RAND_N, 0.0f, 1.0f));
+  }
   CK(cudaStreamSynchronize(s));
   *sec = (double)(now_ns() - t0) * 1e-9 / iters;
   curandDestroyGenerator(g);
@@ -563,13 +574,15 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 static void usage(FILE *f, const char *argv0) {
   fprintf(f,
           "usage: %s [-r R] [--iters-scale F] [--only NAME[,NAME...]] [--device N] [--json FILE]\n"
-          "       [--raw-alloc malloc|pool]\n"
+          "       [--raw-alloc malloc|pool] [--raw-rand-offset never|each]\n"
           "  -r, --reps R        rounds per case (default 5, at most %d), raw and acx alternating ABBA;\n"
           "                      times are the rounds' medians, rmin/rmax the smallest and largest ratio\n"
           "  --iters-scale F     calls per round, times the case's default (> 0)\n"
           "  --only NAMES        cases to run: gemm_bf16 gemm_f32 rand_normal fft_c2c lt_gelu_bias potrf_f64\n"
           "  --raw-alloc KIND    the raw side's device memory: malloc (cudaMalloc, default) or pool\n"
           "                      (cudaMallocAsync, where acx's buffers come from)\n"
+          "  --raw-rand-offset W the raw cuRAND case sets the generator's offset before each call\n"
+          "                      (each, as acx's executor does for every request) or not (never, default)\n"
           "  --device N          the CUDA device (default 0)\n"
           "  --json FILE         the table as JSON as well\n",
           argv0, MAX_REPS);
@@ -586,7 +599,8 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
       return 1;
     }
     int known = !strcmp(a, "-r") || !strcmp(a, "--reps") || !strcmp(a, "--iters-scale") || !strcmp(a, "--only") ||
-                !strcmp(a, "--device") || !strcmp(a, "--json") || !strcmp(a, "--raw-alloc");
+                !strcmp(a, "--device") || !strcmp(a, "--json") || !strcmp(a, "--raw-alloc") ||
+                !strcmp(a, "--raw-rand-offset");
     if (!known) {
       fprintf(stderr, "%s: unknown option '%s'\n", argv[0], a);
       bad = a;
@@ -613,6 +627,10 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
       if (!strcmp(v, "pool")) o->pool = 1;
       else if (!strcmp(v, "malloc")) o->pool = 0;
       else bad = "--raw-alloc: malloc (cudaMalloc, the default) or pool (cudaMallocAsync, as acx's buffers)";
+    } else if (!strcmp(a, "--raw-rand-offset")) {
+      if (!strcmp(v, "each")) o->rand_offset = 1;
+      else if (!strcmp(v, "never")) o->rand_offset = 0;
+      else bad = "--raw-rand-offset: never (the default) or each (the generator's offset set before every call)";
     } else if (!strcmp(a, "--device")) {
       if (parse_int(v, 0, 1 << 20, &o->device)) bad = "--device: a CUDA ordinal, 0 or more";
     } else {
@@ -677,6 +695,7 @@ int main(int argc, char **argv) {
   int pr = parse_opts(argc, argv, &o);
   if (pr) return pr == 1 ? 0 : 2;
   raw_pool = o.pool;
+  raw_rand_offset = o.rand_offset;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     printf("acx-lib-bench: no CUDA device visible: nothing to measure (skipped)\n");

@@ -143,6 +143,8 @@ for step in "$@"; do
         grep -E "^ +[0-9]+ " $OUT/peermps-$k-$on-$rep.txt | sed "s/^/k=$k peer=$on rep=$rep /"; done; done
       echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
+    randoff) el randoff  # cuRAND normals: the raw side without and with an offset set before each call (acx sets one per request), interleaved
+      for rep in 1 2; do for w in never each; do timeout 120 $B/bench/libs/acx-lib-bench --only rand_normal -r 5 --raw-rand-offset $w >$OUT/randoff-$w-$rep.txt 2>&1; echo "raw-rand-offset=$w rep=$rep rc=$?"; grep -E "rand_normal" $OUT/randoff-$w-$rep.txt | tail -1; done; done ;;
   esac
 done
 el done
