@@ -22,4 +22,6 @@ if [ "$NG" -ge 4 ]; then
   (CUDA_VISIBLE_DEVICES=2,3 OUT=$R/c1 CTEST_E="multinode|peer" CTEST_I=2,,2 CTEST_T=400 bash $B ctestr > $R/c1.txt 2>&1; CUDA_VISIBLE_DEVICES=2,3 OUT=$R/c1 MT_T=300 bash $B mtests > $R/c-mt.txt 2>&1) &
   wait
 fi
+# 5. issue 15's cuRAND case: is acx's 20 us per call cuRAND's state reset on a new offset?
+OUT=$R/e bash $B randoff > $R/e-randoff.txt 2>&1
 touch $R/DONE
