@@ -42,6 +42,7 @@ typedef struct pend {
   int64_t deadline; /* from its start */
   unsigned polls;   /* looks at the peers' flags without news */
   int fence;        /* an ACXP_OP_FENCE: completes with the set's failure once it reaches the head */
+  int ll;           /* host kind: the small-message variant (lines pushed to the peers) */
 } pend_t;
 
 typedef struct pset {
@@ -52,7 +53,8 @@ typedef struct pset {
   acxp_ctl_t *ctl_dev; /* the same, as the GPU addresses it (cuda) */
   unsigned char *area[ACXP_MAX_RANKS];
   uint64_t slot_bytes;
-  uint64_t ll_bytes; /* cuda: all-reduces of at most this many bytes push lines (peer_ops.h) */
+  uint64_t ll_bytes; /* all-reduces of at most this many bytes push lines (peer_ops.h) */
+  unsigned char *ll_scratch; /* host kind: the lines of every rank unpacked, [nranks][ACXP_LL_MAX] */
   acx_status_t failed; /* the first failure: later operations fail with it at once */
   pend_t pv[ACXP_PENDING];
   unsigned phead, pcount;
@@ -88,9 +90,7 @@ static pset_t *set_find(ext_t *x, uint64_t id) {
   return NULL;
 }
 
-#if ACX_HAVE_CUDA
 static int on_cuda(acxi_engine_t *e, const acxi_engine_api_t *api) { return api->stream(e, 0) != NULL; }
-#endif
 
 /* The element size of the ten dtypes NCCL reduces, 0 for the others. */
 static size_t elem_size(uint32_t dtype) {
@@ -174,6 +174,11 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
     s->ctl_dev = dp;
   }
 #endif
+  if (!on_cuda(e, api) && s->ll_bytes && !(s->ll_scratch = malloc((size_t)n * ACXP_LL_MAX))) {
+    free(s);
+    st = ACX_ERR_NO_MEMORY;
+    goto out;
+  }
   s->next = x->sets;
   x->sets = s;
   st = ACX_OK;
@@ -196,6 +201,7 @@ static void set_free(ext_t *x, pset_t *s) {
       break;
     }
   ev_cache_drop(s);
+  free(s->ll_scratch);
   free(s);
 }
 
@@ -224,6 +230,9 @@ static void destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, co
 /* Not an acx status: the host kind's operation waits for a peer's data. */
 #define NOT_YET ((acx_status_t)-1)
 
+/* A line's flag for operation seq: never 0, so a cleared line never looks written (peer_ops.h). */
+static uint64_t ll_flag(uint64_t seq) { return seq % 0xffffffffull + 1u; }
+
 /* ACX_OK once flag [p][0] of this rank's area has reached seq for every peer p, NOT_YET before; the abort word's status, or ACX_ERR_COLL_TIMEOUT past the deadline. Never waits. */
 static acx_status_t host_ready(pset_t *s, uint64_t seq, int64_t deadline_ns) {
   unsigned char *own = s->area[s->rank];
@@ -249,9 +258,9 @@ static acx_status_t host_ready(pset_t *s, uint64_t seq, int64_t deadline_ns) {
   do {                                                                                        \
     T *o_ = (T *)out;                                                                         \
     for (uint64_t i_ = 0; i_ < count; i_++) {                                                 \
-      A acc = LD(((const T *)(const void *)(s->area[0] + doff))[i_]);                         \
+      A acc = LD(((const T *)(const void *)src[0])[i_]);                                      \
       for (int q_ = 1; q_ < s->nranks; q_++) {                                                \
-        A b = LD(((const T *)(const void *)(s->area[q_] + doff))[i_]);                        \
+        A b = LD(((const T *)(const void *)src[q_])[i_]);                                     \
         acc = COMB(acc, b);                                                                   \
       }                                                                                       \
       o_[i_] = ST(FIN(acc));                                                                  \
@@ -269,7 +278,9 @@ static inline int64_t div_i64(uint64_t a, int64_t n, int is_signed, int bits) {
   return v / n;
 }
 
-static void host_reduce(pset_t *s, uint64_t doff, void *out, uint64_t count, uint32_t dtype, uint32_t op) {
+/* src[q]: rank q's elements (its data slot, or its unpacked lines). */
+static void host_reduce(pset_t *s, const unsigned char *const *src, void *out, uint64_t count, uint32_t dtype,
+                        uint32_t op) {
   const int64_t n = s->nranks;
 #define FIN_F(a) (op == ACX_REDOP_AVG ? (a) / (float)n : (a))
 #define FIN_D(a) (op == ACX_REDOP_AVG ? (a) / (double)n : (a))
@@ -297,7 +308,7 @@ static void host_reduce(pset_t *s, uint64_t doff, void *out, uint64_t count, uin
       for (uint64_t i_ = 0; i_ < count; i_++) {                                               \
         U acc = 0;                                                                            \
         for (int q_ = 0; q_ < s->nranks; q_++)                                                \
-          acc = (U)(acc + (U)((const T *)(const void *)(s->area[q_] + doff))[i_]);            \
+          acc = (U)(acc + (U)((const T *)(const void *)src[q_])[i_]);                         \
         o_[i_] = (T)div_i64((uint64_t)acc, n, SIGNED, (int)(8 * sizeof(T)));                  \
       }                                                                                       \
     } else REDUCE_LOOP(T, U, (U), (T), ICOMB, ID);                                            \
@@ -315,18 +326,69 @@ static void host_reduce(pset_t *s, uint64_t doff, void *out, uint64_t count, uin
 }
 
 /* Steps 1 and 2 of the head operation: its input into the slot, then the flags (release) into
- * every peer's area. */
+ * every peer's area; the small-message variant: its lines into every peer's area. */
 static void host_start(pset_t *s, pend_t *pd) {
   uint64_t seq = pd->cmd.arg[3];
-  uint64_t doff = ACXP_SLOT_OFF(seq & 1u, s->slot_bytes);
   int64_t ms = (int64_t)pd->cmd.arg[4];
   pd->deadline = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
+  pd->started = 1;
+  if (pd->ll) {
+    /* Each half line {4 data bytes, flag} one 8-byte store, as the GPU's halves are written whole. */
+    uint64_t bytes = pd->cmd.bytes * pd->es, lines = (bytes + 7) / 8, f = ll_flag(seq);
+    for (int p = 0; p < s->nranks; p++) {
+      if (p == s->rank) continue;
+      _Atomic uint64_t *dst = (_Atomic uint64_t *)(void *)(s->area[p] + ACXP_LL_OFF(seq & 1u, s->rank, s->slot_bytes));
+      for (uint64_t l = 0; l < lines; l++) {
+        uint32_t w[2] = {0, 0};
+        memcpy(w, pd->in + 8 * l, bytes - 8 * l < 8 ? bytes - 8 * l : 8);
+        atomic_store_explicit(&dst[2 * l], (uint64_t)w[0] | f << 32, memory_order_release);
+        atomic_store_explicit(&dst[2 * l + 1], (uint64_t)w[1] | f << 32, memory_order_release);
+      }
+    }
+    return;
+  }
+  uint64_t doff = ACXP_SLOT_OFF(seq & 1u, s->slot_bytes);
   memcpy(s->area[s->rank] + doff, pd->in, pd->cmd.bytes * pd->es);
   for (int p = 0; p < s->nranks; p++)
     if (p != s->rank)
       atomic_store_explicit((_Atomic uint64_t *)(void *)(s->area[p] + ACXP_FLAG_OFF(s->rank, 0)), seq,
                             memory_order_release);
-  pd->started = 1;
+}
+
+/* The small-message variant's step 3 on the host kind: ACX_OK once every peer's lines for the
+ * operation are in this rank's area (then unpacked into the scratch, [q] for rank q, and cleared);
+ * NOT_YET, the abort word's status or ACX_ERR_COLL_TIMEOUT as host_ready. */
+static acx_status_t host_ready_ll(pset_t *s, pend_t *pd) {
+  uint64_t seq = pd->cmd.arg[3], bytes = pd->cmd.bytes * pd->es, lines = (bytes + 7) / 8, f = ll_flag(seq);
+  unsigned char *own = s->area[s->rank];
+  for (int q = 0; q < s->nranks; q++) {
+    if (q == s->rank) continue;
+    _Atomic uint64_t *src = (_Atomic uint64_t *)(void *)(own + ACXP_LL_OFF(seq & 1u, q, s->slot_bytes));
+    for (uint64_t h = 0; h < 2 * lines; h++) {
+      if (atomic_load_explicit(&src[h], memory_order_acquire) >> 32 == f) continue;
+      int32_t ab = atomic_load_explicit(&s->ctl->abort, memory_order_relaxed);
+      if (ab) return (acx_status_t)ab;
+      if (acxi_now_ns() >= pd->deadline) {
+        ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": rank %d's data did not come by the deadline", seq, q);
+        return ACX_ERR_COLL_TIMEOUT;
+      }
+      return NOT_YET;
+    }
+  }
+  for (int q = 0; q < s->nranks; q++) {
+    if (q == s->rank) continue;
+    _Atomic uint64_t *src = (_Atomic uint64_t *)(void *)(own + ACXP_LL_OFF(seq & 1u, q, s->slot_bytes));
+    unsigned char *to = s->ll_scratch + (size_t)q * ACXP_LL_MAX;
+    for (uint64_t l = 0; l < lines; l++) {
+      uint32_t w[2] = {(uint32_t)atomic_load_explicit(&src[2 * l], memory_order_relaxed),
+                       (uint32_t)atomic_load_explicit(&src[2 * l + 1], memory_order_relaxed)};
+      memcpy(to + 8 * l, w, bytes - 8 * l < 8 ? bytes - 8 * l : 8);
+      /* Read: cleared before q can write it again (runtime/proto/peer_ops.h). */
+      atomic_store_explicit(&src[2 * l], 0, memory_order_relaxed);
+      atomic_store_explicit(&src[2 * l + 1], 0, memory_order_relaxed);
+    }
+  }
+  return ACX_OK;
 }
 
 /* The host kind's operations of one set, in order: each starts once the one before it has
@@ -338,18 +400,22 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
     acx_status_t st = s->failed;
     if (st == ACX_OK && !pd->fence) {
       if (!pd->started) host_start(s, pd);
-      st = host_ready(s, (uint32_t)pd->cmd.arg[3], pd->deadline);
+      st = pd->ll ? host_ready_ll(s, pd) : host_ready(s, pd->cmd.arg[3], pd->deadline);
       if (st == NOT_YET) {
         /* The loop polls again at once: let the peers' executors have the cores meanwhile. */
         if (++pd->polls > 2000) nanosleep(&(struct timespec){0, 50000}, NULL);
         else if (pd->polls > 200) sched_yield();
         return 1;
       }
-      if (st == ACX_OK)
-        host_reduce(s, ACXP_SLOT_OFF((uint32_t)pd->cmd.arg[3] & 1u, s->slot_bytes), pd->out, pd->cmd.bytes,
-                    pd->cmd.dtype, (uint32_t)pd->cmd.arg[1]);
-      else
+      if (st == ACX_OK) {
+        const unsigned char *src[ACXP_MAX_RANKS];
+        uint64_t doff = ACXP_SLOT_OFF(pd->cmd.arg[3] & 1u, s->slot_bytes);
+        for (int q = 0; q < s->nranks; q++)
+          src[q] = !pd->ll ? s->area[q] + doff : q == s->rank ? pd->in : s->ll_scratch + (size_t)q * ACXP_LL_MAX;
+        host_reduce(s, src, pd->out, pd->cmd.bytes, pd->cmd.dtype, (uint32_t)pd->cmd.arg[1]);
+      } else {
         s->failed = st;
+      }
     }
     acxi_cmd_t done = pd->cmd;
     s->phead = (s->phead + 1) % ACXP_PENDING;
@@ -481,7 +547,8 @@ static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, 
     finish(e, api, cmd, ACX_ERR_QUEUE_FULL);
     return;
   }
-  s->pv[(s->phead + s->pcount) % ACXP_PENDING] = (pend_t){.cmd = *cmd, .in = in, .out = out, .es = es};
+  s->pv[(s->phead + s->pcount) % ACXP_PENDING] =
+      (pend_t){.cmd = *cmd, .in = in, .out = out, .es = es, .ll = cmd->bytes * es <= s->ll_bytes};
   s->pcount++;
   host_poll(e, api, s); /* the head starts now */
 }
@@ -611,6 +678,7 @@ static void peer_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
     (void)cudaGetLastError();
 #endif
     x->sets = s->next;
+    free(s->ll_scratch);
     free(s);
   }
   free(x);

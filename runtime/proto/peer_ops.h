@@ -38,13 +38,13 @@
 #define ACXP_FLAG_OFF(from, block) ((uint64_t)(((from) * ACXP_MAX_BLOCKS + (block)) * 8))
 #define ACXP_SLOT_OFF(k, slot_bytes) ((uint64_t)ACXP_FLAG_BYTES + (uint64_t)(k) * (slot_bytes))
 
-/* The small-message variant (CUDA only; the host kind always takes the protocol above): for an
- * all-reduce of at most the set's ll_bytes (<= ACXP_LL_MAX), each rank *pushes* its input into
- * every peer's area, in 16-byte lines of {4 data bytes, s, 4 data bytes, s} (s: the operation
- * number, as NCCL's LL protocol does), each line one store; the receiver polls the lines in its own
- * area until both halves carry s, then reduces over ranks 0..n-1 in that order, as above. One
- * NVLink latency instead of two (no flag after the data, no remote read) and no system-scope
- * fence: a half line is written whole, so its flag says its data is there. Lines from rank q for
+/* The small-message variant: for an all-reduce of at most the set's ll_bytes (<= ACXP_LL_MAX),
+ * each rank *pushes* its input into every peer's area, in 16-byte lines of {4 data bytes, s, 4
+ * data bytes, s} (s: the operation's flag, below; as NCCL's LL protocol does), each line one store
+ * on a GPU (each half an 8-byte atomic store on the host kind); the receiver polls the lines in its
+ * own area until both halves carry s, then reduces over ranks 0..n-1 in that order, as above. On
+ * GPUs one NVLink latency instead of two (no flag after the data, no remote read) and no
+ * system-scope fence: a half line is written whole, so its flag says its data is there. Lines from rank q for
  * operation s sit at ACXP_LL_OFF(s % 2, q, slot_bytes) + 16 * line of the receiver's area; they
  * are rewritten by operation s + 2, which q starts only after its operation s + 1, which needs
  * this rank's pushes of s + 1, which it makes only after its operation s has finished: two
@@ -92,7 +92,7 @@ typedef struct acxp_ctl {
   uint64_t magic;
   uint64_t slot_bytes;            /* bytes of one data slot of every area */
   uint64_t ll_bytes;              /* all-reduces of at most this many bytes take the small-message
-                                     variant on CUDA (0: none; a multiple of 8, <= ACXP_LL_MAX) */
+                                     variant (0: none; a multiple of 8, <= ACXP_LL_MAX) */
   uint64_t area[ACXP_MAX_RANKS];  /* buffer ids in this rank's executor: [rank] its own area, the
                                      others the peers' areas imported */
   /* Nonzero (an acx_status_t): operations waiting for peers leave at once with it. The rank sets

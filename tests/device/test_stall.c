@@ -69,15 +69,14 @@ static int rank_main(int in, int out, int expect_loss) {
   return rc;
 }
 
-/* The loss case's executor, if the rank did not kill it (a failed run): an orphan stopped for good
- * would stay. Only a process still named as an executor is killed (the pid may be reused once the
- * rank has reaped it). */
-static void reap_stopped_executor(pid_t pid) {
+/* Sends sig to the executor `pid` if that process is still an executor: the rank may have
+ * replaced (killed and reaped) it already, and the pid may then belong to another process. */
+static void signal_executor(pid_t pid, int sig) {
   char path[64], comm[64] = {0};
   snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
   FILE *f = fopen(path, "r");
   if (!f) return;
-  if (fgets(comm, sizeof comm, f) && strstr(comm, "acx-exec")) kill(pid, SIGKILL);
+  if (fgets(comm, sizeof comm, f) && strstr(comm, "acx-exec")) kill(pid, sig);
   fclose(f);
 }
 
@@ -116,7 +115,7 @@ static int stall_round(int64_t late_ns, int expect_loss) {
    * or paused machine makes the supervision forgive silence up to a limit after its own resume,
    * so a silence of a fixed length after the resume need not be a loss (it failed so once on CI's
    * 2-core machine). Stopped for good, it must be. */
-  if (expect_loss) CU_ASSERT_EQUAL(kill(exec_pid, SIGSTOP), 0);
+  if (expect_loss) signal_executor(exec_pid, SIGSTOP); /* gone already if the rank was quicker */
   CU_ASSERT_EQUAL(write(to_rank[1], "g", 1), 1);
   /* The rank's own calls have deadlines (T_LONG); past twice that it is hung: killed, failed. */
   pid_t w = 0;
@@ -128,7 +127,7 @@ static int stall_round(int64_t late_ns, int expect_loss) {
     waitpid(child, &status, 0);
   }
   CU_ASSERT_EQUAL(w, child);
-  if (expect_loss) reap_stopped_executor(exec_pid);
+  if (expect_loss) signal_executor(exec_pid, SIGKILL); /* a failed run's executor, stopped for good */
   close(to_rank[1]);
   close(from_rank[0]);
   CU_ASSERT(WIFEXITED(status));
