@@ -333,8 +333,11 @@ static void host_start(pset_t *s, pend_t *pd) {
   pd->deadline = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
   pd->started = 1;
   if (pd->ll) {
-    /* Each half line {4 data bytes, flag} one 8-byte store, as the GPU's halves are written whole. */
+    /* Each half line {4 data bytes, flag} one 8-byte store, as the GPU's halves are written whole.
+     * This rank's own part is the input as it is now (as the peers get it), kept in the scratch:
+     * the input may be written again before the peers' lines come. */
     uint64_t bytes = pd->cmd.bytes * pd->es, lines = (bytes + 7) / 8, f = ll_flag(seq);
+    memcpy(s->ll_scratch + (size_t)s->rank * ACXP_LL_MAX, pd->in, bytes);
     for (int p = 0; p < s->nranks; p++) {
       if (p == s->rank) continue;
       _Atomic uint64_t *dst = (_Atomic uint64_t *)(void *)(s->area[p] + ACXP_LL_OFF(seq & 1u, s->rank, s->slot_bytes));
@@ -356,7 +359,8 @@ static void host_start(pset_t *s, pend_t *pd) {
 }
 
 /* The small-message variant's step 3 on the host kind: ACX_OK once every peer's lines for the
- * operation are in this rank's area (then unpacked into the scratch, [q] for rank q, and cleared);
+ * operation are in this rank's area (then unpacked into the scratch, [q] for rank q, and cleared;
+ * [rank] holds this rank's input since the start);
  * NOT_YET, the abort word's status or ACX_ERR_COLL_TIMEOUT as host_ready. */
 static acx_status_t host_ready_ll(pset_t *s, pend_t *pd) {
   uint64_t seq = pd->cmd.arg[3], bytes = pd->cmd.bytes * pd->es, lines = (bytes + 7) / 8, f = ll_flag(seq);
@@ -411,7 +415,7 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
         const unsigned char *src[ACXP_MAX_RANKS];
         uint64_t doff = ACXP_SLOT_OFF(pd->cmd.arg[3] & 1u, s->slot_bytes);
         for (int q = 0; q < s->nranks; q++)
-          src[q] = !pd->ll ? s->area[q] + doff : q == s->rank ? pd->in : s->ll_scratch + (size_t)q * ACXP_LL_MAX;
+          src[q] = !pd->ll ? s->area[q] + doff : s->ll_scratch + (size_t)q * ACXP_LL_MAX;
         host_reduce(s, src, pd->out, pd->cmd.bytes, pd->cmd.dtype, (uint32_t)pd->cmd.arg[1]);
       } else {
         s->failed = st;

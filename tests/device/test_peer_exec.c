@@ -267,6 +267,48 @@ static void test_executor_free_while_waiting(void) {
   acx_buffer_release(other);
 }
 
+/* The host kind runs every command at once on its executor thread, a write behind a waiting
+ * all-reduce on its stream included: the all-reduce's own part is the input as it was when the
+ * all-reduce started, the same that its peers get (both protocols: 16 floats take the
+ * small-message one, 16 Ki floats the one-shot). Rank 0 starts, its input is overwritten, then
+ * the others join: every rank must get 1 + 2 + 3. */
+static void test_input_read_at_start(void) {
+  const size_t counts[] = {16, 16384};
+  for (size_t k = 0; k < 2; k++) {
+    size_t n = counts[k];
+    float *v = malloc(n * sizeof *v), *o = malloc(n * sizeof *o);
+    acx_buffer_t *b[NR];
+    for (int r = 0; r < NR; r++) {
+      for (size_t i = 0; i < n; i++) v[i] = (float)(r + 1);
+      ACX_ASSERT_STATUS(acx_buffer_alloc(dev[r], n * sizeof *v, ACX_DTYPE_F32, ACX_MEM_DEVICE, T, &b[r]), ACX_OK);
+      ACX_ASSERT_STATUS(acx_buffer_write(b[r], 0, v, n * sizeof *v, 0, T), ACX_OK);
+    }
+    seq++;
+    acx_future_t *f[NR] = {0};
+    for (int r = 0; r < NR; r++) {
+      acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = n, .buf = {b[r]->id, b[r]->id},
+                        .arg = {SET, ACX_REDOP_SUM, 0, seq, 30000}};
+      acxi_bufarg_t ba[1] = {{b[r], "buf"}};
+      ACX_ASSERT_STATUS(acxi_device_submit(dev[r], &cmd, ba, 1, 0, -1, acxi_deadline(T), &f[r]), ACX_OK);
+      if (r == 0) {
+        for (size_t i = 0; i < n; i++) v[i] = 100.0f;
+        ACX_ASSERT_STATUS(acx_buffer_write(b[0], 0, v, n * sizeof *v, 0, 20000000000LL), ACX_OK);
+        CU_ASSERT_FALSE(acxi_future_is_done(f[0])); /* the peers are not in yet */
+      }
+    }
+    for (int r = 0; r < NR; r++) {
+      ACX_ASSERT_STATUS(acx_future_wait(f[r], T, NULL, 0, NULL), ACX_OK);
+      acx_future_release(f[r]);
+      ACX_ASSERT_STATUS(acx_buffer_read(b[r], 0, o, n * sizeof *o, 0, T), ACX_OK);
+      CU_ASSERT_EQUAL(o[0], 6.0f);
+      CU_ASSERT_EQUAL(o[n - 1], 6.0f);
+      acx_buffer_release(b[r]);
+    }
+    free(v);
+    free(o);
+  }
+}
+
 /* Rank 2 withholds an operation: the others' wait ends at the abort word (with its status), or
  * without it at the deadline; afterwards the set answers with its failure at once. */
 static void test_withheld(void) {
@@ -380,7 +422,12 @@ int main(int argc, char **argv) {
   }
   static const acx_test_case_t cases[] = {ACX_TEST(test_setup), ACX_TEST(test_every_dtype_and_op), ACX_TEST(test_bad_commands),
                                           ACX_TEST(test_executor_free_while_waiting), ACX_TEST(test_withheld), ACX_TEST(test_abort_word), ACX_TEST_END};
-  int rc = acx_test_run("peer_exec", cases, NULL, NULL);
+  /* On a GPU a write on the all-reduce's stream runs after it: test_input_read_at_start is the host
+   * kind's (its commands run at once). */
+  static const acx_test_case_t host_cases[] = {ACX_TEST(test_setup), ACX_TEST(test_every_dtype_and_op), ACX_TEST(test_bad_commands),
+                                               ACX_TEST(test_executor_free_while_waiting), ACX_TEST(test_input_read_at_start),
+                                               ACX_TEST(test_withheld), ACX_TEST(test_abort_word), ACX_TEST_END};
+  int rc = acx_test_run("peer_exec", cuda_mode ? cases : host_cases, NULL, NULL);
   for (int r = 0; r < NR; r++) {
     for (int q = 0; q < NR; q++)
       if (imp[r][q]) acx_buffer_release(imp[r][q]);
