@@ -1299,11 +1299,11 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
 }
 
 /* NCCL's cuMem buffers (NCCL_CUMEM_ENABLE, on by default since 2.19): with them on, the world
- * rebuild after an injected fault on 4 H100s hit second sticky faults (illegal address) in two or
- * three healthy executors in each of 4 runs, the rebuild's first attempt failed and the example
- * left its teardown only after a 60 s deadline; with them off, one run each at 2 and 4 ranks had
- * none (docs/resilience.md). The candidate cause: an aborted communicator unmaps its peers' cuMem
- * buffers while a kernel of the survivors still reads them. Off unless the environment says. */
+ * rebuild after an injected fault on 4 ranks hit second sticky faults (illegal address) in two or
+ * three healthy executors in each of 4 runs (4×H100), and the rebuild's first attempt failed;
+ * with them off, none in 9 runs at 2 and 4 ranks, injected faults and kills (docs/resilience.md).
+ * The candidate cause: an aborted communicator unmaps its peers' cuMem buffers while a kernel of
+ * the survivors still reads them. Off unless the environment says. */
 static void cumem_default(void) {
   static int checked;
   if (checked) return;
