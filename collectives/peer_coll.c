@@ -1,7 +1,7 @@
 /* acx's own all-reduce between the executors of one node (issue 17), the rank side: where the
- * world is one node of 2 to ACXP_MAX_RANKS ranks (one per GPU, or several sharing GPUs: then
- * the path bypasses the hierarchical collectives' groups for the all-reduces it takes) and
- * ACX_COLL_PEER=1 on every rank, acx_coll_create (and every rebuild) gives each rank an area that
+ * world is one node of 2 to ACXP_MAX_RANKS ranks and every rank wants it (ACX_COLL_PEER: -1, the
+ * default, on GPUs with one rank each; 1 also on the host kind and where ranks share GPUs: then
+ * the path bypasses the hierarchical collectives' groups for the all-reduces it takes), acx_coll_create (and every rebuild) gives each rank an area that
  * every other rank's executor maps, and all-reduces of at most ACX_COLL_PEER_MAX_KB go to the
  * extension "peer" (kernels/peer/) instead of NCCL or MPI: one command, no host in the loop on
  * CUDA. The protocol and its arithmetic: runtime/proto/peer_ops.h.
@@ -39,9 +39,21 @@ struct acxc_peer {
   _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
 };
 
-/* Why this rank does not want the path, or NULL. */
+/* Why this rank does not want the path, or NULL. ACX_COLL_PEER=-1 (the default, auto) takes it
+ * where it was measured to win (docs/benchmark.md): GPUs of one node, one rank per GPU, and NCCL
+ * not told to keep off peer-to-peer. 1 takes it on the host kind and on shared GPUs too. */
 static const char *unwanted(const acx_coll_t *c) {
-  if (acxi_param_int("ACX_COLL_PEER") <= 0) return "ACX_COLL_PEER is not 1";
+  int64_t want = acxi_param_int("ACX_COLL_PEER");
+  if (want == 0) return "ACX_COLL_PEER=0";
+  if (want < 0) {
+    if (c->host_kind) return "ACX_COLL_PEER=-1 (auto) takes it on GPUs only (1: on the host kind too)";
+    if (acxc_world_gpu_sharers(c->world) > 1)
+      return "ACX_COLL_PEER=-1 (auto): ranks share a GPU, the hierarchical collectives take them (1: the own path "
+             "anyway, fast under MPS)";
+    const char *p2p = getenv("NCCL_P2P_DISABLE");
+    if (p2p && *p2p && strcmp(p2p, "0"))
+      return "ACX_COLL_PEER=-1 (auto): NCCL_P2P_DISABLE is set (1: the own path anyway)";
+  }
   if (c->world->nodes != 1) return "the world spans nodes";
   if (c->size < 2 || c->size > ACXP_MAX_RANKS) return "the world is not 2 to 16 ranks";
   if (acxi_param_int("ACX_COLL_PEER_MAX_KB") <= 0) return "ACX_COLL_PEER_MAX_KB is not positive";
@@ -114,9 +126,13 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
       break;
     }
     st = acxi_buffer_ipc_import(dev, &all[q], ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->imp[q]);
-    if (st != ACX_OK)
+    /* Asked for (1): a warning; auto (-1) falls back quietly, the GPUs may just not be peers. */
+    if (st != ACX_OK && acxi_param_int("ACX_COLL_PEER") > 0)
       ACX_WARN(COLL, "own all-reduce set-up: rank %d's area cannot be mapped by this rank's executor: %s (are the "
                "devices peers? CUDA IPC needs peer access between the GPUs)", q, acx_status_name(st));
+    else if (st != ACX_OK)
+      ACX_INFO(COLL, "own all-reduce set-up: rank %d's area cannot be mapped by this rank's executor: %s (no peer "
+               "access between the GPUs?)", q, acx_status_name(st));
   }
   free(all);
   if (st != ACX_OK) return st;
@@ -181,8 +197,12 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   /* Off for every rank: a rank that could not make its part keeps the others from using theirs. */
   acxc_peer_destroy(c, 1000000000LL);
   if (ag != ACX_OK) return ag;
-  ACX_WARN(COLL, "own all-reduce off: %s; all-reduces take %s", local == ACX_OK ? "another rank's set-up failed"
-           : "this rank's set-up failed", c->host_kind ? "MPI" : "NCCL");
+  if (acxi_param_int("ACX_COLL_PEER") > 0)
+    ACX_WARN(COLL, "own all-reduce off: %s; all-reduces take %s", local == ACX_OK ? "another rank's set-up failed"
+             : "this rank's set-up failed", c->host_kind ? "MPI" : "NCCL");
+  else
+    ACX_INFO(COLL, "own all-reduce off (ACX_COLL_PEER=-1, auto): %s; all-reduces take %s",
+             local == ACX_OK ? "another rank's set-up failed" : "this rank's set-up failed", c->host_kind ? "MPI" : "NCCL");
   return ACX_OK;
 }
 

@@ -7,8 +7,9 @@
  * NCCL; exit 77 without a GPU), --kill-after K (cuda: rank 1 SIGKILLs itself after K all-reduces;
  * the survivor must report the failure within the timeout and exit), --hier (the coll is
  * hierarchical -- ranks sharing a GPU, or ACX_COLL_HIER=1 on the host kind --: the same suite,
- * with send/recv refused as such a coll must), --peer (ACX_COLL_PEER=1 set: acx's own all-reduce
- * must be on and take exactly the all-reduces that fit its slot). Under scripts/sim-cluster
+ * with send/recv refused as such a coll must; flat where no two ranks share a GPU), --peer (acx's
+ * own all-reduce must be on, by ACX_COLL_PEER=1 or by the default on GPUs, and take exactly the
+ * all-reduces that fit its slot). Under scripts/sim-cluster
  * (tests/multinode) the same suite runs across simulated nodes and checks the node layout. */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -463,7 +464,7 @@ static int run_kill(int k) {
 }
 
 /* The layout the collectives run over: on a (simulated) cluster they cross nodes. */
-/* ---- --peer: acx's own all-reduce (ACX_COLL_PEER=1) takes exactly the small all-reduces ---- */
+/* ---- --peer: acx's own all-reduce (ACX_COLL_PEER=1, or its default on GPUs) takes exactly the small all-reduces ---- */
 static void test_own_path(void) {
   if (!peer) return;
   CU_ASSERT_FATAL(acxc_peer_on(coll));
@@ -581,6 +582,12 @@ int main(int argc, char **argv) {
   if (st != ACX_OK) {
     fprintf(stderr, "rank %d: acx_coll_create: %s\n", rank, acx_status_str(st));
     MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  /* --hier asks for ranks sharing GPUs; on a host with a GPU per rank the coll is flat, and so
+   * is the suite (send/recv then work). */
+  if (hier && use_cuda && !coll->hier_on) {
+    if (rank == 0) printf("test_coll: --hier, but no two ranks share a GPU here: the coll is flat, so is the suite\n");
+    hier = 0;
   }
   int rc;
   if (kill_after >= 0) {

@@ -1,7 +1,8 @@
 /* cuRAND through acx (runtime/libs/lib_rand.c, lib_rand_exec.c). Default (label gpu): the moments of
  * every distribution in every dtype against their exact values, on poisoned outputs, and
  * reproducibility (same generator, seed, offset and count give the same bits: twice in one
- * context, in a second context, after an executor restart). --unit (label unit): validation on a
+ * context, in a second context, after an executor restart; continued requests against positioned
+ * ones for every generator, distribution and dtype). --unit (label unit): validation on a
  * host-kind device, and that refused requests do not move the position. */
 #define _GNU_SOURCE
 #include <math.h>
@@ -195,6 +196,64 @@ static void t_reproducible(void) {
   free(d);
 }
 
+/* A request's numbers depend only on its position, however the executor's generator got there:
+ * a context on stream 0 draws a run of requests forward (each continuing where the last ended,
+ * where the executor may skip setting cuRAND's offset), a second context with the same seed on
+ * stream 1 (its own generator) draws the same positions backwards (each one set), and the bits
+ * must agree, for every generator, distribution and dtype, with counts that are and are not
+ * whole 4-number blocks. */
+static void t_positional(void) {
+  static const struct { acx_rand_dist_t dist; acx_dtype_t dt; double p0, p1; const char *name; } kinds[] = {
+      {ACX_RAND_UNIFORM, ACX_DTYPE_F32, 0, 0, "uniform f32"},   {ACX_RAND_UNIFORM, ACX_DTYPE_F64, 0, 0, "uniform f64"},
+      {ACX_RAND_NORMAL, ACX_DTYPE_F32, 1, 2, "normal f32"},     {ACX_RAND_NORMAL, ACX_DTYPE_F64, 1, 2, "normal f64"},
+      {ACX_RAND_LOG_NORMAL, ACX_DTYPE_F32, 0, 0.5, "log-normal f32"},
+      {ACX_RAND_LOG_NORMAL, ACX_DTYPE_F64, 0, 0.5, "log-normal f64"},
+      {ACX_RAND_BITS, ACX_DTYPE_U32, 0, 0, "bits"},             {ACX_RAND_POISSON, ACX_DTYPE_U32, 4, 0, "poisson"}};
+  static const char *rngs[] = {"philox", "xorwow", "mrg32k3a"};
+  static const size_t counts[] = {4096, 1002, 998, 3000, 65536, 6}; /* even: normal draws pairs */
+  enum { NC = sizeof counts / sizeof counts[0] };
+  size_t total = 0, at[NC];
+  for (int i = 0; i < NC; i++) at[i] = total, total += counts[i];
+  acx_lib_config_t c1 = ACX_LIB_CONFIG_INIT;
+  c1.stream = 1;
+  for (int g = 0; g < 3; g++)
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+      acx_dtype_t dt = kinds[k].dt;
+      size_t es = acx_dtype_size(dt);
+      acx_rand_t *fwd = NULL, *back = NULL;
+      ACX_ASSERT_STATUS(acx_rand_create(dev, NULL, (acx_rand_rng_t)g, 1000 + (uint64_t)k, &fwd), ACX_OK);
+      ACX_ASSERT_STATUS(acx_rand_create(dev, &c1, (acx_rand_rng_t)g, 1000 + (uint64_t)k, &back), ACX_OK);
+      acx_buffer_t *a = lt_poisoned(dev, total, dt), *b = lt_poisoned(dev, total, dt);
+      for (int i = 0; i < NC; i++)
+        ACX_ASSERT_STATUS(acx_rand_generate(fwd, kinds[k].dist, a, at[i] * es, counts[i], kinds[k].p0, kinds[k].p1, NULL),
+                          ACX_OK);
+      for (int i = NC - 1; i >= 0; i--) {
+        ACX_ASSERT_STATUS(acx_rand_set_offset(back, at[i]), ACX_OK);
+        ACX_ASSERT_STATUS(acx_rand_generate(back, kinds[k].dist, b, at[i] * es, counts[i], kinds[k].p0, kinds[k].p1, NULL),
+                          ACX_OK);
+      }
+      unsigned char *va = malloc(total * es), *vb = malloc(total * es);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(va && vb);
+      lt_read_raw(a, 0, va, total);
+      lt_read_raw(b, 0, vb, total);
+      size_t bad = 0, first = total;
+      for (size_t e = 0; e < total; e++)
+        if (memcmp(va + e * es, vb + e * es, es)) {
+          bad++;
+          if (first == total) first = e;
+        }
+      if (bad) printf("\n  %s %s: %zu of %zu numbers differ between continued and positioned requests (first at %zu)",
+                      rngs[g], kinds[k].name, bad, total, first);
+      CU_ASSERT_EQUAL(bad, 0);
+      free(va);
+      free(vb);
+      acx_buffer_release(a);
+      acx_buffer_release(b);
+      ACX_ASSERT_STATUS(acx_rand_destroy(fwd), ACX_OK);
+      ACX_ASSERT_STATUS(acx_rand_destroy(back), ACX_OK);
+    }
+}
+
 static int setup(void) {
   if (acx_system_create(NULL, &lt_sys) != ACX_OK) return 1;
   dev = unit_mode ? lt_open_host(2) : lt_open_cuda(2);
@@ -211,7 +270,8 @@ static int teardown(void) {
 int main(int argc, char **argv) {
   unit_mode = argc > 1 && !strcmp(argv[1], "--unit");
   static const acx_test_case_t unit_cases[] = {ACX_TEST(t_validation), ACX_TEST_END};
-  static const acx_test_case_t gpu_cases[] = {ACX_TEST(t_distributions), ACX_TEST(t_reproducible), ACX_TEST_END};
+  static const acx_test_case_t gpu_cases[] = {ACX_TEST(t_distributions), ACX_TEST(t_reproducible),
+                                              ACX_TEST(t_positional), ACX_TEST_END};
   if (!unit_mode && access("/dev/nvidiactl", F_OK) != 0) acx_test_skip("no GPU on this machine");
   return acx_test_run(unit_mode ? "lib_rand_unit" : "lib_rand", unit_mode ? unit_cases : gpu_cases, setup, teardown);
 }
