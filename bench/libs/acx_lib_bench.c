@@ -124,10 +124,11 @@ static bcase_t cases[] = {
  * pool (cudaMallocAsync), which is where acx's ACX_MEM_DEVICE buffers come from: a gap that
  * follows the allocator is not acx's. */
 static int raw_pool;
-/* With --raw-rand-offset each, the raw cuRAND case sets its generator's offset before every call,
- * as acx's executor does for every request (acx's draws are at absolute positions: a request
- * carries its offset). cuRAND resets the generator's state on a new offset; this tells that cost
- * from the rest of acx's. */
+/* The cuRAND case's position: by default both sides draw on from where the last call ended (the
+ * raw generator is never repositioned; acx's context advances, and its executor sets cuRAND's
+ * offset only where a request does not continue the last one). With --raw-rand-offset each, both
+ * go back to position 0 before every call: the raw side's curandSetGeneratorOffset resets
+ * cuRAND's state, the cost acx's executor pays for a request that jumps. */
 static int raw_rand_offset;
 
 static cudaError_t raw_malloc(void *p, size_t bytes) {
@@ -403,8 +404,9 @@ typedef struct rand_arg {
 
 static acx_status_t submit_rand(void *arg, acx_future_t **done) {
   rand_arg_t *r = arg;
-  /* The same position each time, as the raw peer's generator is not reseeded either. */
-  acx_rand_set_offset(r->r, 0);
+  /* As the raw side: by default each call continues where the last ended (the raw generator is
+   * never repositioned); with --raw-rand-offset each, both go back to position 0 every call. */
+  if (raw_rand_offset) acx_rand_set_offset(r->r, 0);
   return acx_rand_generate(r->r, ACX_RAND_NORMAL, r->out, 0, (size_t)RAND_N, 0.0, 1.0, done);
 }
 
@@ -581,8 +583,8 @@ static void usage(FILE *f, const char *argv0) {
           "  --only NAMES        cases to run: gemm_bf16 gemm_f32 rand_normal fft_c2c lt_gelu_bias potrf_f64\n"
           "  --raw-alloc KIND    the raw side's device memory: malloc (cudaMalloc, default) or pool\n"
           "                      (cudaMallocAsync, where acx's buffers come from)\n"
-          "  --raw-rand-offset W the raw cuRAND case sets the generator's offset before each call\n"
-          "                      (each, as acx's executor does for every request) or not (never, default)\n"
+          "  --raw-rand-offset W the cuRAND case goes back to position 0 before each call, raw and acx\n"
+          "                      (each), or both draw on (never, default)\n"
           "  --device N          the CUDA device (default 0)\n"
           "  --json FILE         the table as JSON as well\n",
           argv0, MAX_REPS);

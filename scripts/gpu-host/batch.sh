@@ -129,7 +129,7 @@ for step in "$@"; do
       [ -n "${PEER_NOTEST:-}" ] || (cd $B && timeout 400 ctest -R "peer" -L gpu --output-on-failure --timeout 200 >$OUT/ctest-peer.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|differs|wrong|^ +[0-9]+\. " $OUT/ctest-peer.txt | tail -30)
       # on: 1 (own path, small-message kernel up to ACX_COLL_PEER_LL_KB), 1:0 (own path, one-shot only), 0 (NCCL path)
       for rep in $(seq ${PEER_REPS:-3}); do for np in ${PEER_NPS:-$NG}; do for v in ${PEER_V:-1 1:0 0}; do IFS=: read -r on ll <<<"$v"; ll=${ll:-16}
-        ACX_COLL_PEER=$on ACX_COLL_PEER_LL_KB=$ll ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 90 mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_LL_KB -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 256K -f ${PEER_F:-4} -n 200 -w 20 -d float >$OUT/peer-$np-$on-$ll-$rep.txt 2>&1; echo "np=$np peer=$on ll=$ll rep=$rep rc=$?"
+        ACX_COLL_PEER=$on ACX_COLL_PEER_LL_KB=$ll ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 90 mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_LL_KB -x ACX_DEBUG -x ACX_DEBUG_SUBSYS $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e 256K -f ${PEER_F:-4} -n 200 -w 20 -d float --json $OUT/peer-$np-$on-$ll-$rep.json >$OUT/peer-$np-$on-$ll-$rep.txt 2>&1; echo "np=$np peer=$on ll=$ll rep=$rep rc=$?"
         grep -hoE "own all-reduce (on|off)[^(]*" $OUT/peer-$np-$on-$ll-$rep.txt | sort | uniq -c | head -2
         grep -E "^ +[0-9]+ " $OUT/peer-$np-$on-$ll-$rep.txt | sed "s/^/np=$np peer=$on ll=$ll rep=$rep /"; done; done; done ;;
     pfloor) el pfloor  # raw NCCL's floor (direct calls, graph replays) at the own path's sizes, at 2 and NG ranks
@@ -143,7 +143,7 @@ for step in "$@"; do
         grep -E "^ +[0-9]+ " $OUT/peermps-$k-$on-$rep.txt | sed "s/^/k=$k peer=$on rep=$rep /"; done; done
       echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
-    randoff) el randoff  # cuRAND normals: the raw side without and with an offset set before each call (acx sets one per request), interleaved
+    randoff) el randoff  # cuRAND normals, raw and acx: drawing on (never) and back to position 0 before each call (each), interleaved
       for rep in 1 2; do for w in never each; do timeout 120 $B/bench/libs/acx-lib-bench --only rand_normal -r 5 --raw-rand-offset $w >$OUT/randoff-$w-$rep.txt 2>&1; echo "raw-rand-offset=$w rep=$rep rc=$?"; grep -E "rand_normal" $OUT/randoff-$w-$rep.txt | tail -1; done; done ;;
   esac
 done
