@@ -9,7 +9,8 @@
  * hierarchical -- ranks sharing a GPU, or ACX_COLL_HIER=1 on the host kind --: the same suite,
  * with send/recv refused as such a coll must; flat where no two ranks share a GPU), --peer (acx's
  * own all-reduce must be on, by ACX_COLL_PEER=1 or by the default on GPUs, and take exactly the
- * all-reduces that fit its slot). Under scripts/sim-cluster
+ * all-reduces that fit its slot), --peer-auto (ACX_COLL_PEER at its default: the own path on exactly
+ * where auto takes it, then as --peer). Under scripts/sim-cluster
  * (tests/multinode) the same suite runs across simulated nodes and checks the node layout. */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -31,7 +32,7 @@
 
 #define T_LONG 30000000000LL
 
-static int rank, nranks, use_cuda, inline_mode, hier, peer;
+static int rank, nranks, use_cuda, inline_mode, hier, peer, peer_auto;
 static acx_world_t *world;
 static acx_system_t *sys;
 static acx_device_t *dev;
@@ -545,6 +546,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
     else if (!strcmp(argv[i], "--hier")) hier = 1;
     else if (!strcmp(argv[i], "--peer")) peer = 1;
+    else if (!strcmp(argv[i], "--peer-auto")) peer_auto = 1;
     else if (!strcmp(argv[i], "--kill-after") && i + 1 < argc) kill_after = atoi(argv[++i]), use_cuda = 1;
     else {
       fprintf(stderr, "test_coll: unknown argument '%s'\n", argv[i]);
@@ -588,6 +590,24 @@ int main(int argc, char **argv) {
   if (hier && use_cuda && !coll->hier_on) {
     if (rank == 0) printf("test_coll: --hier, but no two ranks share a GPU here: the coll is flat, so is the suite\n");
     hier = 0;
+  }
+  /* --peer-auto: ACX_COLL_PEER left at its default, the own path must be on exactly where auto
+   * takes it (GPUs of one node, 3 or more ranks, one per GPU), and is then tested as with --peer. */
+  if (peer_auto) {
+    int nodes = 0, node = 0, mine = 0, sharers = 0;
+    if (acx_world_gpu_peers(world, NULL, 0, &mine) != ACX_OK || acx_world_node(world, &node, &nodes) != ACX_OK)
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Allreduce(&mine, &sharers, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    int want = use_cuda && nranks >= 3 && sharers == 1 && nodes == 1;
+    if (rank == 0)
+      printf("test_coll: --peer-auto: %d ranks on %d node(s), at most %d per GPU: the own path should be %s, is %s\n",
+             nranks, nodes, sharers, want ? "on" : "off", acxc_peer_on(coll) ? "on" : "off");
+    if (!!acxc_peer_on(coll) != want) {
+      fprintf(stderr, "rank %d: --peer-auto: the own path is %s, should be %s\n", rank, acxc_peer_on(coll) ? "on" : "off",
+              want ? "on" : "off");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    peer = want;
   }
   int rc;
   if (kill_after >= 0) {
