@@ -7,7 +7,8 @@
  * NCCL; exit 77 without a GPU), --kill-after K (cuda: rank 1 SIGKILLs itself after K all-reduces;
  * the survivor must report the failure within the timeout and exit), --hier (the coll is
  * hierarchical -- ranks sharing a GPU, or ACX_COLL_HIER=1 on the host kind --: the same suite,
- * with send/recv refused as such a coll must; flat where no two ranks share a GPU), --peer (acx's
+ * with send/recv refused as such a coll must; on GPUs the suite follows the coll: hierarchical
+ * where ranks share a GPU, flat where each has its own, with or without --hier), --peer (acx's
  * own all-reduce must be on, by ACX_COLL_PEER=1 or by the default on GPUs, and take exactly the
  * all-reduces that fit its slot), --peer-auto (ACX_COLL_PEER at its default: the own path on exactly
  * where auto takes it, then as --peer). Under scripts/sim-cluster
@@ -585,11 +586,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "rank %d: acx_coll_create: %s\n", rank, acx_status_str(st));
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  /* --hier asks for ranks sharing GPUs; on a host with a GPU per rank the coll is flat, and so
-   * is the suite (send/recv then work). */
-  if (hier && use_cuda && !coll->hier_on) {
-    if (rank == 0) printf("test_coll: --hier, but no two ranks share a GPU here: the coll is flat, so is the suite\n");
-    hier = 0;
+  /* On GPUs the host decides: ranks sharing a GPU make the coll hierarchical (send/recv refused),
+   * a GPU per rank keeps it flat, whatever --hier said; the suite follows the coll. */
+  if (use_cuda && hier != coll->hier_on) {
+    if (rank == 0)
+      printf("test_coll: %s: the coll is %s here, and so is the suite\n", hier ? "--hier" : "no --hier",
+             coll->hier_on ? "hierarchical (ranks share a GPU)" : "flat (a GPU per rank)");
+    hier = coll->hier_on;
   }
   /* --peer-auto: ACX_COLL_PEER left at its default, the own path must be on exactly where auto
    * takes it (GPUs of one node, 3 or more ranks, one per GPU), and is then tested as with --peer. */
