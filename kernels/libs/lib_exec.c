@@ -16,6 +16,8 @@
 #include "runtime/base/param.h"
 
 #define READBACK_SLOTS 1024
+#define ACXK_STR_(x) #x
+#define ACXK_STR(x) ACXK_STR_(x)
 #define SLOT_BYTES 16
 #define WS_STREAMS 64 /* the engine's stream limit */
 
@@ -231,13 +233,12 @@ static int sweep(acxi_engine_t *e, const acxi_engine_api_t *api, acxk_lib_engine
 
 acx_status_t acxk_lib_scratch(acxk_lib_call_t *c, void **dev_ptr) {
   acxk_lib_engine_t *le = c->le;
-  if (le->n_free == 0) {
-    /* Every slot waits for its stream: wait for the oldest rather than fail at once. */
-    int64_t deadline = acxi_deadline(acxi_param_int("ACX_EXEC_TIMEOUT_MS") * 1000000);
-    while (le->n_free == 0 && acxi_now_ns() < deadline)
-      if (sweep(c->e, c->api, le, 0) == 0) acxi_cpu_relax();
-    if (le->n_free == 0) return acxk_lib_bad(c, ACX_ERR_QUEUE_FULL, "every readback slot stayed busy");
-  }
+  if (le->n_free == 0) (void)sweep(c->e, c->api, le, 0);
+  /* Never wait here: the loop must go on serving (a slot may be held by work queued behind another
+   * executor's transfer, whose deadline only the loop enforces). The request fails, retryable. */
+  if (le->n_free == 0)
+    return acxk_lib_bad(c, ACX_ERR_QUEUE_FULL, "every readback slot (" ACXK_STR(READBACK_SLOTS) ") is held by a "
+                        "request in flight: wait for some of the earlier ones to complete");
   c->slot = le->free_slots[--le->n_free];
   c->scratch = le->dev_slots + (size_t)c->slot * SLOT_BYTES;
   *dev_ptr = c->scratch;

@@ -13,12 +13,34 @@
 #include "runtime/base/log.h"
 
 
+#define RETIRED_MAX 8
+
 typedef struct solver_stream {
   cusolverDnHandle_t h;
   cusolverDnParams_t params;
   void *host_ws; /* host workspace (most calls need none) */
   size_t host_bytes;
+  /* Host workspaces outgrown while work queued before may still read them: each is freed once
+   * its stream has passed the event recorded when it was replaced. */
+  struct { void *p; cudaEvent_t ev; } retired[RETIRED_MAX];
+  int n_retired;
 } solver_stream_t;
+
+/* Frees the retired host workspaces the stream has passed. */
+static void retire_sweep(solver_stream_t *s) {
+  int w = 0;
+  for (int i = 0; i < s->n_retired; i++) {
+    cudaError_t err = cudaEventQuery(s->retired[i].ev);
+    if (err == cudaErrorNotReady) {
+      s->retired[w++] = s->retired[i];
+      continue;
+    }
+    if (err != cudaSuccess) (void)cudaGetLastError(); /* the stream failed: nothing reads it any more */
+    (void)cudaEventDestroy(s->retired[i].ev);
+    free(s->retired[i].p);
+  }
+  s->n_retired = w;
+}
 
 typedef struct solver_state {
   solver_stream_t s[ACXI_MAX_STREAMS];
@@ -57,6 +79,10 @@ void acxk_solver_exec_destroy(void *state) {
     if (st->s[i].params) (void)cusolverDnDestroyParams(st->s[i].params);
     if (st->s[i].h) (void)cusolverDnDestroy(st->s[i].h);
     free(st->s[i].host_ws);
+    for (int k = 0; k < st->s[i].n_retired; k++) { /* the engine's streams are gone or drained */
+      (void)cudaEventDestroy(st->s[i].retired[k].ev);
+      free(st->s[i].retired[k].p);
+    }
   }
   free(st);
 }
@@ -92,15 +118,32 @@ static acx_status_t workspaces(acxk_lib_call_t *c, solver_stream_t *s, size_t de
   ACXCHECK(acxk_lib_workspace(c, ACX_LIB_CUSOLVER, dev_bytes, dev));
   *host = NULL;
   if (host_bytes == 0) return ACX_OK;
+  retire_sweep(s);
   if (s->host_bytes < host_bytes) {
-    /* The host workspace may still be read by work queued earlier on this stream: let it drain
-     * before the area moves (rare: it only grows, and few routines use one). */
-    cudaError_t err = cudaStreamSynchronize((cudaStream_t)c->stream);
-    if (err != cudaSuccess) return acxk_lib_cuda_fail(c, err, "cudaStreamSynchronize(host workspace)");
-    void *p = realloc(s->host_ws, host_bytes);
+    /* Work queued earlier on this stream may still read the old workspace: it is retired behind an
+     * event, never waited for in the loop (rare: it only grows, at least twofold, and few routines
+     * use one). */
+    if (s->host_ws && s->n_retired == RETIRED_MAX)
+      return acxk_lib_bad(c, ACX_ERR_QUEUE_FULL, "cuSOLVER host workspace: " "8 outgrown workspaces still wait "
+                          "for their stream; wait for earlier requests to complete");
+    size_t want = host_bytes < 2 * s->host_bytes ? 2 * s->host_bytes : host_bytes;
+    void *p = malloc(want);
     if (!p) return ACX_ERR_NO_MEMORY;
+    if (s->host_ws) {
+      cudaEvent_t ev = NULL;
+      cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+      if (err == cudaSuccess) err = cudaEventRecord(ev, (cudaStream_t)c->stream);
+      if (err != cudaSuccess) {
+        if (ev) (void)cudaEventDestroy(ev);
+        free(p);
+        return acxk_lib_cuda_fail(c, err, "cudaEventRecord(host workspace retirement)");
+      }
+      s->retired[s->n_retired].p = s->host_ws;
+      s->retired[s->n_retired].ev = ev;
+      s->n_retired++;
+    }
     s->host_ws = p;
-    s->host_bytes = host_bytes;
+    s->host_bytes = want;
   }
   *host = s->host_ws;
   return ACX_OK;

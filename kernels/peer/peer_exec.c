@@ -23,6 +23,7 @@
 #include "runtime/base/clock.h"
 #include "runtime/base/half.h"
 #include "runtime/base/log.h"
+#include "runtime/base/param.h"
 #include "runtime/proto/peer_ops.h"
 
 #if ACX_HAVE_CUDA
@@ -54,6 +55,7 @@ typedef struct pset {
   unsigned char *area[ACXP_MAX_RANKS];
   uint64_t slot_bytes;
   uint64_t ll_bytes; /* all-reduces of at most this many bytes push lines (peer_ops.h) */
+  int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
   unsigned char *ll_scratch; /* host kind: the lines of every rank unpacked, [nranks][ACXP_LL_MAX] */
   acx_status_t failed; /* the first failure: later operations fail with it at once */
   pend_t pv[ACXP_PENDING];
@@ -147,6 +149,7 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   s->ctl = s->ctl_dev = ctl;
   s->slot_bytes = ctl->slot_bytes;
   s->ll_bytes = ctl->ll_bytes;
+  s->pdl = acxi_param_int("ACX_COLL_PEER_PDL") > 0;
   for (int q = 0; q < n; q++) {
     void *p = NULL;
     uint64_t bytes = 0;
@@ -479,6 +482,7 @@ static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_
   uint64_t bytes = cmd->bytes * elem_size(cmd->dtype);
   a.ll = bytes <= s->ll_bytes;
   a.ll_off = ACXP_LL_OFF(a.seq & 1u, 0, s->slot_bytes);
+  a.pdl = s->pdl;
   cudaEvent_t ev = NULL;
   cudaError_t err = cudaSuccess;
   /* The set's operations run one after the other, whatever their streams: a slot is written again

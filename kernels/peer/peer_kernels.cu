@@ -161,6 +161,17 @@ __device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i
 
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+// Programmatic dependent launch (sm_90+): wait until the previous kernel on the stream has
+// finished and its memory is visible (at once when this kernel was not launched early), then let
+// the next kernel be scheduled. Both are no-ops where the launch had no programmatic dependency,
+// so every operation still starts after everything before it on its stream.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 template <typename E, int OP>
 __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a) {
   using S = typename E::S;
@@ -172,6 +183,7 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a) {
   per = (per + V - 1) / V * V;
   const uint64_t lo = per * b < a.count ? per * b : a.count, hi = lo + per < a.count ? lo + per : a.count;
   __shared__ int32_t fail;
+  pdl_enter();
 
   // The vector part of [lo, hi) where every address allows it (the same test on every thread).
   bool vec = aligned16(a.send) && aligned16(a.recv);
@@ -259,6 +271,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a) {
   const int nb = !active ? 0 : bytes - b0 < 8 ? (int)(bytes - b0) : 8;  // the last line may be short
   const uint32_t f = (uint32_t)(a.seq % 0xffffffffull) + 1u;             // never 0: a cleared line
   __shared__ int32_t fail;
+  pdl_enter();
   if (threadIdx.x == 0) fail = 0;
   __syncthreads();
 
@@ -348,15 +361,36 @@ cudaError_t by_op(int op, L launch) {
   return cudaGetLastError();
 }
 
+// One kernel launch, with the programmatic-serialization attribute when a->pdl.
+template <typename K>
+cudaError_t launch_k(K kernel, dim3 grid, dim3 block, cudaStream_t stream, const acxk_peer_args_t *a) {
+  if (!a->pdl) {
+    kernel<<<grid, block, 0, stream>>>(*a);
+    return cudaGetLastError();
+  }
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, *a);
+}
+
 template <typename E>
 cudaError_t launch(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
   uint64_t bytes = a->count * sizeof(typename E::S);
   if (a->ll) {
     // The small-message kernel: one thread per 8-byte line, whole warps, at most kThreads a block.
     uint64_t lines = (bytes + 7) / 8;
     unsigned threads = lines >= kThreads ? kThreads : (unsigned)((lines + 31) / 32 * 32);
     dim3 grid((unsigned)((lines + threads - 1) / threads)), block(threads);
-    return by_op(op, [&](auto o) { one_shot_ll<E, decltype(o)::value><<<grid, block, 0, stream>>>(*a); });
+    cudaError_t r = by_op(op, [&](auto o) { err = launch_k(one_shot_ll<E, decltype(o)::value>, grid, block, stream, a); });
+    return err != cudaSuccess ? err : r;
   }
   // The one-shot: one block per 8 KiB of data (one 16-byte vector per thread), at most
   // ACXP_MAX_BLOCKS (each block waits for its own flags).
@@ -364,7 +398,8 @@ cudaError_t launch(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
   if (nb > ACXP_MAX_BLOCKS) nb = ACXP_MAX_BLOCKS;
   if (nb == 0) nb = 1;
   dim3 grid((unsigned)nb), block(kThreads);
-  return by_op(op, [&](auto o) { one_shot<E, decltype(o)::value><<<grid, block, 0, stream>>>(*a); });
+  cudaError_t r = by_op(op, [&](auto o) { err = launch_k(one_shot<E, decltype(o)::value>, grid, block, stream, a); });
+  return err != cudaSuccess ? err : r;
 }
 
 }  // namespace

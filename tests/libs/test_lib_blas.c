@@ -13,6 +13,8 @@
 #include "acx/blas.h"
 #include "acx_test.h"
 #include "lib_test_util.h"
+#include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
 
 static acx_device_t *dev;
 static acx_blas_t *blas;
@@ -469,6 +471,53 @@ static void t_pipeline(void) {
   acx_buffer_release(o);
 }
 
+/* More value readbacks in flight than the executor has slots (1024), every one held behind a
+ * stream that waits for the host: the one beyond fails at once with ACX_ERR_QUEUE_FULL instead of
+ * holding the executor's loop until a slot frees (the loop keeps serving: a ping answers), and
+ * once the stream goes on every accepted one completes with its value. */
+static void t_readback_backpressure(void) {
+  enum { SLOTS = 1024, N = 64 };
+  double ones[N];
+  for (int i = 0; i < N; i++) ones[i] = 1.0;
+  acx_buffer_t *x = lt_poisoned(dev, N, ACX_DTYPE_F64);
+  lt_write(x, 0, ones, N);
+  acx_host_mem_t *flag = NULL;
+  void *p = NULL;
+  size_t nb = 0;
+  ACX_ASSERT_STATUS(acx_host_alloc(dev, 4096, &flag), ACX_OK);
+  ACX_ASSERT_STATUS(acx_host_mem_ptr(flag, &p, &nb), ACX_OK);
+  volatile uint32_t *word = p;
+  *word = 0;
+  acxi_cmd_t cmd = {.op = ACXI_OP_WAIT_VALUE, .stream = 0, .arg = {flag->id, 1, 0}};
+  acx_future_t *w = NULL, **f = calloc(SLOTS + 1, sizeof *f);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  ACX_ASSERT_STATUS(acxi_device_submit(dev, &cmd, NULL, 0, 0, -1, acxi_deadline(LT_TIMEOUT), &w), ACX_OK);
+  for (int i = 0; i <= SLOTS; i++)
+    ACX_ASSERT_STATUS(acx_blas_dot(blas, N, x, 0, 1, x, 0, 1, NULL, 0, NULL, &f[i]), ACX_OK);
+  CU_ASSERT_EQUAL(acx_future_wait(f[SLOTS], LT_TIMEOUT, NULL, 0, NULL), ACX_ERR_QUEUE_FULL);
+  ACX_ASSERT_STATUS(acx_device_ping(dev, LT_TIMEOUT), ACX_OK);
+  CU_ASSERT_EQUAL(acx_future_wait(f[0], 100000000LL, NULL, 0, NULL), ACX_ERR_TIMEOUT); /* still held */
+  __atomic_store_n(word, 1u, __ATOMIC_RELEASE);
+  ACX_ASSERT_STATUS(acx_future_wait(w, LT_TIMEOUT, NULL, 0, NULL), ACX_OK);
+  int bad = 0;
+  for (int i = 0; i < SLOTS; i++) {
+    acx_lib_result_t r;
+    if (acx_future_wait(f[i], LT_TIMEOUT, NULL, 0, NULL) != ACX_OK || acx_lib_result(f[i], &r) != ACX_OK ||
+        r.status != ACX_OK || r.value != (double)N)
+      bad++;
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+  for (int i = 0; i <= SLOTS; i++) acx_future_release(f[i]);
+  acx_future_release(w);
+  free(f);
+  /* The slots are free again. */
+  double v = 0;
+  ACX_ASSERT_STATUS(acx_blas_dot(blas, N, x, 0, 1, x, 0, 1, NULL, 0, &v, NULL), ACX_OK);
+  CU_ASSERT_EQUAL(v, (double)N);
+  ACX_ASSERT_STATUS(acx_host_free(flag), ACX_OK);
+  acx_buffer_release(x);
+}
+
 /* After an executor restart the new incarnation creates its own cuBLAS handles. */
 static void t_restart(void) {
   uint64_t g0;
@@ -510,7 +559,8 @@ int main(int argc, char **argv) {
   static const acx_test_case_t gpu_cases[] = {ACX_TEST(t_gemm),     ACX_TEST(t_gemm_beta_batched),
                                               ACX_TEST(t_gemm_fast_tf32), ACX_TEST(t_gemv),
                                               ACX_TEST(t_level1),   ACX_TEST(t_pipeline),
-                                              ACX_TEST(t_restart),  ACX_TEST_END};
+                                              ACX_TEST(t_readback_backpressure), ACX_TEST(t_restart),
+                                              ACX_TEST_END};
   if (!unit_mode) {
     /* Skip before anything starts when the build or the machine has no GPU. */
     if (access("/dev/nvidiactl", F_OK) != 0) acx_test_skip("no GPU on this machine");
