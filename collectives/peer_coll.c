@@ -1,6 +1,6 @@
 /* acx's own all-reduce between the executors of one node (issue 17), the rank side: where the
  * world is one node of 2 to ACXP_MAX_RANKS ranks and every rank wants it (ACX_COLL_PEER: -1, the
- * default, on GPUs with one rank each, from 3 ranks; 1 also on the host kind and where ranks share GPUs: then
+ * default, on GPUs from 3 ranks, ranks sharing a GPU only under MPS; 1 also on the host kind and where ranks share GPUs: then
  * the path bypasses the hierarchical collectives' groups for the all-reduces it takes), acx_coll_create (and every rebuild) gives each rank an area that
  * every other rank's executor maps, and all-reduces of at most ACX_COLL_PEER_MAX_KB go to the
  * extension "peer" (kernels/peer/) instead of NCCL or MPI: one command, no host in the loop on
@@ -40,9 +40,9 @@ struct acxc_peer {
 };
 
 /* Why this rank does not want the path, or NULL. ACX_COLL_PEER=-1 (the default, auto) takes it
- * where it was measured to win on three 4xH100 hosts (docs/benchmark.md): GPUs of one node, 3 or
- * more ranks, one rank per GPU, and NCCL not told to keep off peer-to-peer. 1 takes it on the host
- * kind, at 2 ranks and on shared GPUs too. */
+ * where it was measured to win (docs/benchmark.md): GPUs of one node, 3 or more ranks, one rank
+ * per GPU (three 4xH100 hosts) or ranks sharing GPUs under MPS (one), and NCCL not told to keep
+ * off peer-to-peer. 1 takes it on the host kind, at 2 ranks and on shared GPUs without MPS too. */
 static const char *unwanted(const acx_coll_t *c) {
   int64_t want = acxi_param_int("ACX_COLL_PEER");
   if (want == 0) return "ACX_COLL_PEER=0";
@@ -50,9 +50,13 @@ static const char *unwanted(const acx_coll_t *c) {
     if (c->host_kind) return "ACX_COLL_PEER=-1 (auto) takes it on GPUs only (1: on the host kind too)";
     /* Two GPUs: NCCL's path is as fast on some hosts and faster on others (docs/benchmark.md). */
     if (c->size < 3) return "ACX_COLL_PEER=-1 (auto) takes it from 3 ranks (1: at 2 too)";
-    if (acxc_world_gpu_sharers(c->world) > 1)
-      return "ACX_COLL_PEER=-1 (auto): ranks share a GPU, the hierarchical collectives take them (1: the own path "
-             "anyway, fast under MPS)";
+    /* Ranks sharing a GPU: under MPS their kernels run at once and the own path beat the ordered
+     * hierarchical path at every size measured (docs/benchmark.md); without MPS the GPU
+     * time-slices their contexts, and a kernel waiting for another context's waits for its slice. */
+    char mps[256];
+    if (acxc_world_gpu_sharers(c->world) > 1 && !acxc_hier_mps(mps, sizeof mps))
+      return "ACX_COLL_PEER=-1 (auto): ranks share a GPU without MPS (no control pipe in $CUDA_MPS_PIPE_DIRECTORY "
+             "or /tmp/nvidia-mps), the hierarchical collectives take them (1: the own path anyway)";
     const char *p2p = getenv("NCCL_P2P_DISABLE");
     if (p2p && *p2p && strcmp(p2p, "0"))
       return "ACX_COLL_PEER=-1 (auto): NCCL_P2P_DISABLE is set (1: the own path anyway)";

@@ -595,16 +595,19 @@ int main(int argc, char **argv) {
     hier = coll->hier_on;
   }
   /* --peer-auto: ACX_COLL_PEER left at its default, the own path must be on exactly where auto
-   * takes it (GPUs of one node, 3 or more ranks, one per GPU), and is then tested as with --peer. */
+   * takes it (GPUs of one node, 3 or more ranks, one per GPU or sharing under MPS), and is then
+   * tested as with --peer. */
   if (peer_auto) {
-    int nodes = 0, node = 0, mine = 0, sharers = 0;
+    int nodes = 0, node = 0, mine = 0, sharers = 0, mps_mine = acxc_hier_mps(NULL, 0), mps = 0;
     if (acx_world_gpu_peers(world, NULL, 0, &mine) != ACX_OK || acx_world_node(world, &node, &nodes) != ACX_OK)
       MPI_Abort(MPI_COMM_WORLD, 2);
     MPI_Allreduce(&mine, &sharers, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    int want = use_cuda && nranks >= 3 && sharers == 1 && nodes == 1;
+    MPI_Allreduce(&mps_mine, &mps, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int want = use_cuda && nranks >= 3 && (sharers == 1 || mps) && nodes == 1;
     if (rank == 0)
-      printf("test_coll: --peer-auto: %d ranks on %d node(s), at most %d per GPU: the own path should be %s, is %s\n",
-             nranks, nodes, sharers, want ? "on" : "off", acxc_peer_on(coll) ? "on" : "off");
+      printf("test_coll: --peer-auto: %d ranks on %d node(s), at most %d per GPU, MPS %s: the own path should be %s, "
+             "is %s\n", nranks, nodes, sharers, mps ? "on" : "off", want ? "on" : "off",
+             acxc_peer_on(coll) ? "on" : "off");
     if (!!acxc_peer_on(coll) != want) {
       fprintf(stderr, "rank %d: --peer-auto: the own path is %s, should be %s\n", rank, acxc_peer_on(coll) ? "on" : "off",
               want ? "on" : "off");
