@@ -34,6 +34,7 @@ struct acxc_peer {
   acxp_ctl_t *ctl;
   uint64_t slot_bytes;                  /* every rank's: the smallest ACX_COLL_PEER_MAX_KB */
   uint64_t ll_bytes;                    /* every rank's: the smallest ACX_COLL_PEER_LL_KB */
+  uint64_t big_bytes;                   /* every rank's: the smallest ACX_COLL_PEER_BIG_KB (0: off) */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
                                            worker path: the worker's) */
   _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
@@ -105,7 +106,7 @@ static void release(acxc_peer_t *p) {
 /* This rank's half of the set-up; the caller agrees with the others afterwards. */
 static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   acx_device_t *dev = c->dev;
-  size_t area = (size_t)ACXP_AREA_BYTES(p->slot_bytes);
+  size_t area = (size_t)ACXP_AREA_BYTES_BIG(p->slot_bytes, p->big_bytes);
   acx_status_t st = acxi_buffer_alloc_shareable(dev, area, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->mine);
   /* Flags and lines start at 0: operation numbers start at 1 (a line left by an earlier user of
    * the memory could carry the number waited for). */
@@ -113,6 +114,8 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   if (st == ACX_OK)
     st = acx_buffer_fill(p->mine, ACXP_LL_OFF(0, 0, p->slot_bytes), ACXP_LL_REGION_BYTES, 0, 4, 0,
                          acxi_left_ns(deadline));
+  if (st == ACX_OK && p->big_bytes) /* the two-shot's flags */
+    st = acx_buffer_fill(p->mine, ACXP_BIG_OFF(p->slot_bytes), 2 * ACXP_FLAG_BYTES, 0, 4, 0, acxi_left_ns(deadline));
   acxi_ipc_handle_t h;
   memset(&h, 0, sizeof h);
   if (st == ACX_OK) st = acxi_buffer_ipc_export(p->mine, &h, acxi_left_ns(deadline));
@@ -155,6 +158,7 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   p->ctl->magic = ACXP_CTL_MAGIC;
   p->ctl->slot_bytes = p->slot_bytes;
   p->ctl->ll_bytes = p->ll_bytes;
+  p->ctl->big_bytes = p->big_bytes;
   for (int q = 0; q < c->size; q++) p->ctl->area[q] = q == c->rank ? p->mine->id : p->imp[q]->id;
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
   uint64_t id = acxc_next_comm_id();
@@ -190,6 +194,14 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   ag = acxc_coll_agree_min(c, llmine, &lllo);
   if (ag != ACX_OK) return ag;
   p->ll_bytes = lllo > 0 ? (uint64_t)lllo * 1024 : 0;
+  /* The two-shot's big slots: the smallest any rank has (a third agreement; 0: off). */
+  int64_t bigkb = acxi_param_int("ACX_COLL_PEER_BIG_KB");
+  int bigmine = bigkb <= 0 ? 0 : bigkb < ACXP_BIG_MIN / 1024 ? ACXP_BIG_MIN / 1024 : bigkb > (1 << 20) ? (1 << 20)
+                                                                                                  : (int)bigkb,
+      biglo = 0;
+  ag = acxc_coll_agree_min(c, bigmine, &biglo);
+  if (ag != ACX_OK) return ag;
+  p->big_bytes = biglo > 0 ? (uint64_t)biglo * 1024 : 0;
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   if (local != ACX_OK && local != ACX_ERR_PEER_LOST)
@@ -197,8 +209,13 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   int ok = 0;
   ag = acxc_coll_agree_min(c, local == ACX_OK, &ok);
   if (ag == ACX_OK && ok) {
-    ACX_INFO(COLL, "own all-reduce on: rank %d of %d, all-reduces up to %" PRIu64 " KiB through the executors' "
-             "areas (set %" PRIu64 ")", c->rank, c->size, p->slot_bytes / 1024, p->id);
+    if (p->big_bytes)
+      ACX_INFO(COLL, "own all-reduce on: rank %d of %d, all-reduces up to %" PRIu64 " KiB one-shot, larger ones "
+               "two-shot in chunks of %" PRIu64 " KiB, through the executors' areas (set %" PRIu64 ")", c->rank, c->size,
+               p->slot_bytes / 1024, p->big_bytes / 1024, p->id);
+    else
+      ACX_INFO(COLL, "own all-reduce on: rank %d of %d, all-reduces up to %" PRIu64 " KiB through the executors' "
+               "areas (set %" PRIu64 ")", c->rank, c->size, p->slot_bytes / 1024, p->id);
     return ACX_OK;
   }
   /* Off for every rank: a rank that could not make its part keeps the others from using theirs. */
@@ -249,7 +266,7 @@ void acxc_peer_abort(acx_coll_t *c, acx_status_t cause) {
 int acxc_peer_takes(const acx_coll_t *c, const acxc_opdesc_t *d) {
   const acxc_peer_t *p = c->peer;
   return p && p->id && d->op == ACXC_OP_ALLREDUCE && d->count > 0 &&
-         d->count * acx_dtype_size(d->dtype) <= p->slot_bytes;
+         (p->big_bytes || d->count * acx_dtype_size(d->dtype) <= p->slot_bytes);
 }
 
 int acxc_peer_on(const acx_coll_t *c) { return c->peer && c->peer->id; }

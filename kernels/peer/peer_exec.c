@@ -44,6 +44,11 @@ typedef struct pend {
   unsigned polls;   /* looks at the peers' flags without news */
   int fence;        /* an ACXP_OP_FENCE: completes with the set's failure once it reaches the head */
   int ll;           /* host kind: the small-message variant (lines pushed to the peers) */
+  int big;          /* host kind: the two-shot variant (larger than a slot) */
+  uint64_t big_t;   /* ... its chunk (chunks: the closing round) */
+  int big_phase;    /* ... 0: chunk not started, 1: waiting for phase 0, 2: waiting for phase 1 */
+  unsigned char *big_in; /* ... the input as it was at the start (the host engine runs a later write
+                            on the stream at once; the chunks read it over time) */
 } pend_t;
 
 typedef struct pset {
@@ -55,6 +60,7 @@ typedef struct pset {
   unsigned char *area[ACXP_MAX_RANKS];
   uint64_t slot_bytes;
   uint64_t ll_bytes; /* all-reduces of at most this many bytes push lines (peer_ops.h) */
+  uint64_t big_bytes; /* the big slots (0: no two-shot; all-reduces larger than a slot refused) */
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
   unsigned char *ll_scratch; /* host kind: the lines of every rank unpacked, [nranks][ACXP_LL_MAX] */
   acx_status_t failed; /* the first failure: later operations fail with it at once */
@@ -132,10 +138,11 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   acxp_ctl_t *ctl = cp;
   st = ACX_ERR_INVALID_ARG;
   if (ctl->magic != ACXP_CTL_MAGIC || ctl->slot_bytes == 0 || ctl->slot_bytes % 16 || ctl->ll_bytes % 8 ||
-      ctl->ll_bytes > ACXP_LL_MAX) {
-    ACX_WARN(COLL, "peer SETUP: the control block has magic %#" PRIx64 ", slot_bytes %" PRIu64 " and ll_bytes %" PRIu64
-             " (need %#llx, a multiple of 16 and a multiple of 8 up to %d)", ctl->magic, ctl->slot_bytes,
-             ctl->ll_bytes, (unsigned long long)ACXP_CTL_MAGIC, ACXP_LL_MAX);
+      ctl->ll_bytes > ACXP_LL_MAX || (ctl->big_bytes && (ctl->big_bytes % 16 || ctl->big_bytes < ACXP_BIG_MIN))) {
+    ACX_WARN(COLL, "peer SETUP: the control block has magic %#" PRIx64 ", slot_bytes %" PRIu64 ", ll_bytes %" PRIu64
+             " and big_bytes %" PRIu64 " (need %#llx, a multiple of 16, a multiple of 8 up to %d, and 0 or a multiple "
+             "of 16 from %d)", ctl->magic, ctl->slot_bytes, ctl->ll_bytes, ctl->big_bytes,
+             (unsigned long long)ACXP_CTL_MAGIC, ACXP_LL_MAX, ACXP_BIG_MIN);
     goto out;
   }
   pset_t *s = calloc(1, sizeof *s);
@@ -149,14 +156,15 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   s->ctl = s->ctl_dev = ctl;
   s->slot_bytes = ctl->slot_bytes;
   s->ll_bytes = ctl->ll_bytes;
+  s->big_bytes = ctl->big_bytes;
   s->pdl = acxi_param_int("ACX_COLL_PEER_PDL") > 0;
   for (int q = 0; q < n; q++) {
     void *p = NULL;
     uint64_t bytes = 0;
     st = api->buffer(e, ctl->area[q], &p, &bytes);
-    if (st != ACX_OK || bytes < ACXP_AREA_BYTES(s->slot_bytes)) {
+    if (st != ACX_OK || bytes < ACXP_AREA_BYTES_BIG(s->slot_bytes, s->big_bytes)) {
       ACX_WARN(COLL, "peer SETUP: the area of rank %d (buffer %" PRIu64 ") %s", q, ctl->area[q],
-               st != ACX_OK ? "is unknown here" : "is smaller than the flags, two data slots and the lines");
+               st != ACX_OK ? "is unknown here" : "is smaller than the flags, two data slots, the lines and the big slots");
       if (st == ACX_OK) st = ACX_ERR_INVALID_ARG;
       free(s);
       goto out;
@@ -204,6 +212,7 @@ static void set_free(ext_t *x, pset_t *s) {
       break;
     }
   ev_cache_drop(s);
+  for (unsigned k = 0; k < s->pcount; k++) free(s->pv[(s->phead + k) % ACXP_PENDING].big_in);
   free(s->ll_scratch);
   free(s);
 }
@@ -335,6 +344,13 @@ static void host_start(pset_t *s, pend_t *pd) {
   int64_t ms = (int64_t)pd->cmd.arg[4];
   pd->deadline = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
   pd->started = 1;
+  if (pd->big) {
+    /* The chunks read the input over time: it is taken as it is now (host_big fails the operation
+     * with ACX_ERR_NO_MEMORY if the copy cannot be made). */
+    size_t bytes = pd->cmd.bytes * pd->es;
+    if ((pd->big_in = malloc(bytes))) memcpy(pd->big_in, pd->in, bytes);
+    return;
+  }
   if (pd->ll) {
     /* Each half line {4 data bytes, flag} one 8-byte store, as the GPU's halves are written whole.
      * This rank's own part is the input as it is now (as the peers get it), kept in the scratch:
@@ -398,6 +414,90 @@ static acx_status_t host_ready_ll(pset_t *s, pend_t *pd) {
   return ACX_OK;
 }
 
+/* The two-shot on the host kind (one block, runtime/proto/peer_ops.h): this rank's phase flag
+ * [rank][0] to every peer. */
+static void big_signal(pset_t *s, int phase, uint64_t val) {
+  for (int p = 0; p < s->nranks; p++)
+    if (p != s->rank)
+      atomic_store_explicit(
+          (_Atomic uint64_t *)(void *)(s->area[p] + ACXP_BIG_FLAG_OFF(phase, s->rank, 0, s->slot_bytes)), val,
+          memory_order_release);
+}
+
+/* ACX_OK once every peer's phase flag [p][0] in this rank's area has reached val; NOT_YET, the
+ * abort word's status or ACX_ERR_COLL_TIMEOUT as host_ready. */
+static acx_status_t big_ready(pset_t *s, const pend_t *pd, int phase, uint64_t val) {
+  unsigned char *own = s->area[s->rank];
+  for (int p = 0; p < s->nranks; p++) {
+    if (p == s->rank) continue;
+    _Atomic uint64_t *f = (_Atomic uint64_t *)(void *)(own + ACXP_BIG_FLAG_OFF(phase, p, 0, s->slot_bytes));
+    if ((int64_t)(atomic_load_explicit(f, memory_order_acquire) - val) >= 0) continue;
+    int32_t ab = atomic_load_explicit(&s->ctl->abort, memory_order_relaxed);
+    if (ab) return (acx_status_t)ab;
+    if (acxi_now_ns() >= pd->deadline) {
+      ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": rank %d did not reach phase %d of chunk %" PRIu64
+               " by the deadline", pd->cmd.arg[3], p, phase, pd->big_t);
+      return ACX_ERR_COLL_TIMEOUT;
+    }
+    return NOT_YET;
+  }
+  return ACX_OK;
+}
+
+/* Part q of a chunk of m elements: ceil(m / n) elements each, the same on every rank. */
+static void big_part(uint64_t m, int n, int q, uint64_t *lo, uint64_t *hi) {
+  uint64_t pp = (m + (uint64_t)n - 1) / (uint64_t)n;
+  *lo = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;
+  *hi = *lo + pp < m ? *lo + pp : m;
+}
+
+/* Runs the two-shot's steps as far as the peers allow: ACX_OK when the output is complete and the
+ * closing round is done, NOT_YET, or a failure. Never waits. */
+static acx_status_t host_big(pset_t *s, pend_t *pd) {
+  if (!pd->big_in) return ACX_ERR_NO_MEMORY;
+  const uint64_t seq = pd->cmd.arg[3], es = pd->es, cpe = s->big_bytes / es, count = pd->cmd.bytes;
+  const uint64_t chunks = (count + cpe - 1) / cpe;
+  const uint32_t dtype = pd->cmd.dtype, op = (uint32_t)pd->cmd.arg[1];
+  for (;;) {
+    const uint64_t t = pd->big_t, val = ACXP_BIG_VAL(seq, t), base = t * cpe;
+    const uint64_t m = t < chunks ? (count - base < cpe ? count - base : cpe) : 0;
+    unsigned char *slot[ACXP_MAX_RANKS];
+    for (int q = 0; q < s->nranks; q++) slot[q] = s->area[q] + ACXP_BIG_SLOT_OFF(t & 1u, s->slot_bytes, s->big_bytes);
+    uint64_t lo, hi;
+    if (pd->big_phase == 0) { /* 1. the chunk into my big slot; 2. phase 0 raised */
+      if (t < chunks) memcpy(slot[s->rank], pd->big_in + base * es, m * es);
+      big_signal(s, 0, val);
+      pd->big_phase = 1;
+    }
+    if (pd->big_phase == 1) {
+      acx_status_t st = big_ready(s, pd, 0, val);
+      if (st != ACX_OK) return st;
+      if (t == chunks) return ACX_OK; /* the closing round */
+      /* 3. my part over ranks 0..n-1 into the output and my slot; 4. phase 1 raised */
+      big_part(m, s->nranks, s->rank, &lo, &hi);
+      if (hi > lo) {
+        const unsigned char *src[ACXP_MAX_RANKS];
+        for (int q = 0; q < s->nranks; q++) src[q] = slot[q] + lo * es;
+        unsigned char *o = pd->out + (base + lo) * es;
+        host_reduce(s, src, o, hi - lo, dtype, op);
+        memcpy(slot[s->rank] + lo * es, o, (hi - lo) * es);
+      }
+      big_signal(s, 1, val);
+      pd->big_phase = 2;
+    }
+    acx_status_t st = big_ready(s, pd, 1, val);
+    if (st != ACX_OK) return st;
+    for (int q = 0; q < s->nranks; q++) { /* 5. the peers' reduced parts */
+      if (q == s->rank) continue;
+      big_part(m, s->nranks, q, &lo, &hi);
+      if (hi > lo) memcpy(pd->out + (base + lo) * es, slot[q] + lo * es, (hi - lo) * es);
+    }
+    pd->big_t++;
+    pd->big_phase = 0;
+    pd->polls = 0;
+  }
+}
+
 /* The host kind's operations of one set, in order: each starts once the one before it has
  * finished (its input is read then, as a stream would), and finishes once the peers' data is in
  * place (steps 3 and 4). Returns nonzero while any is left. */
@@ -407,23 +507,25 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
     acx_status_t st = s->failed;
     if (st == ACX_OK && !pd->fence) {
       if (!pd->started) host_start(s, pd);
-      st = pd->ll ? host_ready_ll(s, pd) : host_ready(s, pd->cmd.arg[3], pd->deadline);
+      st = pd->big ? host_big(s, pd) : pd->ll ? host_ready_ll(s, pd) : host_ready(s, pd->cmd.arg[3], pd->deadline);
       if (st == NOT_YET) {
         /* The loop polls again at once: let the peers' executors have the cores meanwhile. */
         if (++pd->polls > 2000) nanosleep(&(struct timespec){0, 50000}, NULL);
         else if (pd->polls > 200) sched_yield();
         return 1;
       }
-      if (st == ACX_OK) {
+      if (st == ACX_OK && !pd->big) {
         const unsigned char *src[ACXP_MAX_RANKS];
         uint64_t doff = ACXP_SLOT_OFF(pd->cmd.arg[3] & 1u, s->slot_bytes);
         for (int q = 0; q < s->nranks; q++)
           src[q] = !pd->ll ? s->area[q] + doff : s->ll_scratch + (size_t)q * ACXP_LL_MAX;
         host_reduce(s, src, pd->out, pd->cmd.bytes, pd->cmd.dtype, (uint32_t)pd->cmd.arg[1]);
-      } else {
+      } else if (st != ACX_OK) {
         s->failed = st;
       }
     }
+    free(pd->big_in);
+    pd->big_in = NULL;
     acxi_cmd_t done = pd->cmd;
     s->phead = (s->phead + 1) % ACXP_PENDING;
     s->pcount--;
@@ -481,6 +583,9 @@ static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_
   a.timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull;
   uint64_t bytes = cmd->bytes * elem_size(cmd->dtype);
   a.ll = bytes <= s->ll_bytes;
+  a.big = bytes > s->slot_bytes;
+  a.slot_bytes = s->slot_bytes;
+  a.big_bytes = s->big_bytes;
   a.ll_off = ACXP_LL_OFF(a.seq & 1u, 0, s->slot_bytes);
   a.pdl = s->pdl;
   cudaEvent_t ev = NULL;
@@ -528,9 +633,11 @@ static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, 
     ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": dtype %u, op %" PRIu64 " (need one of the ten dtypes NCCL reduces "
              "and sum, prod, max, min or avg)", cmd->arg[3], cmd->dtype, cmd->arg[1]);
     st = ACX_ERR_INVALID_ARG;
-  } else if (cmd->bytes == 0 || cmd->bytes > s->slot_bytes / es || cmd->stream >= ACXI_MAX_STREAMS) {
+  } else if (cmd->bytes == 0 || (cmd->bytes > s->slot_bytes / es && !s->big_bytes) ||
+             cmd->bytes > (UINT64_MAX >> 1) / es || cmd->stream >= ACXI_MAX_STREAMS) {
     ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %" PRIu64 " elements of %zu bytes on stream %u (a slot holds %" PRIu64
-             " bytes)", cmd->arg[3], cmd->bytes, es, cmd->stream, s->slot_bytes);
+             " bytes%s)", cmd->arg[3], cmd->bytes, es, cmd->stream, s->slot_bytes,
+             s->big_bytes ? "" : "; the set has no big slots");
     st = ACX_ERR_INVALID_ARG;
   }
   if (st == ACX_OK) st = resolve(e, api, cmd, 0, cmd->bytes * es, &in);
@@ -556,7 +663,8 @@ static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, 
     return;
   }
   s->pv[(s->phead + s->pcount) % ACXP_PENDING] =
-      (pend_t){.cmd = *cmd, .in = in, .out = out, .es = es, .ll = cmd->bytes * es <= s->ll_bytes};
+      (pend_t){.cmd = *cmd, .in = in, .out = out, .es = es, .ll = cmd->bytes * es <= s->ll_bytes,
+               .big = cmd->bytes * es > s->slot_bytes};
   s->pcount++;
   host_poll(e, api, s); /* the head starts now */
 }

@@ -108,7 +108,8 @@ struct Vec {
 };
 
 template <typename E, int OP>
-__device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i, typename E::S *out) {
+__device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i, typename E::S *out,
+                                           typename E::S *out2 = nullptr) {
   using S = typename E::S;
   using A = typename E::A;
   constexpr int V = Vec<E>::V;
@@ -141,10 +142,12 @@ __device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i
     else so[j] = E::down(acc[j]);
   }
   *(uint4 *)(out + i) = o;
+  if (out2) *(uint4 *)(out2 + i) = o;
 }
 
 template <typename E, int OP>
-__device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i, typename E::S *out) {
+__device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i, typename E::S *out,
+                                           typename E::S *out2 = nullptr) {
   using S = typename E::S;
   using A = typename E::A;
   S v[ACXP_MAX_RANKS];
@@ -155,8 +158,11 @@ __device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i
 #pragma unroll
   for (int q = 1; q < ACXP_MAX_RANKS; q++)
     if (q < a.nranks) acc = E::template comb<OP>(acc, E::up(v[q]));
-  if constexpr (OP == ACX_REDOP_AVG) out[i] = E::fin(acc, a.nranks);
-  else out[i] = E::down(acc);
+  typename E::S o;
+  if constexpr (OP == ACX_REDOP_AVG) o = E::fin(acc, a.nranks);
+  else o = E::down(acc);
+  out[i] = o;
+  if (out2) out2[i] = o;
 }
 
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -347,7 +353,113 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a) {
   }
 }
 
+// The large-message variant, two-shot (runtime/proto/peer_ops.h): per chunk of big_bytes, every
+// block copies its piece of every part into this rank's big slot, flags (phase 0), reduces its
+// piece of this rank's part over the ranks' slots into its slot and the output, flags (phase 1),
+// then copies the peers' reduced pieces into the output; a closing phase-0 round at the end.
+
+// This rank's phase flag [rank][b] to every peer, then the peers' [p][b] awaited (one thread per
+// peer), within the timeout and the abort word; false (fail set) when it failed.
+__device__ bool big_sync(const acxk_peer_args_t &a, int phase, int b, uint64_t val, int32_t *fail) {
+  const int p = threadIdx.x;
+  if (p < a.nranks && p != a.rank) {
+    flag_release((uint64_t *)(a.flags[p] + ACXP_BIG_FLAG_OFF(phase, a.rank, b, a.slot_bytes)), val);
+    const uint64_t *f = (const uint64_t *)(a.flags[a.rank] + ACXP_BIG_FLAG_OFF(phase, p, b, a.slot_bytes));
+    const uint64_t start = global_ns();
+    for (unsigned spin = 0;; spin++) {
+      if ((int64_t)(flag_acquire(f) - val) >= 0) break;
+      if ((spin & 255) == 255) {
+        int32_t ab = *(volatile const int32_t *)a.abort;  // host memory: looked at now and then
+        if (!ab && global_ns() - start > a.timeout_ns) ab = ACX_ERR_COLL_TIMEOUT;
+        if (!ab) ab = *(volatile int32_t *)fail;  // another thread of the block gave up
+        if (ab) {
+          *(volatile int32_t *)fail = ab;
+          break;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  return *(volatile int32_t *)fail == 0;
+}
+
+// Piece b of part q of a chunk of m elements: parts of ceil(m / n) elements and pieces of
+// ceil(part / nb), both rounded up to whole vectors, the same on every rank.
+template <int V>
+__device__ __forceinline__ void big_piece(uint64_t m, int n, int q, int nb, int b, uint64_t *lo, uint64_t *hi) {
+  uint64_t pp = (m + n - 1) / n;
+  pp = (pp + V - 1) / V * V;
+  uint64_t bp = (pp + nb - 1) / nb;
+  bp = (bp + V - 1) / V * V;
+  const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m, p1 = p0 + pp < m ? p0 + pp : m;
+  *lo = p0 + (uint64_t)b * bp < p1 ? p0 + (uint64_t)b * bp : p1;
+  *hi = *lo + bp < p1 ? *lo + bp : p1;
+}
+
+// dst[i] = src[i] over [lo, hi): 16-byte vectors where both allow, else element by element.
+template <typename S>
+__device__ __forceinline__ void big_copy(S *dst, const S *src, uint64_t lo, uint64_t hi, bool vec) {
+  constexpr int V = 16 / sizeof(S);
+  const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
+  for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
+    *(uint4 *)(dst + i) = __ldcg((const uint4 *)(src + i));
+  for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) dst[i] = src[i];
+}
+
+template <typename E, int OP>
+__global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
+  using S = typename E::S;
+  constexpr int V = Vec<E>::V;
+  const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank;
+  const uint64_t cpe = a.big_bytes / sizeof(S), chunks = (a.count + cpe - 1) / cpe;
+  // Big slots, chunk offsets and the pieces' edges are whole vectors: only the buffers can forbid.
+  const bool vec = aligned16(a.send) && aligned16(a.recv);
+  __shared__ int32_t fail;
+  if (threadIdx.x == 0) fail = 0;
+  pdl_enter();
+  __syncthreads();
+  acxk_peer_args_t c = a;  // c.data[q]: rank q's big slot of the chunk at hand
+  for (uint64_t t = 0; t <= chunks; t++) {
+    const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
+    const uint64_t m = t < chunks ? (a.count - base < cpe ? a.count - base : cpe) : 0;
+    for (int q = 0; q < n; q++) c.data[q] = a.flags[q] + ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);
+    S *mine = (S *)c.data[r];
+    uint64_t lo, hi;
+    // 1. my piece of every part into my big slot
+    if (t < chunks)
+      for (int q = 0; q < n; q++) {
+        big_piece<V>(m, n, q, nb, b, &lo, &hi);
+        big_copy<S>(mine, (const S *)a.send + base, lo, hi, vec);
+      }
+    __syncthreads();
+    // 2. phase 0 (after the last chunk: the closing round)
+    if (!big_sync(a, 0, b, val, &fail) || t == chunks) break;
+    // 3. my piece of my part, reduced over ranks 0..n-1, into my slot and the output
+    big_piece<V>(m, n, r, nb, b, &lo, &hi);
+    S *out = (S *)a.recv + base;
+    const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
+    for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
+      reduce_vec<E, OP>(c, i, mine, out);
+    for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) reduce_one<E, OP>(c, i, mine, out);
+    __syncthreads();
+    // 4. phase 1
+    if (!big_sync(a, 1, b, val, &fail)) break;
+    // 5. the peers' reduced pieces
+    for (int q = 0; q < n; q++) {
+      if (q == r) continue;
+      big_piece<V>(m, n, q, nb, b, &lo, &hi);
+      big_copy<S>(out, (const S *)c.data[q], lo, hi, vec);
+    }
+  }
+  __syncthreads();
+  if (fail && threadIdx.x == 0) {
+    *(volatile int32_t *)a.status = fail;
+    __threadfence_system();
+  }
+}
+
 // Calls launch(std::integral_constant<int, OP>) for the op: the kernels are templates on it.
+
 template <typename L>
 cudaError_t by_op(int op, L launch) {
   switch (op) {
@@ -384,6 +496,13 @@ template <typename E>
 cudaError_t launch(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   uint64_t bytes = a->count * sizeof(typename E::S);
+  if (a->big) {
+    // The two-shot: every block takes part in every chunk's flags, so the grid is the same on
+    // every rank whatever the size.
+    dim3 grid(ACXP_MAX_BLOCKS), block(kThreads);
+    cudaError_t r = by_op(op, [&](auto o) { err = launch_k(two_shot<E, decltype(o)::value>, grid, block, stream, a); });
+    return err != cudaSuccess ? err : r;
+  }
   if (a->ll) {
     // The small-message kernel: one thread per 8-byte line, whole warps, at most kThreads a block.
     uint64_t lines = (bytes + 7) / 8;

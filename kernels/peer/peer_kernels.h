@@ -29,6 +29,8 @@ typedef struct acxk_peer_args {
   uint64_t seq;                     /* the operation number s */
   int32_t ll;                       /* 1: the small-message variant (lines pushed to the peers) */
   uint64_t ll_off;                  /* its lines from rank 0 for this operation's parity, in an area */
+  int32_t big;                      /* 1: the two-shot variant (flags[q]: rank q's area; data unused) */
+  uint64_t slot_bytes, big_bytes;   /* the set's slot and big slot sizes (the two-shot's layout) */
   int32_t pdl;                      /* 1: launched with programmatic stream serialization (sm_90+: the
                                        kernel may be scheduled while the previous one on the stream
                                        ends, and waits for it before touching memory) */

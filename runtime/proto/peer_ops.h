@@ -59,6 +59,36 @@
 #define ACXP_AREA_BYTES(slot_bytes) ACXP_LL_OFF(2, 0, slot_bytes) /* flags, two slots, the lines */
 #define ACXP_LL_REGION_BYTES ((uint64_t)2 * ACXP_MAX_RANKS * ACXP_LL_SRC_BYTES)
 
+/* The large-message variant (two-shot), for all-reduces larger than a slot when the set has big
+ * slots (big_bytes > 0; off by default): after the lines, two flag arrays of ACXP_FLAG_BYTES
+ * (phase 0 and phase 1, uint64_t [from][block] each), then two big slots of big_bytes. The data go
+ * in chunks of big_bytes; chunk t uses big slot t % 2. Each chunk is cut alike on every rank into
+ * n parts, part q owned by rank q, and every part into the operation's blocks (the host kind has
+ * one); block b of rank r, for each chunk t:
+ *   1. copies its piece of every part of the chunk's input into its big slot t % 2;
+ *   2. raises its phase-0 flag [r][b] to V(s, t) in every peer's area (release), waits for the
+ *      peers' phase-0 flags [p][b] >= V(s, t) in its own (acquire);
+ *   3. reduces its piece of part r over the big slots of ranks 0..n-1 in that order, into its own
+ *      slot (in place: only rank r reads part r of its slot before step 4) and the output;
+ *   4. raises its phase-1 flag to V(s, t) everywhere, waits for the peers' (their pieces reduced);
+ *   5. copies the peers' reduced pieces of their parts from their slots into the output.
+ * After the last chunk (t = T) a closing phase-0 round at V(s, T): every peer has finished reading
+ * this rank's big slots before the set's next operation. V(s, t) = s * 2^32 + t + 1 only grows.
+ * A big slot is written again for chunk t + 2 only after phase 1 of chunk t + 1, which every peer
+ * reaches after its step 5 of chunk t: two big slots suffice, per block (block b only ever reads
+ * pieces that the peers' blocks b wrote). Each element is reduced once, by its part's owner, in
+ * rank order: the results are bit-identical on every rank, as the one-shot's, and each rank moves
+ * 2 (n - 1) / n of the data over the links, as a ring does. */
+#define ACXP_BIG_OFF(slot_bytes) ACXP_AREA_BYTES(slot_bytes)
+#define ACXP_BIG_FLAG_OFF(phase, from, block, slot_bytes) \
+  (ACXP_BIG_OFF(slot_bytes) + (uint64_t)(phase) * ACXP_FLAG_BYTES + ACXP_FLAG_OFF(from, block))
+#define ACXP_BIG_SLOT_OFF(k, slot_bytes, big_bytes) \
+  (ACXP_BIG_OFF(slot_bytes) + 2 * (uint64_t)ACXP_FLAG_BYTES + (uint64_t)(k) * (big_bytes))
+#define ACXP_AREA_BYTES_BIG(slot_bytes, big_bytes) \
+  ((big_bytes) ? ACXP_BIG_SLOT_OFF(2, slot_bytes, big_bytes) : ACXP_AREA_BYTES(slot_bytes))
+#define ACXP_BIG_VAL(seq, t) (((uint64_t)(seq) << 32) + (uint64_t)(t) + 1)
+#define ACXP_BIG_MIN 65536 /* the smallest big slot (bytes, a multiple of 16) */
+
 /* The rest is C (the CUDA kernel needs only the layout above). */
 #ifndef __cplusplus
 #include <stdatomic.h>
@@ -93,6 +123,9 @@ typedef struct acxp_ctl {
   uint64_t slot_bytes;            /* bytes of one data slot of every area */
   uint64_t ll_bytes;              /* all-reduces of at most this many bytes take the small-message
                                      variant (0: none; a multiple of 8, <= ACXP_LL_MAX) */
+  uint64_t big_bytes;             /* the big slots' size: all-reduces larger than a slot take the
+                                     two-shot variant (0: none, and such all-reduces are refused;
+                                     else a multiple of 16, >= ACXP_BIG_MIN) */
   uint64_t area[ACXP_MAX_RANKS];  /* buffer ids in this rank's executor: [rank] its own area, the
                                      others the peers' areas imported */
   /* Nonzero (an acx_status_t): operations waiting for peers leave at once with it. The rank sets

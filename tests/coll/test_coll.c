@@ -478,7 +478,9 @@ static void test_own_path(void) {
   for (size_t i = 0; i < big; i++) v[i] = (float)(rank + 1) * (float)(i % 1000);
   put(a, 0, v, big, ACX_DTYPE_F32);
   const float s = (float)(nranks * (nranks + 1) / 2);
-  struct { size_t count; int own; } cases[] = {{1, 1}, {slot / 4, 1}, {big, 0}};
+  /* With ACX_COLL_PEER_BIG_KB the larger ones take it too (the two-shot). */
+  const int big_on = getenv("ACX_COLL_PEER_BIG_KB") && atoi(getenv("ACX_COLL_PEER_BIG_KB")) > 0;
+  struct { size_t count; int own; } cases[] = {{1, 1}, {slot / 4, 1}, {big, big_on}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     uint64_t before = acxc_peer_ops(coll);
     ACX_ASSERT_STATUS(acx_allreduce_sync(coll, a, b, cases[k].count, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1), ACX_OK);

@@ -6,7 +6,8 @@
  * avg truncating; f16/bf16 accumulated in f32 and rounded once; f32/f64 in their own type), for the
  * ten dtypes and five ops, in place and out of place, with counts that split into several blocks
  * on a GPU. Then a withheld operation: the abort word ends the wait with its status, the deadline
- * with ACX_ERR_COLL_TIMEOUT; bad commands are refused with a log line. Usage: test_peer_exec
+ * with ACX_ERR_COLL_TIMEOUT; bad commands are refused with a log line. The set has big slots, so
+ * all-reduces beyond a slot take the two-shot (in chunks, the last one short). Usage: test_peer_exec
  * process|inline (host kind) | test_peer_exec --cuda (three executors on GPU 0, through CUDA IPC:
  * the kernel; exits 77 without a GPU). */
 #define _GNU_SOURCE
@@ -26,6 +27,8 @@
 #define NR 3
 #define T 60000000000LL
 #define SLOT (64u * 1024u)
+#define BIG ((uint64_t)ACXP_BIG_MIN)             /* the two-shot's chunks */
+#define MAXB (4 * BIG)                           /* the largest all-reduce here, in bytes */
 
 static acx_system_t *sys;
 static acx_device_t *dev[NR];
@@ -38,9 +41,11 @@ static const uint64_t SET = 77;
 
 static void setup_set(void) {
   for (int r = 0; r < NR; r++) {
-    ACX_ASSERT_STATUS(acxi_buffer_alloc_shareable(dev[r], ACXP_AREA_BYTES(SLOT), ACX_DTYPE_BYTE, T, &area[r]), ACX_OK);
+    ACX_ASSERT_STATUS(acxi_buffer_alloc_shareable(dev[r], ACXP_AREA_BYTES_BIG(SLOT, BIG), ACX_DTYPE_BYTE, T, &area[r]),
+                      ACX_OK);
     ACX_ASSERT_STATUS(acx_buffer_fill(area[r], 0, ACXP_FLAG_BYTES, 0, 4, 0, T), ACX_OK);
     ACX_ASSERT_STATUS(acx_buffer_fill(area[r], ACXP_LL_OFF(0, 0, SLOT), ACXP_LL_REGION_BYTES, 0, 4, 0, T), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_fill(area[r], ACXP_BIG_OFF(SLOT), 2 * ACXP_FLAG_BYTES, 0, 4, 0, T), ACX_OK);
   }
   for (int r = 0; r < NR; r++) {
     acxi_ipc_handle_t h;
@@ -57,7 +62,8 @@ static void setup_set(void) {
     memset(ctl[r], 0, sizeof *ctl[r]);
     ctl[r]->magic = ACXP_CTL_MAGIC;
     ctl[r]->slot_bytes = SLOT;
-    ctl[r]->ll_bytes = ACXP_LL_MAX; /* on a GPU up to 16 KiB push lines; the host kind ignores it */
+    ctl[r]->ll_bytes = ACXP_LL_MAX; /* up to 16 KiB push lines */
+    ctl[r]->big_bytes = BIG;        /* beyond a slot the two-shot, in chunks of BIG */
     for (int q = 0; q < NR; q++) ctl[r]->area[q] = q == r ? area[r]->id : imp[r][q]->id;
     acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET, NR, (uint64_t)r, ctlmem[r]->id}};
     ACX_ASSERT_STATUS(acxi_device_call(dev[r], &cmd, NULL, 0, 0, -1, T, NULL), ACX_OK);
@@ -176,20 +182,23 @@ static const acx_dtype_t types[] = {ACX_DTYPE_I8,  ACX_DTYPE_U8,  ACX_DTYPE_I32,
 
 static void test_every_dtype_and_op(void) {
   const int all[NR] = {1, 1, 1};
-  /* 1 element; an odd count; the largest and the smallest count of the GPU's two variants' border
-   * (lines up to ACXP_LL_MAX bytes, the one-shot above); a third of a slot and a bit (a GPU splits
-   * it into blocks whose last one is short); a full slot of bytes. */
+  /* 1 element; an odd count; the largest and the smallest count of the border between the lines
+   * (up to ACXP_LL_MAX bytes) and the one-shot; a third of a slot and a bit (a GPU splits it into
+   * blocks whose last one is short); a full slot of bytes; one element more (the two-shot, one
+   * chunk, its parts uneven); three and a half chunks and an odd element (the two-shot's chunks
+   * and both big slots twice, the last chunk short). */
   const size_t counts[] = {1, 1027, 0, 0};
-  void *in[NR], *out = malloc(SLOT), *want = malloc(SLOT);
-  for (int r = 0; r < NR; r++) in[r] = malloc(SLOT);
+  void *in[NR], *out = malloc(MAXB), *want = malloc(MAXB);
+  for (int r = 0; r < NR; r++) in[r] = malloc(MAXB);
   size_t bad_cases = 0;
   for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
     for (int op = 0; op <= ACX_REDOP_AVG; op++)
-      for (size_t k = 0; k < sizeof counts / sizeof counts[0] + 2; k++)
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0] + 4; k++)
         for (int inplace = 0; inplace < 2; inplace++) {
           acx_dtype_t d = types[t];
           size_t es = acx_dtype_size(d), n = k < 2 ? counts[k] : k == 2 ? ACXP_LL_MAX / es : k == 3 ? ACXP_LL_MAX / es + 1
-                                           : k == 4 ? SLOT / es / 3 + 5 : SLOT / es;
+                                           : k == 4 ? SLOT / es / 3 + 5 : k == 5 ? SLOT / es : k == 6 ? SLOT / es + 1
+                                           : (7 * BIG / 2) / es + 1;
           acx_buffer_t *s[NR], *o[NR];
           for (int r = 0; r < NR; r++) {
             fill_input(in[r], d, r, n);
@@ -376,8 +385,8 @@ static void test_bad_commands(void) {
        ba, "fp8"},
       {{.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = 4, .buf = {b->id, b->id}, .arg = {SET, 9, 0, 1, 100}},
        ba, "op 9"},
-      {{.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = SLOT / 4 + 1, .buf = {big->id, big->id},
-        .arg = {SET, 0, 0, 1, 100}}, bb, "larger than a slot"},
+      {{.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = UINT64_MAX / 4, .buf = {big->id, big->id},
+        .arg = {SET, 0, 0, 1, 100}}, bb, "a count whose bytes overflow"},
       {{.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = 17, .buf = {b->id, b->id}, .arg = {SET, 0, 0, 1, 100}},
        ba, "beyond the buffer"},
       {{.op = ACXP_OP_SETUP, .arg = {SET, NR, 0, ctlmem[0]->id}}, NULL, "a set id in use"},
