@@ -108,8 +108,7 @@ struct Vec {
 };
 
 template <typename E, int OP>
-__device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i, typename E::S *out,
-                                           typename E::S *out2 = nullptr) {
+__device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i, typename E::S *out) {
   using S = typename E::S;
   using A = typename E::A;
   constexpr int V = Vec<E>::V;
@@ -142,12 +141,10 @@ __device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i
     else so[j] = E::down(acc[j]);
   }
   *(uint4 *)(out + i) = o;
-  if (out2) *(uint4 *)(out2 + i) = o;
 }
 
 template <typename E, int OP>
-__device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i, typename E::S *out,
-                                           typename E::S *out2 = nullptr) {
+__device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i, typename E::S *out) {
   using S = typename E::S;
   using A = typename E::A;
   S v[ACXP_MAX_RANKS];
@@ -158,11 +155,8 @@ __device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i
 #pragma unroll
   for (int q = 1; q < ACXP_MAX_RANKS; q++)
     if (q < a.nranks) acc = E::template comb<OP>(acc, E::up(v[q]));
-  typename E::S o;
-  if constexpr (OP == ACX_REDOP_AVG) o = E::fin(acc, a.nranks);
-  else o = E::down(acc);
-  out[i] = o;
-  if (out2) out2[i] = o;
+  if constexpr (OP == ACX_REDOP_AVG) out[i] = E::fin(acc, a.nranks);
+  else out[i] = E::down(acc);
 }
 
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -406,6 +400,52 @@ __device__ __forceinline__ void big_copy(S *dst, const S *src, uint64_t lo, uint
   for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) dst[i] = src[i];
 }
 
+// Element i of this chunk's piece reduced over the ranks' big slots (at `off` in each area), in
+// rank order, into this rank's slot and the output: 16-byte vectors, 4 ranks' loads in flight at a
+// time (the one-shot's 16 would spill here), or one element (vec false).
+template <typename E, int OP>
+__device__ __forceinline__ void reduce_big(const acxk_peer_args_t &a, uint64_t off, uint64_t i, bool vec,
+                                           typename E::S *mine, typename E::S *out) {
+  using S = typename E::S;
+  using A = typename E::A;
+  constexpr int V = Vec<E>::V, BATCH = 4;
+  if (!vec) {
+    A acc = E::up(__ldcg((const S *)(a.flags[0] + off) + i));
+    for (int q = 1; q < a.nranks; q++) acc = E::template comb<OP>(acc, E::up(__ldcg((const S *)(a.flags[q] + off) + i)));
+    S o;
+    if constexpr (OP == ACX_REDOP_AVG) o = E::fin(acc, a.nranks);
+    else o = E::down(acc);
+    mine[i] = o;
+    out[i] = o;
+    return;
+  }
+  A acc[V];
+  for (int q0 = 0; q0 < a.nranks; q0 += BATCH) {
+    uint4 r[BATCH];
+#pragma unroll
+    for (int k = 0; k < BATCH; k++)
+      if (q0 + k < a.nranks) r[k] = __ldcg((const uint4 *)((const S *)(a.flags[q0 + k] + off) + i));
+#pragma unroll
+    for (int k = 0; k < BATCH; k++) {
+      if (q0 + k < a.nranks) {
+        const S *sq = (const S *)&r[k];
+#pragma unroll
+        for (int j = 0; j < V; j++)
+          acc[j] = q0 + k == 0 ? E::up(sq[j]) : E::template comb<OP>(acc[j], E::up(sq[j]));
+      }
+    }
+  }
+  uint4 o;
+  S *so = (S *)&o;
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    if constexpr (OP == ACX_REDOP_AVG) so[j] = E::fin(acc[j], a.nranks);
+    else so[j] = E::down(acc[j]);
+  }
+  *(uint4 *)(mine + i) = o;
+  *(uint4 *)(out + i) = o;
+}
+
 template <typename E, int OP>
 __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
   using S = typename E::S;
@@ -418,12 +458,11 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
   if (threadIdx.x == 0) fail = 0;
   pdl_enter();
   __syncthreads();
-  acxk_peer_args_t c = a;  // c.data[q]: rank q's big slot of the chunk at hand
   for (uint64_t t = 0; t <= chunks; t++) {
     const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
     const uint64_t m = t < chunks ? (a.count - base < cpe ? a.count - base : cpe) : 0;
-    for (int q = 0; q < n; q++) c.data[q] = a.flags[q] + ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);
-    S *mine = (S *)c.data[r];
+    const uint64_t off = ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);  // rank q's slot: a.flags[q] + off
+    S *mine = (S *)(a.flags[r] + off);
     uint64_t lo, hi;
     // 1. my piece of every part into my big slot
     if (t < chunks)
@@ -439,8 +478,8 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
     S *out = (S *)a.recv + base;
     const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
     for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
-      reduce_vec<E, OP>(c, i, mine, out);
-    for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) reduce_one<E, OP>(c, i, mine, out);
+      reduce_big<E, OP>(a, off, i, true, mine, out);
+    for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) reduce_big<E, OP>(a, off, i, false, mine, out);
     __syncthreads();
     // 4. phase 1
     if (!big_sync(a, 1, b, val, &fail)) break;
@@ -448,7 +487,7 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
     for (int q = 0; q < n; q++) {
       if (q == r) continue;
       big_piece<V>(m, n, q, nb, b, &lo, &hi);
-      big_copy<S>(out, (const S *)c.data[q], lo, hi, vec);
+      big_copy<S>(out, (const S *)(a.flags[q] + off), lo, hi, vec);
     }
   }
   __syncthreads();
