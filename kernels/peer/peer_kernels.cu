@@ -390,14 +390,24 @@ __device__ __forceinline__ void big_piece(uint64_t m, int n, int q, int nb, int 
   *hi = *lo + bp < p1 ? *lo + bp : p1;
 }
 
-// dst[i] = src[i] over [lo, hi): 16-byte vectors where both allow, else element by element.
+// dst[i] = src[i] over [lo, hi): 16-byte vectors where both allow, else element by element. The
+// source may be a peer's memory: each thread has U vector loads in flight before it stores, so
+// that a block keeps U x 8 KiB on the links rather than waiting one round trip per 16 bytes.
 template <typename S>
 __device__ __forceinline__ void big_copy(S *dst, const S *src, uint64_t lo, uint64_t hi, bool vec) {
-  constexpr int V = 16 / sizeof(S);
+  constexpr int V = 16 / sizeof(S), U = 4;
+  constexpr uint64_t STEP = (uint64_t)kThreads * V;
   const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
-  for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
-    *(uint4 *)(dst + i) = __ldcg((const uint4 *)(src + i));
-  for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) dst[i] = src[i];
+  uint64_t i = lo + (uint64_t)threadIdx.x * V;
+  for (; i + (U - 1) * STEP < vend; i += U * STEP) {
+    uint4 v[U];
+#pragma unroll
+    for (int k = 0; k < U; k++) v[k] = __ldcg((const uint4 *)(src + i + k * STEP));
+#pragma unroll
+    for (int k = 0; k < U; k++) *(uint4 *)(dst + i + k * STEP) = v[k];
+  }
+  for (; i < vend; i += STEP) *(uint4 *)(dst + i) = __ldcg((const uint4 *)(src + i));
+  for (uint64_t j = vend + threadIdx.x; j < hi; j += kThreads) dst[j] = src[j];
 }
 
 // Element i of this chunk's piece reduced over the ranks' big slots (at `off` in each area), in
