@@ -34,7 +34,8 @@
 
 typedef struct pend {
   acxi_cmd_t cmd;
-  void *ev; /* cudaEvent_t */
+  void *ev; /* cudaEvent_t after the kernel; NULL: a later operation's event covers it (below) */
+  int64_t submit_ns; /* cuda: when it was launched */
   /* host kind */
   const unsigned char *in;
   unsigned char *out;
@@ -62,6 +63,8 @@ typedef struct pset {
   uint64_t ll_bytes; /* all-reduces of at most this many bytes push lines (peer_ops.h) */
   uint64_t big_bytes; /* the big slots (0: no two-shot; all-reduces larger than a slot refused) */
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
+  unsigned ev_every; /* cuda: ACX_COLL_PEER_EVENT_EVERY, read at SETUP */
+  unsigned since_ev; /* cuda: operations launched without an event since the last one with */
   unsigned char *ll_scratch; /* host kind: the lines of every rank unpacked, [nranks][ACXP_LL_MAX] */
   acx_status_t failed; /* the first failure: later operations fail with it at once */
   pend_t pv[ACXP_PENDING];
@@ -158,6 +161,8 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   s->ll_bytes = ctl->ll_bytes;
   s->big_bytes = ctl->big_bytes;
   s->pdl = acxi_param_int("ACX_COLL_PEER_PDL") > 0;
+  int64_t every = acxi_param_int("ACX_COLL_PEER_EVENT_EVERY");
+  s->ev_every = every < 1 ? 1 : every > 64 ? 64 : (unsigned)every;
   for (int q = 0; q < n; q++) {
     void *p = NULL;
     uint64_t bytes = 0;
@@ -558,6 +563,22 @@ static acx_status_t resolve(acxi_engine_t *e, const acxi_engine_api_t *api, cons
 }
 
 #if ACX_HAVE_CUDA
+/* Records an event after pd's kernel on its stream, now (it also covers what the stream took
+ * after the kernel: a completion seen through it is never early). */
+static cudaError_t pend_event(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s, pend_t *pd) {
+  cudaEvent_t ev = NULL;
+  cudaError_t err = cudaSuccess;
+  if (s->nev_free) ev = (cudaEvent_t)s->ev_free[--s->nev_free];
+  else err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventRecord(ev, api->stream(e, pd->cmd.stream));
+  if (err != cudaSuccess) {
+    if (ev) (void)cudaEventDestroy(ev);
+    return err;
+  }
+  pd->ev = ev;
+  return cudaSuccess;
+}
+
 static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s, const acxi_cmd_t *cmd,
                            const void *in, void *out) {
   if (s->pcount == ACXP_PENDING) {
@@ -596,15 +617,23 @@ static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_
   for (unsigned k = s->pcount; k > 0 && err == cudaSuccess; k--) { /* the last kernel still in flight */
     pend_t *prev = &s->pv[(s->phead + k - 1) % ACXP_PENDING];
     if (prev->fence) continue;
-    if (prev->cmd.stream != cmd->stream) err = cudaStreamWaitEvent(stream, (cudaEvent_t)prev->ev, 0); /* else in order */
+    if (prev->cmd.stream != cmd->stream) { /* else in order */
+      if (!prev->ev) err = pend_event(e, api, s, prev);
+      if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, (cudaEvent_t)prev->ev, 0);
+    }
     break;
   }
   if (err == cudaSuccess) err = acxk_peer_launch_allreduce(&a, (int)cmd->dtype, (int)cmd->arg[1], stream);
-  if (err == cudaSuccess) {
-    if (s->nev_free) ev = (cudaEvent_t)s->ev_free[--s->nev_free];
-    else err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  /* An event per operation, or (ACX_COLL_PEER_EVENT_EVERY = K > 1) only for those with a reply
+   * and every K-th without: an event record and its queries cost host time that back-to-back
+   * small all-reduces cannot spare (the NCCL path records none for operations without a reply). */
+  pend_t pd = {.cmd = *cmd, .submit_ns = acxi_now_ns()};
+  if (err == cudaSuccess &&
+      (s->ev_every <= 1 || !(cmd->flags & ACXI_CMD_FLAG_NO_REPLY) || ++s->since_ev >= s->ev_every)) {
+    err = pend_event(e, api, s, &pd);
+    s->since_ev = 0;
   }
-  if (err == cudaSuccess) err = cudaEventRecord(ev, stream);
+  ev = (cudaEvent_t)pd.ev;
   if (err != cudaSuccess) {
     ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": launching it failed: %s (%d)", cmd->arg[3], cudaGetErrorString(err),
              (int)err);
@@ -614,7 +643,7 @@ static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_
     finish(e, api, cmd, ACX_ERR_DEVICE);
     return;
   }
-  s->pv[idx] = (pend_t){.cmd = *cmd, .ev = ev};
+  s->pv[idx] = pd;
   s->pcount++;
 }
 #endif
@@ -733,7 +762,28 @@ static int peer_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
         if (s->id) finish(e, api, &done, s->failed);
         continue;
       }
-      cudaError_t err = cudaEventQuery((cudaEvent_t)pd->ev);
+      cudaEvent_t ev = (cudaEvent_t)pd->ev;
+      cudaError_t err = cudaSuccess;
+      if (!ev) {
+        /* Launched without an event: the next operation's event that follows covers it (the set's
+         * operations run in order, across streams too); where none does yet, the newest is given
+         * one once a FENCE waits behind it, the set is going, or it is 20 us old. */
+        pend_t *cover = NULL, *newest = pd;
+        int fence_behind = 0;
+        for (unsigned k = 1; k < s->pcount && !cover; k++) {
+          pend_t *q = &s->pv[(s->phead + k) % ACXP_PENDING];
+          if (q->fence) fence_behind = 1;
+          else if (q->ev) cover = q;
+          else newest = q;
+        }
+        if (!cover && (fence_behind || s->destroying || acxi_now_ns() - newest->submit_ns > 20000)) {
+          err = pend_event(e, api, s, newest);
+          if (err == cudaSuccess) cover = newest;
+        }
+        if (err == cudaSuccess && !cover) break;
+        if (cover) ev = (cudaEvent_t)cover->ev;
+      }
+      if (err == cudaSuccess) err = cudaEventQuery(ev);
       if (err == cudaErrorNotReady) break;
       acx_status_t st = ACX_OK;
       if (err != cudaSuccess) {
@@ -747,8 +797,8 @@ static int peer_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
       }
       if (st != ACX_OK && s->failed == ACX_OK) s->failed = st;
       acxi_cmd_t done = pd->cmd;
-      if (s->nev_free < EV_CACHE) s->ev_free[s->nev_free++] = pd->ev;
-      else (void)cudaEventDestroy((cudaEvent_t)pd->ev);
+      if (pd->ev && s->nev_free < EV_CACHE) s->ev_free[s->nev_free++] = pd->ev;
+      else if (pd->ev) (void)cudaEventDestroy((cudaEvent_t)pd->ev);
       s->phead = (s->phead + 1) % ACXP_PENDING;
       s->pcount--;
       if (s->id) finish(e, api, &done, st);
@@ -783,9 +833,15 @@ static void peer_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
      * most (a kernel past that is the device's problem: the context goes with the engine). */
     if (s->pcount) atomic_store_explicit(&s->ctl->abort, ACX_ERR_CANCELLED, memory_order_relaxed);
     int64_t dl = acxi_now_ns() + 10000000000LL;
+    for (unsigned i = s->pcount; i > 0; i--) { /* the newest kernel gets an event if it has none */
+      pend_t *pd = &s->pv[(s->phead + i - 1) % ACXP_PENDING];
+      if (pd->fence) continue;
+      if (!pd->ev) (void)pend_event(e, api, s, pd);
+      break;
+    }
     for (unsigned i = 0; i < s->pcount; i++) {
       pend_t *pd = &s->pv[(s->phead + i) % ACXP_PENDING];
-      if (pd->fence) continue;
+      if (pd->fence || !pd->ev) continue;
       while (cudaEventQuery((cudaEvent_t)pd->ev) == cudaErrorNotReady && acxi_now_ns() < dl)
         nanosleep(&(struct timespec){0, 100000}, NULL);
       (void)cudaEventDestroy((cudaEvent_t)pd->ev);
@@ -794,6 +850,7 @@ static void peer_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
     (void)cudaGetLastError();
 #endif
     x->sets = s->next;
+    for (unsigned k = 0; k < s->pcount; k++) free(s->pv[(s->phead + k) % ACXP_PENDING].big_in);
     free(s->ll_scratch);
     free(s);
   }

@@ -4,10 +4,11 @@
 #   1. GPU tests of the new pieces: the two-shot (test_peer_exec_gpu now covers it,
 #      test_coll_peer_big_cuda_np2), the readback backpressure (test_lib_blas
 #      t_readback_backpressure), cuSOLVER's retired host workspaces (test_lib_solver), the own path
-#      with programmatic dependent launch (ACX_COLL_PEER_PDL=1); then every other GPU test.
+#      with programmatic dependent launch and an event every 16 operations (ACX_COLL_PEER_PDL=1,
+#      ACX_COLL_PEER_EVENT_EVERY=16); then every other GPU test.
 #   2. The two-shot against the NCCL path and raw NCCL, 1 MiB - 1 GiB (issue 17's large-message goal:
 #      >= 1.05x NCCL's busbw from 256 MiB), chunks of 4 and 16 MiB, interleaved rounds.
-#   3. PDL off and on for the small all-reduces, interleaved.
+#   3. The small all-reduces with PDL off/on and an event per operation / every 16th, interleaved.
 #   4. Issue 16: 2 ranks per GPU under MPS through the own path's current kernels (batch.sh peermps).
 # From the repo root with .gpu/src.tar and .gpu/debs (see batch.sh); results under /tmp/res, DONE
 # when finished:
@@ -21,7 +22,7 @@ OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; 
 NEW="peer|auto|test_lib_blas$|test_lib_solver$|test_lib_rand$|test_device_gpu"
 C0='OUT=$R/c0 CTEST_R="$NEW" CTEST_T=400 bash $B ctestr > $R/c0.txt 2>&1'
 C1='OUT=$R/c1 CTEST_E="multinode|$NEW" CTEST_T=450 bash $B ctestr > $R/c1.txt 2>&1'
-C2='OUT=$R/c2 CTEST_ENV="ACX_COLL_PEER_PDL=1" CTEST_R="peer" CTEST_T=300 bash $B ctestr > $R/c2.txt 2>&1'
+C2='OUT=$R/c2 CTEST_ENV="ACX_COLL_PEER_PDL=1 ACX_COLL_PEER_EVENT_EVERY=16" CTEST_R="peer|auto" CTEST_T=300 bash $B ctestr > $R/c2.txt 2>&1'
 if [ "$NG" -ge 4 ]; then
   (export CUDA_VISIBLE_DEVICES=0,1; eval "$C0"; eval "$C2") & (export CUDA_VISIBLE_DEVICES=2,3; eval "$C1") & wait
 else
@@ -32,7 +33,7 @@ NPS=$(printf '%s\n' $NG 2 | sort -rnu)
 run() { # name np env... : acx-allreduce-bench --compare with the given environment, rows tagged
   local name=$1 np=$2; shift 2
   env "$@" timeout 150 mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER \
-    -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_PDL $BB/bench/allreduce/acx-allreduce-bench --compare $ARGS -d float \
+    -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_PDL -x ACX_COLL_PEER_EVENT_EVERY $BB/bench/allreduce/acx-allreduce-bench --compare $ARGS -d float \
     > $R/d/$name.txt 2>&1
   echo "$name rc=$?" >> $R/d-$KIND.txt; grep -E "^ +[0-9]+ " $R/d/$name.txt | sed "s/^/$name /" >> $R/d-$KIND.txt
 }
@@ -43,8 +44,8 @@ for rep in 1 2; do for np in $NPS; do
   run big-$np-16M-$rep $np ACX_COLL_PEER=1 ACX_COLL_PEER_BIG_KB=16384
 done; done
 KIND=pdl ARGS="-b 8 -e 256K -f 8 -n 200 -w 20"
-for rep in 1 2; do for np in $NPS; do for pdl in 0 1; do
-  run pdl-$np-$pdl-$rep $np ACX_COLL_PEER=1 ACX_COLL_PEER_PDL=$pdl
+for rep in 1 2; do for np in $NPS; do for v in 0:1 1:1 0:16 1:16; do IFS=: read -r pdl k <<<"$v"
+  run pdl-$np-$pdl-$k-$rep $np ACX_COLL_PEER=1 ACX_COLL_PEER_PDL=$pdl ACX_COLL_PEER_EVENT_EVERY=$k
 done; done; done
 OUT=$R/e PEER_REPS=2 bash $B peermps > $R/e-peermps.txt 2>&1
 touch $R/DONE
