@@ -135,10 +135,17 @@ wait_for() { # seconds, description, command...: poll until the command succeeds
   done
 }
 
-free_port() { # a TCP port on which nothing listens
-  local p i
+# Ports for the daemons come from below the kernel's ephemeral range: a port inside it can be
+# taken as the local end of any process's outgoing connection between the check and the daemon's
+# bind (slurmctld then dies with "Address already in use": seen once in a CI-style run, port 39512
+# with the range at 32768-60999).
+read -r eph_lo _ < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph_lo=32768
+free_port() { # a TCP port on which nothing listens, outside the ephemeral range where it can be
+  local p i lo=10000 span
+  span=$((eph_lo - lo))
+  [ "$span" -ge 2000 ] || { lo=20000; span=30000; } # an unusual range: the old choice
   for i in $(seq 50); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((lo + RANDOM % span))
     (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; return 0; }
   done
   return 1
