@@ -1,10 +1,12 @@
 /* acx's own all-reduce between the executors of one node (issue 17), the rank side: where the
  * world is one node of 2 to ACXP_MAX_RANKS ranks and every rank wants it (ACX_COLL_PEER: -1, the
- * default, on GPUs from 3 ranks, ranks sharing a GPU only under MPS; 1 also on the host kind and where ranks share GPUs: then
- * the path bypasses the hierarchical collectives' groups for the all-reduces it takes), acx_coll_create (and every rebuild) gives each rank an area that
- * every other rank's executor maps, and all-reduces of at most ACX_COLL_PEER_MAX_KB go to the
- * extension "peer" (kernels/peer/) instead of NCCL or MPI: one command, no host in the loop on
- * CUDA. The protocol and its arithmetic: runtime/proto/peer_ops.h.
+ * default, on GPUs from 3 ranks, ranks sharing a GPU only under MPS; 1 also on the host kind, at 2
+ * ranks and on shared GPUs without MPS; ranks sharing GPUs bypass the hierarchical collectives'
+ * groups for the all-reduces it takes), acx_coll_create (and every rebuild) gives each rank an
+ * area that every other rank's executor maps, and all-reduces of at most ACX_COLL_PEER_MAX_KB (with
+ * ACX_COLL_PEER_BIG_KB, all of them) go to the extension "peer" (kernels/peer/) instead of NCCL or
+ * MPI: one command, no host in the loop on CUDA. The protocol and its arithmetic:
+ * runtime/proto/peer_ops.h.
  *
  * Set-up is collective and all-or-nothing: every rank says whether it wants the path and whether
  * each step worked, and the ranks agree (MPI MIN) before any operation can take it, so either
@@ -196,9 +198,9 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   p->ll_bytes = lllo > 0 ? (uint64_t)lllo * 1024 : 0;
   /* The two-shot's big slots: the smallest any rank has (a third agreement; 0: off). */
   int64_t bigkb = acxi_param_int("ACX_COLL_PEER_BIG_KB");
-  int bigmine = bigkb <= 0 ? 0 : bigkb < ACXP_BIG_MIN / 1024 ? ACXP_BIG_MIN / 1024 : bigkb > (1 << 20) ? (1 << 20)
-                                                                                                  : (int)bigkb,
-      biglo = 0;
+  if (bigkb > 0 && bigkb < ACXP_BIG_MIN / 1024) bigkb = ACXP_BIG_MIN / 1024;
+  if (bigkb > (1 << 20)) bigkb = 1 << 20;
+  int bigmine = bigkb > 0 ? (int)bigkb : 0, biglo = 0;
   ag = acxc_coll_agree_min(c, bigmine, &biglo);
   if (ag != ACX_OK) return ag;
   p->big_bytes = biglo > 0 ? (uint64_t)biglo * 1024 : 0;
