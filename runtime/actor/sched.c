@@ -30,9 +30,13 @@ static void wake_one(acxi_sched_t *s) {
   }
 }
 
-static void queue_push(acxi_worker_t *w, acxi_runnable_t *r, int *len_before) {
+static bool queue_push(acxi_worker_t *w, acxi_runnable_t *r, int *len_before) {
   r->rq_next = NULL;
   pthread_mutex_lock(&w->lock);
+  if (w->closed) {
+    pthread_mutex_unlock(&w->lock);
+    return false;
+  }
   if (w->rq_tail)
     w->rq_tail->rq_next = r;
   else
@@ -41,6 +45,7 @@ static void queue_push(acxi_worker_t *w, acxi_runnable_t *r, int *len_before) {
   /* relaxed: a hint for thieves and parkers; the mutex protects the list itself */
   *len_before = atomic_fetch_add_explicit(&w->rq_len, 1, memory_order_relaxed);
   pthread_mutex_unlock(&w->lock);
+  return true;
 }
 
 static acxi_runnable_t *queue_pop(acxi_worker_t *w) {
@@ -57,7 +62,7 @@ static acxi_runnable_t *queue_pop(acxi_worker_t *w) {
   return r;
 }
 
-void acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r) {
+bool acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r) {
   acxi_worker_t *w = tl_worker;
   int own = w && w->sched == s;
   if (!own) {
@@ -67,10 +72,11 @@ void acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r) {
     w = &s->workers[i];
   }
   int before = 0;
-  queue_push(w, r, &before);
+  if (!queue_push(w, r, &before)) return false; /* drained after the stop: nothing runs it */
   atomic_thread_fence(memory_order_seq_cst); /* Dekker with the parker's state store then look */
   /* a spinning owner takes it at once; a busy or parked one needs a thief or a wake-up */
   if (own ? before > 0 : atomic_load_explicit(&w->state, memory_order_relaxed) != ACXI_W_SPINNING) wake_one(s);
+  return true;
 }
 
 /* Worth taking from victim v: more than one item, or one its owner is not about to run. A
@@ -246,6 +252,12 @@ acx_status_t acxi_sched_stop(acxi_sched_t *s, int64_t deadline) {
 }
 
 acxi_runnable_t *acxi_sched_drain(acxi_sched_t *s) {
+  for (int i = 0; i < s->nworkers; i++) { /* closed first: a push from now on is refused */
+    acxi_worker_t *w = &s->workers[i];
+    pthread_mutex_lock(&w->lock);
+    w->closed = 1;
+    pthread_mutex_unlock(&w->lock);
+  }
   for (int i = 0; i < s->nworkers; i++) {
     acxi_runnable_t *r = queue_pop(&s->workers[i]);
     if (r) return r;

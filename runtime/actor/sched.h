@@ -23,6 +23,7 @@ struct acxi_sched;
 typedef struct acxi_worker {
   alignas(64) pthread_mutex_t lock;
   acxi_runnable_t *rq_head, *rq_tail; /* under lock */
+  int closed;                         /* under lock: drained after the stop, takes nothing more */
   _Atomic int rq_len;                 /* mirror of the length, read without the lock by thieves */
   struct acxi_sched *sched;
   int index;
@@ -65,12 +66,14 @@ typedef struct acxi_sched {
  * the cpuset (no CPU of it is usable by this process), ACX_ERR_SYSTEM, ACX_ERR_NO_MEMORY. */
 acx_status_t acxi_sched_start(acxi_sched_t *s, int nworkers, int64_t spin_ns, int64_t park_ns, int64_t steal_wait_ns,
                               acxi_run_fn run, const char *name, const struct acxi_cpuset *cpuset);
-/* Makes r runnable. Any thread; a worker of s queues on its own run queue. */
-void acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r);
+/* Makes r runnable and returns true. Any thread; a worker of s queues on its own run queue.
+ * Returns false, taking nothing, once acxi_sched_drain has run: the caller keeps r. */
+bool acxi_sched_push(acxi_sched_t *s, acxi_runnable_t *r);
 /* Asks the workers to exit and joins them by deadline (absolute, acxi_now_ns based).
  * ACX_ERR_TIMEOUT when a worker is still running: then s must not be freed. */
 acx_status_t acxi_sched_stop(acxi_sched_t *s, int64_t deadline);
-/* After a successful stop: takes one leftover runnable, or NULL. */
+/* After a successful stop: takes one leftover runnable, or NULL; from its first call on, the
+ * queues are closed (acxi_sched_push returns false). */
 acxi_runnable_t *acxi_sched_drain(acxi_sched_t *s);
 void acxi_sched_fini(acxi_sched_t *s);
 /* The worker the calling thread is, or NULL. */
