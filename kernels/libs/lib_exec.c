@@ -16,8 +16,6 @@
 #include "runtime/base/param.h"
 
 #define READBACK_SLOTS 1024
-#define ACXK_STR_(x) #x
-#define ACXK_STR(x) ACXK_STR_(x)
 #define SLOT_BYTES 16
 #define WS_STREAMS 64 /* the engine's stream limit */
 

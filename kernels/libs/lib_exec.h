@@ -63,6 +63,9 @@ acx_status_t acxk_lib_fail(acxk_lib_call_t *c, acx_lib_id_t lib, int code, const
 acx_status_t acxk_lib_cuda_fail(acxk_lib_call_t *c, int err, const char *call);
 /* Bad descriptor contents (the rank validates first; this guards the executor). */
 acx_status_t acxk_lib_bad(acxk_lib_call_t *c, acx_status_t st, const char *what);
+/* A macro's value as a string literal (for the fixed texts acxk_lib_bad takes). */
+#define ACXK_STR_(x) #x
+#define ACXK_STR(x) ACXK_STR_(x)
 
 /* Checks that operand idx is present and its extent covers a column-major rows x cols matrix with
  * leading dimension ld of es-byte elements: the descriptor's dimensions and its operands must

@@ -124,8 +124,8 @@ static acx_status_t workspaces(acxk_lib_call_t *c, solver_stream_t *s, size_t de
      * event, never waited for in the loop (rare: it only grows, at least twofold, and few routines
      * use one). */
     if (s->host_ws && s->n_retired == RETIRED_MAX)
-      return acxk_lib_bad(c, ACX_ERR_QUEUE_FULL, "cuSOLVER host workspace: " "8 outgrown workspaces still wait "
-                          "for their stream; wait for earlier requests to complete");
+      return acxk_lib_bad(c, ACX_ERR_QUEUE_FULL, "cuSOLVER host workspace: " ACXK_STR(RETIRED_MAX) " outgrown workspaces "
+                          "still wait for their stream; wait for earlier requests to complete");
     size_t want = host_bytes < 2 * s->host_bytes ? 2 * s->host_bytes : host_bytes;
     void *p = malloc(want);
     if (!p) return ACX_ERR_NO_MEMORY;

@@ -412,7 +412,11 @@ __device__ __forceinline__ void big_copy(S *dst, const S *src, uint64_t lo, uint
 
 // Element i of this chunk's piece reduced over the ranks' big slots (at `off` in each area), in
 // rank order, into this rank's slot and the output: 16-byte vectors, 4 ranks' loads in flight at a
-// time (the one-shot's 16 would spill here), or one element (vec false).
+// time (the one-shot's 16 would spill here), or one element (vec false). The vector part is
+// reduce_vec's loop over other addresses with another batch; a common helper taking the ranks'
+// base addresses as a callable changes the one-shot's generated code (checked with ptxas: other
+// register counts, an added branch), and the one-shot is the default path, verified on GPUs: the
+// two are to be merged once a GPU pass can run the one-shot's tests on the merged code.
 template <typename E, int OP>
 __device__ __forceinline__ void reduce_big(const acxk_peer_args_t &a, uint64_t off, uint64_t i, bool vec,
                                            typename E::S *mine, typename E::S *out) {
