@@ -15,7 +15,6 @@
 #include "runtime/base/log.h"
 #include "runtime/base/param.h"
 
-#define READBACK_SLOTS 1024
 #define SLOT_BYTES 16
 #define WS_STREAMS 64 /* the engine's stream limit */
 
@@ -31,10 +30,10 @@ typedef struct pending {
 /* Per engine incarnation (the extension's ext_state slot). */
 struct acxk_lib_engine {
   void *state[ACX_LIB_COUNT]; /* each library's handles, created on first use */
-  uint8_t *dev_slots;         /* READBACK_SLOTS x SLOT_BYTES device scratch */
+  uint8_t *dev_slots;         /* n_slots x SLOT_BYTES device scratch */
   uint8_t *host_slots;        /* the same, pinned host memory the results are copied into */
-  int free_slots[READBACK_SLOTS];
-  int n_free;
+  int *free_slots;            /* n_slots */
+  int n_free, n_slots;        /* n_slots: ACX_LIB_READBACK_SLOTS, read at the first library call */
   pending_t *pend; /* in submission order */
   size_t n_pend, cap_pend;
   cudaEvent_t *ev_free;
@@ -235,8 +234,8 @@ acx_status_t acxk_lib_scratch(acxk_lib_call_t *c, void **dev_ptr) {
   /* Never wait here: the loop must go on serving (a slot may be held by work queued behind another
    * executor's transfer, whose deadline only the loop enforces). The request fails, retryable. */
   if (le->n_free == 0)
-    return acxk_lib_bad(c, ACX_ERR_QUEUE_FULL, "every readback slot (" ACXK_STR(READBACK_SLOTS) ") is held by a "
-                        "request in flight: wait for some of the earlier ones to complete");
+    return acxk_lib_bad(c, ACX_ERR_QUEUE_FULL, "every readback slot (ACX_LIB_READBACK_SLOTS) is held by a request in "
+                        "flight: wait for some of the earlier ones to complete");
   c->slot = le->free_slots[--le->n_free];
   c->scratch = le->dev_slots + (size_t)c->slot * SLOT_BYTES;
   *dev_ptr = c->scratch;
@@ -254,17 +253,28 @@ static acx_status_t engine_state(acxi_engine_t *e, const acxi_engine_api_t *api,
   }
   acxk_lib_engine_t *le = calloc(1, sizeof *le);
   if (!le) return ACX_ERR_NO_MEMORY;
-  cudaError_t err = cudaMalloc((void **)&le->dev_slots, READBACK_SLOTS * SLOT_BYTES);
-  if (err == cudaSuccess) err = cudaHostAlloc((void **)&le->host_slots, READBACK_SLOTS * SLOT_BYTES, cudaHostAllocPortable);
+  int64_t n = acxi_param_int("ACX_LIB_READBACK_SLOTS");
+  if (n < 1 || n > 65536) {
+    ACX_WARN(LIB, "ACX_LIB_READBACK_SLOTS=%" PRId64 " is outside 1..65536; using 1024", n);
+    n = 1024;
+  }
+  le->n_slots = (int)n;
+  if (!(le->free_slots = malloc((size_t)n * sizeof *le->free_slots))) {
+    free(le);
+    return ACX_ERR_NO_MEMORY;
+  }
+  cudaError_t err = cudaMalloc((void **)&le->dev_slots, (size_t)n * SLOT_BYTES);
+  if (err == cudaSuccess) err = cudaHostAlloc((void **)&le->host_slots, (size_t)n * SLOT_BYTES, cudaHostAllocPortable);
   if (err != cudaSuccess) {
     ACX_WARN(LIB, "library readback slots: %s (%d)", cudaGetErrorString(err), (int)err);
     (void)cudaGetLastError();
     if (le->dev_slots) (void)cudaFree(le->dev_slots);
+    free(le->free_slots);
     free(le);
     return err == cudaErrorMemoryAllocation ? ACX_ERR_DEVICE_OOM : ACX_ERR_DEVICE;
   }
-  for (int i = 0; i < READBACK_SLOTS; i++) le->free_slots[i] = READBACK_SLOTS - 1 - i;
-  le->n_free = READBACK_SLOTS;
+  for (int i = 0; i < le->n_slots; i++) le->free_slots[i] = le->n_slots - 1 - i;
+  le->n_free = le->n_slots;
   *slot = le;
   *out = le;
   return ACX_OK;
@@ -388,6 +398,7 @@ static void libs_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
       if (le->ws[l][i]) (void)cudaFree(le->ws[l][i]);
   (void)cudaFree(le->dev_slots);
   (void)cudaFreeHost(le->host_slots);
+  free(le->free_slots);
   (void)cudaGetLastError();
   free(le->ev_free);
   free(le->pend);

@@ -40,6 +40,7 @@ static const param_def_t defs[] = {
     {"ACX_DEVICE", ACX_PARAM_INT, "-1", "CUDA device ordinal for this rank, overriding topology-based choice (-1: choose)"},
     {"ACX_HEARTBEAT_MS", ACX_PARAM_INT, "1000", "Liveness limit: an executor process whose heartbeat thread is silent this long (dead, stopped) is declared lost, and so is an executor loop that made no progress this long once every outstanding request is past its deadline (docs/fault-model.md)"},
     {"ACX_EXEC_TIMEOUT_MS", ACX_PARAM_INT, "60000", "Deadline of a single device command"},
+    {"ACX_LIB_READBACK_SLOTS", ACX_PARAM_INT, "1024", "CUDA library calls that return a value to the host (a dot product, a norm, a solver's info) each hold one readback slot of the executor until the value has come back; with every slot held, the next such call fails at once with ACX_ERR_QUEUE_FULL (retryable). 1 to 65536, 16 bytes of device and pinned host memory each; read by each executor at its first library call"},
     {"ACX_MAX_RESTARTS", ACX_PARAM_INT, "5", "Executor restarts allowed within ACX_RESTART_WINDOW_MS before the device escalates"},
     {"ACX_RESTART_WINDOW_MS", ACX_PARAM_INT, "60000", "Window for ACX_MAX_RESTARTS"},
     {"ACX_RING_SLOTS", ACX_PARAM_INT, "1024", "Slots of each command and reply ring (power of two)"},

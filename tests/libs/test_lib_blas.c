@@ -471,14 +471,20 @@ static void t_pipeline(void) {
   acx_buffer_release(o);
 }
 
-/* More value readbacks in flight than the executor has slots (1024), every one held behind a
- * stream that waits for the host: the one beyond fails at once with ACX_ERR_QUEUE_FULL instead of
- * holding the executor's loop until a slot frees (the loop keeps serving: a ping answers), and
- * once the stream goes on every accepted one completes with its value. A context keeps at most 256
- * requests outstanding, so five contexts on stream 0 share the 1025 dots. Nothing here may stop
- * the test before the stream is let go. */
+/* The executors' readback slots in this suite (t_readback_backpressure). */
+#define LT_READBACK_SLOTS 16
+_Static_assert(LT_READBACK_SLOTS == 16, "main sets ACX_LIB_READBACK_SLOTS to 16 for the executors");
+
+/* More value readbacks in flight than the executor has slots (ACX_LIB_READBACK_SLOTS, set to 16
+ * for this suite's executors in main), every one held behind a stream that waits for the host: the
+ * one beyond fails at once with ACX_ERR_QUEUE_FULL instead of holding the executor's loop until a
+ * slot frees (the loop keeps serving: a ping answers), and once the stream goes on every accepted
+ * one completes with its value. Few slots: each dot queues several operations behind the wait, and
+ * CUDA's launch queue for a stopped stream is finite (a thousand dots filled it in the first
+ * version, and the executor's loop blocked inside a launch until it was declared hung). Nothing
+ * here may stop the test before the stream is let go. */
 static void t_readback_backpressure(void) {
-  enum { SLOTS = 1024, CTX = 5, PER = 205, N = 64 };
+  enum { SLOTS = LT_READBACK_SLOTS, CTX = 2, PER = (SLOTS + 2) / 2, N = 64 };
   double ones[N];
   for (int i = 0; i < N; i++) ones[i] = 1.0;
   acx_buffer_t *x = lt_poisoned(dev, N, ACX_DTYPE_F64);
@@ -570,6 +576,7 @@ int main(int argc, char **argv) {
                                               ACX_TEST(t_level1),   ACX_TEST(t_pipeline),
                                               ACX_TEST(t_readback_backpressure), ACX_TEST(t_restart),
                                               ACX_TEST_END};
+  setenv("ACX_LIB_READBACK_SLOTS", "16", 1); /* LT_READBACK_SLOTS, read by the executors */
   if (!unit_mode) {
     /* Skip before anything starts when the build or the machine has no GPU. */
     if (access("/dev/nvidiactl", F_OK) != 0) acx_test_skip("no GPU on this machine");
