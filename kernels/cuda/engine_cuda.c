@@ -1411,6 +1411,18 @@ static void submit_one(acxi_engine_t *e, const acxi_cmd_t *c) {
     finish(e, c, st, &cpl);
     return;
   }
+  /* Work an extension holds back goes before a command that is not its own. */
+  for (int i = 0, n = acxi_ext_count(); i < n && !e->poisoned; i++) {
+    const acxi_ext_ops_t *h = acxi_ext_at(i);
+    if (h->flush && (c->op < h->op_first || c->op > h->op_last)) {
+      h->flush(e, &engine_api);
+      (void)flush_accesses(e);
+    }
+  }
+  if (e->poisoned) {
+    finish(e, c, lost_status(e), &cpl);
+    return;
+  }
   if (c->op >= ACXI_OP_EXT_BASE) {
     const acxi_ext_ops_t *x = acxi_ext_find(c->op);
     if (!x) {

@@ -82,6 +82,11 @@ typedef struct acxi_ext_ops {
   int (*progress)(acxi_engine_t *e, const acxi_engine_api_t *api);
   /* Optional: releases the extension's per-engine state before the engine goes. */
   void (*engine_destroy)(acxi_engine_t *e, const acxi_engine_api_t *api);
+  /* Optional (the cuda engine calls it): launches work the extension has accepted but holds back
+   * to launch it together with what may follow (acx's own all-reduce batches small ones). Called
+   * before the engine runs any command outside [op_first, op_last]; the extension itself launches
+   * what it holds before its own progress hook returns, so nothing is held past a loop turn. */
+  void (*flush)(acxi_engine_t *e, const acxi_engine_api_t *api);
 } acxi_ext_ops_t;
 
 void acxi_ext_register(const acxi_ext_ops_t *ops);

@@ -31,14 +31,18 @@
 #endif
 
 #define EV_CACHE 64
+#define ACXP_BATCH_MAX 16 /* operations of one kernel launch at most (cuda) */
+#if ACX_HAVE_CUDA
+_Static_assert(ACXP_BATCH_MAX == ACXK_PEER_BATCH_MAX, "the batch limit is the kernel's");
+#endif
 
 typedef struct pend {
   acxi_cmd_t cmd;
   void *ev; /* cudaEvent_t after the kernel; NULL: a later operation's event covers it (below) */
   int64_t submit_ns; /* cuda: when it was launched */
-  /* host kind */
-  const unsigned char *in;
+  const unsigned char *in; /* the input and output in this executor */
   unsigned char *out;
+  /* host kind */
   size_t es;
   int started;      /* its data is in the slot and its flags raised */
   int64_t deadline; /* from its start */
@@ -65,6 +69,10 @@ typedef struct pset {
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
   unsigned ev_every; /* cuda: ACX_COLL_PEER_EVENT_EVERY, read at SETUP */
   unsigned since_ev; /* cuda: operations launched without an event since the last one with */
+  unsigned batch_max;   /* cuda: ACX_COLL_PEER_BATCH, read at SETUP */
+  uint64_t clear_every; /* cuda: ACX_COLL_PEER_LL_CLEAR, read at SETUP */
+  unsigned nstaged;     /* cuda: the newest pending operations, not launched yet (a batch) */
+  uint64_t nlaunch, nops; /* cuda: kernels launched, operations they ran (the log at the end) */
   unsigned char *ll_scratch; /* host kind: the lines of every rank unpacked, [nranks][ACXP_LL_MAX] */
   acx_status_t failed; /* the first failure: later operations fail with it at once */
   pend_t pv[ACXP_PENDING];
@@ -80,6 +88,8 @@ typedef struct pset {
 
 typedef struct ext {
   pset_t *sets;
+  pset_t *staged; /* cuda: the set with operations staged (one at most: the sets' operations keep
+                     their order across sets on a stream), NULL: none */
 } ext_t;
 
 static void finish(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *cmd, acx_status_t st) {
@@ -163,6 +173,10 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   s->pdl = acxi_param_int("ACX_COLL_PEER_PDL") > 0;
   int64_t every = acxi_param_int("ACX_COLL_PEER_EVENT_EVERY");
   s->ev_every = every < 1 ? 1 : every > 64 ? 64 : (unsigned)every;
+  int64_t batch = acxi_param_int("ACX_COLL_PEER_BATCH");
+  s->batch_max = batch < 1 ? 1 : batch > ACXP_BATCH_MAX ? ACXP_BATCH_MAX : (unsigned)batch;
+  int64_t clear = acxi_param_int("ACX_COLL_PEER_LL_CLEAR");
+  s->clear_every = clear < 2 ? 2 : (uint64_t)clear;
   for (int q = 0; q < n; q++) {
     void *p = NULL;
     uint64_t bytes = 0;
@@ -210,7 +224,15 @@ static void ev_cache_drop(pset_t *s) {
 #endif
 }
 
+static void log_launches(const pset_t *s) {
+  if (s->nlaunch)
+    ACX_INFO(COLL, "peer set %" PRIu64 ": %" PRIu64 " all-reduces in %" PRIu64 " kernel launches", s->id, s->nops,
+             s->nlaunch);
+}
+
 static void set_free(ext_t *x, pset_t *s) {
+  log_launches(s);
+  if (x->staged == s) x->staged = NULL;
   for (pset_t **pp = &x->sets; *pp; pp = &(*pp)->next)
     if (*pp == s) {
       *pp = s->next;
@@ -579,72 +601,159 @@ static cudaError_t pend_event(acxi_engine_t *e, const acxi_engine_api_t *api, ps
   return cudaSuccess;
 }
 
-static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s, const acxi_cmd_t *cmd,
-                           const void *in, void *out) {
+/* Whether buffer ranges [a, a + n) and [b, b + m) are the same start or disjoint: then every byte
+ * of both sits at the same line index in both (the batch kernel's threads never share a byte
+ * between operations). */
+static int same_or_apart(const unsigned char *a, uint64_t n, const unsigned char *b, uint64_t m) {
+  return a == b || a + n <= b || b + m <= a;
+}
+
+/* Whether cmd (input `in`, output `out`, `bytes` each) may join the operations staged in s: the
+ * small-message kernel, the same dtype, op and stream, and no byte that a staged operation writes
+ * and cmd reads or writes (or that a staged one reads and cmd writes) at another line index. */
+static int joins(const pset_t *s, const acxi_cmd_t *cmd, const unsigned char *in, const unsigned char *out,
+                 uint64_t bytes) {
+  if (bytes > s->ll_bytes) return 0;
+  for (unsigned k = 0; k < s->nstaged; k++) {
+    const pend_t *pd = &s->pv[(s->phead + s->pcount - s->nstaged + k) % ACXP_PENDING];
+    uint64_t b = pd->cmd.bytes * pd->es;
+    if (pd->cmd.dtype != cmd->dtype || pd->cmd.arg[1] != cmd->arg[1] || pd->cmd.stream != cmd->stream) return 0;
+    if (!same_or_apart(pd->out, b, in, bytes) || !same_or_apart(pd->out, b, out, bytes) ||
+        !same_or_apart(pd->in, b, out, bytes))
+      return 0;
+  }
+  return 1;
+}
+
+/* Whether the lines of operation seq's parity are cleared after it (peer_ops.h): for the two
+ * operations at the start of every clear_every. */
+static int clears_after(const pset_t *s, uint64_t seq) { return s->ll_bytes && seq % s->clear_every < 2; }
+
+/* Launches the operations staged in s (one kernel: a batch of small ones, or one of another
+ * size), then, where due, the clearing of the last one's lines, then its completion event. A
+ * failure fails them all (and the set). */
+static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) {
+  const unsigned n = s->nstaged, first = (s->phead + s->pcount - n) % ACXP_PENDING;
+  s->nstaged = 0;
+  if (!n) return;
+  pend_t *p0 = &s->pv[first], *pl = &s->pv[(first + n - 1) % ACXP_PENDING];
+  const uint32_t sidx = p0->cmd.stream;
+  cudaStream_t stream = api->stream(e, sidx);
+  /* The buffers' earlier accesses, each buffer once. */
+  for (unsigned k = 0; k < n; k++) {
+    const pend_t *pd = &s->pv[(first + k) % ACXP_PENDING];
+    for (int b = 0; b < 2; b++) {
+      int seen = 0;
+      for (unsigned j = 0; j < k && !seen; j++)
+        seen = s->pv[(first + j) % ACXP_PENDING].cmd.buf[b] == pd->cmd.buf[b];
+      if (!seen) api->order_access(e, pd->cmd.buf[b], sidx, b);
+    }
+  }
+  cudaError_t err = cudaSuccess;
+  /* The set's operations run one after the other, whatever their streams: a slot is written again
+   * two operations later only because operation s has finished on every GPU before any block of
+   * s + 1 raises a flag (runtime/proto/peer_ops.h). */
+  for (unsigned k = s->pcount - n; k > 0 && err == cudaSuccess; k--) { /* the last kernel still in flight */
+    pend_t *prev = &s->pv[(s->phead + k - 1) % ACXP_PENDING];
+    if (prev->fence) continue;
+    if (prev->cmd.stream != sidx) { /* else in order */
+      if (!prev->ev) err = pend_event(e, api, s, prev);
+      if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, (cudaEvent_t)prev->ev, 0);
+    }
+    break;
+  }
+  acxk_peer_args_t a = {.nranks = s->nranks, .rank = s->rank, .abort = (const int32_t *)(const void *)&s->ctl_dev->abort,
+                        .slot_bytes = s->slot_bytes, .big_bytes = s->big_bytes, .pdl = s->pdl};
+  for (int q = 0; q < s->nranks; q++) a.flags[q] = s->area[q];
+  acxk_peer_batch_t bt;
+  const int ll = p0->cmd.bytes * p0->es <= s->ll_bytes;
+  if (ll) {
+    bt.nops = n;
+    for (unsigned k = 0; k < n; k++) {
+      const unsigned idx = (first + k) % ACXP_PENDING;
+      const pend_t *pd = &s->pv[idx];
+      int64_t ms = (int64_t)pd->cmd.arg[4];
+      bt.op[k] = (acxk_peer_ll_op_t){.send = pd->in, .recv = pd->out, .count = pd->cmd.bytes, .seq = pd->cmd.arg[3],
+                                     .timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull,
+                                     .status = (int32_t *)(void *)&s->ctl_dev->status[idx]};
+    }
+  } else {
+    int64_t ms = (int64_t)p0->cmd.arg[4];
+    a.send = p0->in;
+    a.recv = p0->out;
+    a.count = p0->cmd.bytes;
+    a.seq = p0->cmd.arg[3];
+    a.timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull;
+    a.status = (int32_t *)(void *)&s->ctl_dev->status[first];
+    a.big = p0->cmd.bytes * p0->es > s->slot_bytes;
+    uint64_t doff = ACXP_SLOT_OFF(a.seq & 1u, s->slot_bytes);
+    for (int q = 0; q < s->nranks; q++) a.data[q] = s->area[q] + doff;
+  }
+  if (err == cudaSuccess)
+    err = acxk_peer_launch_allreduce(&a, ll ? &bt : NULL, (int)p0->cmd.dtype, (int)p0->cmd.arg[1], stream);
+  const uint64_t last = pl->cmd.arg[3];
+  if (err == cudaSuccess && clears_after(s, last))
+    err = cudaMemsetAsync(s->area[s->rank] + ACXP_LL_OFF(last & 1u, 0, s->slot_bytes), 0,
+                          (uint64_t)(s->nranks - 1) * ACXP_LL_SRC_BYTES + 2 * s->ll_bytes, stream);
+  /* An event per launch, or (ACX_COLL_PEER_EVENT_EVERY = K > 1) only for launches with a reply
+   * among their operations and every K-th operation without: an event record and its queries cost
+   * host time that back-to-back small all-reduces cannot spare (the NCCL path records none for
+   * operations without a reply). Operations without an event complete through a later one's. */
+  int reply = 0;
+  for (unsigned k = 0; k < n; k++) reply |= !(s->pv[(first + k) % ACXP_PENDING].cmd.flags & ACXI_CMD_FLAG_NO_REPLY);
+  s->since_ev += n;
+  if (err == cudaSuccess && (s->ev_every <= 1 || reply || s->since_ev >= s->ev_every)) {
+    err = pend_event(e, api, s, pl);
+    s->since_ev = 0;
+  }
+  if (err != cudaSuccess) {
+    ACX_WARN(COLL, "peer all-reduce %" PRIu64 "%s: launching it failed: %s (%d)", p0->cmd.arg[3],
+             n > 1 ? " and the rest of its batch" : "", cudaGetErrorString(err), (int)err);
+    (void)cudaGetLastError();
+    s->failed = ACX_ERR_DEVICE;
+    for (unsigned k = 0; k < n; k++) {
+      pend_t *pd = &s->pv[(first + k) % ACXP_PENDING];
+      if (pd->ev) {
+        (void)cudaEventDestroy((cudaEvent_t)pd->ev);
+        pd->ev = NULL;
+      }
+      finish(e, api, &pd->cmd, ACX_ERR_DEVICE);
+    }
+    s->pcount -= n;
+    return;
+  }
+  s->nlaunch++;
+  s->nops += n;
+}
+
+/* Launches what is staged (ext_t.staged). */
+static void flush(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x) {
+  pset_t *s = x->staged;
+  x->staged = NULL;
+  if (s) launch_staged(e, api, s);
+}
+
+/* The all-reduce joins the operations staged (x->staged) when it can, else they are launched
+ * first; it is launched at once unless a later one may join it. Whatever is staged is launched
+ * before the engine runs any other command (the hook `flush`) and at every progress. */
+static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, pset_t *s,
+                           const acxi_cmd_t *cmd, unsigned char *in, unsigned char *out) {
   if (s->pcount == ACXP_PENDING) {
     ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %d operations of the set are in flight already", cmd->arg[3],
              ACXP_PENDING);
     finish(e, api, cmd, ACX_ERR_QUEUE_FULL);
     return;
   }
-  cudaStream_t stream = api->stream(e, cmd->stream);
-  api->order_access(e, cmd->buf[0], cmd->stream, 0);
-  api->order_access(e, cmd->buf[1], cmd->stream, 1);
-  unsigned idx = (s->phead + s->pcount) % ACXP_PENDING;
+  const size_t es = elem_size(cmd->dtype);
+  const uint64_t bytes = cmd->bytes * es;
+  if (x->staged && (x->staged != s || !joins(s, cmd, in, out, bytes))) flush(e, api, x);
+  const unsigned idx = (s->phead + s->pcount) % ACXP_PENDING;
   atomic_store_explicit(&s->ctl->status[idx], 0, memory_order_relaxed);
-  acxk_peer_args_t a = {.send = in, .recv = out, .count = cmd->bytes, .nranks = s->nranks, .rank = s->rank,
-                        .seq = cmd->arg[3], .status = (int32_t *)(void *)&s->ctl_dev->status[idx],
-                        .abort = (const int32_t *)(const void *)&s->ctl_dev->abort};
-  uint64_t doff = ACXP_SLOT_OFF(a.seq & 1u, s->slot_bytes);
-  for (int q = 0; q < s->nranks; q++) {
-    a.data[q] = s->area[q] + doff;
-    a.flags[q] = s->area[q];
-  }
-  int64_t ms = (int64_t)cmd->arg[4];
-  a.timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull;
-  uint64_t bytes = cmd->bytes * elem_size(cmd->dtype);
-  a.ll = bytes <= s->ll_bytes;
-  a.big = bytes > s->slot_bytes;
-  a.slot_bytes = s->slot_bytes;
-  a.big_bytes = s->big_bytes;
-  a.ll_off = ACXP_LL_OFF(a.seq & 1u, 0, s->slot_bytes);
-  a.pdl = s->pdl;
-  cudaEvent_t ev = NULL;
-  cudaError_t err = cudaSuccess;
-  /* The set's operations run one after the other, whatever their streams: a slot is written again
-   * two operations later only because operation s has finished on every GPU before any block of
-   * s + 1 raises a flag (runtime/proto/peer_ops.h). */
-  for (unsigned k = s->pcount; k > 0 && err == cudaSuccess; k--) { /* the last kernel still in flight */
-    pend_t *prev = &s->pv[(s->phead + k - 1) % ACXP_PENDING];
-    if (prev->fence) continue;
-    if (prev->cmd.stream != cmd->stream) { /* else in order */
-      if (!prev->ev) err = pend_event(e, api, s, prev);
-      if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, (cudaEvent_t)prev->ev, 0);
-    }
-    break;
-  }
-  if (err == cudaSuccess) err = acxk_peer_launch_allreduce(&a, (int)cmd->dtype, (int)cmd->arg[1], stream);
-  /* An event per operation, or (ACX_COLL_PEER_EVENT_EVERY = K > 1) only for those with a reply
-   * and every K-th without: an event record and its queries cost host time that back-to-back
-   * small all-reduces cannot spare (the NCCL path records none for operations without a reply). */
-  pend_t pd = {.cmd = *cmd, .submit_ns = acxi_now_ns()};
-  if (err == cudaSuccess &&
-      (s->ev_every <= 1 || !(cmd->flags & ACXI_CMD_FLAG_NO_REPLY) || ++s->since_ev >= s->ev_every)) {
-    err = pend_event(e, api, s, &pd);
-    s->since_ev = 0;
-  }
-  ev = (cudaEvent_t)pd.ev;
-  if (err != cudaSuccess) {
-    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": launching it failed: %s (%d)", cmd->arg[3], cudaGetErrorString(err),
-             (int)err);
-    if (ev) (void)cudaEventDestroy(ev);
-    (void)cudaGetLastError();
-    s->failed = ACX_ERR_DEVICE;
-    finish(e, api, cmd, ACX_ERR_DEVICE);
-    return;
-  }
-  s->pv[idx] = pd;
+  s->pv[idx] = (pend_t){.cmd = *cmd, .in = in, .out = out, .es = es, .submit_ns = acxi_now_ns()};
   s->pcount++;
+  s->nstaged++;
+  x->staged = s;
+  if (bytes > s->ll_bytes || s->nstaged >= s->batch_max || clears_after(s, cmd->arg[3])) flush(e, api, x);
 }
 #endif
 
@@ -681,7 +790,7 @@ static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, 
   }
 #if ACX_HAVE_CUDA
   if (on_cuda(e, api)) {
-    cuda_allreduce(e, api, s, cmd, in, out);
+    cuda_allreduce(e, api, x, s, cmd, in, out);
     return;
   }
 #endif
@@ -728,6 +837,9 @@ static void peer_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const ac
     finish(e, api, cmd, ACX_ERR_NO_MEMORY);
     return;
   }
+#if ACX_HAVE_CUDA
+  if (cmd->op != ACXP_OP_ALLREDUCE) flush(e, api, x); /* what is staged goes first */
+#endif
   switch (cmd->op) {
   case ACXP_OP_SETUP: setup(e, api, x, cmd); return;
   case ACXP_OP_ALLREDUCE: allreduce(e, api, x, cmd); return;
@@ -748,6 +860,7 @@ static int peer_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
   int cuda = 0;
 #if ACX_HAVE_CUDA
   cuda = on_cuda(e, api);
+  flush(e, api, x); /* the loop has taken every command it had: a batch is complete */
 #endif
   for (pset_t *s = x->sets, *next; s; s = next) {
     next = s->next;
@@ -822,10 +935,21 @@ static int peer_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
   return busy;
 }
 
+#if ACX_HAVE_CUDA
+/* The hook `flush`: the engine is about to run a command of its own or another extension's. */
+static void peer_flush(acxi_engine_t *e, const acxi_engine_api_t *api) {
+  void **slot = api->ext_state(e, ACXP_EXT_SLOT);
+  if (slot && *slot) flush(e, api, *slot);
+}
+#endif
+
 static void peer_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) {
   void **slot = api->ext_state(e, ACXP_EXT_SLOT);
   ext_t *x = slot ? *slot : NULL;
   if (!x) return;
+#if ACX_HAVE_CUDA
+  flush(e, api, x);
+#endif
   while (x->sets) {
     pset_t *s = x->sets;
 #if ACX_HAVE_CUDA
@@ -850,6 +974,7 @@ static void peer_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
     (void)cudaGetLastError();
 #endif
     x->sets = s->next;
+    log_launches(s);
     for (unsigned k = 0; k < s->pcount; k++) free(s->pv[(s->phead + k) % ACXP_PENDING].big_in);
     free(s->ll_scratch);
     free(s);
@@ -866,6 +991,9 @@ static const acxi_ext_ops_t peer_ext_ops = {
     .submit = peer_submit,
     .progress = peer_progress,
     .engine_destroy = peer_engine_destroy,
+#if ACX_HAVE_CUDA
+    .flush = peer_flush,
+#endif
 };
 
 __attribute__((constructor)) static void peer_ext_register(void) { acxi_ext_register(&peer_ext_ops); }

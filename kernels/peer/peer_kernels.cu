@@ -241,6 +241,14 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a) {
 // {4 data bytes, s, 4 data bytes, s}, stored whole into every peer's area and polled for in this
 // rank's own. Each thread has one line: it pushes its 8 input bytes to every peer, then takes the
 // line of every rank in order 0..n-1 (its own from its registers) and writes its 8 output bytes.
+// One launch runs a batch of operations one after the other (the executor gathers all-reduces
+// sent back to back; a lone one is a batch of one): a thread goes on to its line of the next
+// operation as soon as it has its own output of this one. That is safe without a barrier between
+// operations because each line of data is only ever touched by the thread of its line index: the
+// executor batches only operations whose buffers are the same as, or disjoint from, those of the
+// operations before them in the batch (peer_exec.c), and a peer's line for operation s + 2 lands
+// where this thread read operation s only after this thread's push of s + 1 (peer_ops.h). Lines
+// are not cleared here: the executor clears a parity's lines between two launches now and then.
 __device__ __forceinline__ void ll_store(void *p, uint32_t d0, uint32_t d1, uint32_t f) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(d0), "r"(f), "r"(d1), "r"(f)
                : "memory");
@@ -256,7 +264,7 @@ __device__ __forceinline__ uint4 ll_load(const void *p) {
 }
 
 template <typename E, int OP>
-__global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a) {
+__global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a, acxk_peer_batch_t bt) {
   using S = typename E::S;
   using A = typename E::A;
   constexpr int V = 8 / sizeof(S);  // elements per line
@@ -265,84 +273,91 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a) {
     S e[V];
     unsigned char b[8];
   };
-  const uint64_t bytes = a.count * sizeof(S), lines = (bytes + 7) / 8;
   const uint64_t l = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, b0 = l * 8;
-  const bool active = l < lines;
-  const int nb = !active ? 0 : bytes - b0 < 8 ? (int)(bytes - b0) : 8;  // the last line may be short
-  const uint32_t f = (uint32_t)(a.seq % 0xffffffffull) + 1u;             // never 0: a cleared line
   __shared__ int32_t fail;
   pdl_enter();
   if (threadIdx.x == 0) fail = 0;
   __syncthreads();
 
-  // 1. my line to every peer
-  Line mine;
-  mine.w[0] = mine.w[1] = 0;
-  if (active) {
-    const unsigned char *in = (const unsigned char *)a.send + b0;
-    if (nb == 8 && ((uintptr_t)in & 7u) == 0) {
-      uint2 v = *(const uint2 *)in;
-      mine.w[0] = v.x;
-      mine.w[1] = v.y;
-    } else {
-      for (int i = 0; i < nb; i++) mine.b[i] = in[i];
-    }
-    for (int p = 0; p < a.nranks; p++)
-      if (p != a.rank)
-        ll_store(a.flags[p] + a.ll_off + (uint64_t)a.rank * ACXP_LL_SRC_BYTES + l * 16, mine.w[0], mine.w[1], f);
-  }
+  for (uint32_t k = 0; k < bt.nops; k++) {
+    const acxk_peer_ll_op_t &op = bt.op[k];
+    const uint64_t bytes = op.count * sizeof(S), lines = (bytes + 7) / 8;
+    const bool active = l < lines;
+    const int nb = !active ? 0 : bytes - b0 < 8 ? (int)(bytes - b0) : 8;  // the last line may be short
+    const uint32_t f = (uint32_t)(op.seq % 0xffffffffull) + 1u;             // never 0: a cleared line
+    const uint64_t ll_off = ACXP_LL_OFF(op.seq & 1u, 0, a.slot_bytes);
+    // A failure of an earlier operation of the batch fails this one at once (the executor fails
+    // the set's later operations with the first failure anyway).
+    bool ok = active && !*(volatile int32_t *)&fail;
 
-  // 2. every rank's line, in rank order, reduced as it comes
-  A acc[V];
-  bool ok = active;
-  for (int q = 0; ok && q < a.nranks; q++) {
-    Line got;
-    if (q == a.rank) {
-      got = mine;
-    } else {
-      unsigned char *src = a.flags[a.rank] + a.ll_off + (uint64_t)q * ACXP_LL_SRC_BYTES + l * 16;
-      const uint64_t start = global_ns();
-      uint4 v;
-      for (unsigned spin = 0;; spin++) {
-        v = ll_load(src);
-        if (v.y == f && v.w == f) break;
-        if ((spin & 255) == 255) {
-          int32_t ab = *(volatile const int32_t *)a.abort;  // host memory: looked at now and then
-          if (!ab && global_ns() - start > a.timeout_ns) ab = ACX_ERR_COLL_TIMEOUT;
-          if (!ab) ab = *(volatile int32_t *)&fail;  // another thread of the block gave up
-          if (ab) {
-            fail = ab;
-            ok = false;
-            break;
+    // 1. my line to every peer
+    Line mine;
+    mine.w[0] = mine.w[1] = 0;
+    if (ok) {
+      const unsigned char *in = (const unsigned char *)op.send + b0;
+      if (nb == 8 && ((uintptr_t)in & 7u) == 0) {
+        uint2 v = *(const uint2 *)in;
+        mine.w[0] = v.x;
+        mine.w[1] = v.y;
+      } else {
+        for (int i = 0; i < nb; i++) mine.b[i] = in[i];
+      }
+      for (int p = 0; p < a.nranks; p++)
+        if (p != a.rank)
+          ll_store(a.flags[p] + ll_off + (uint64_t)a.rank * ACXP_LL_SRC_BYTES + l * 16, mine.w[0], mine.w[1], f);
+    }
+
+    // 2. every rank's line, in rank order, reduced as it comes
+    A acc[V];
+    for (int q = 0; ok && q < a.nranks; q++) {
+      Line got;
+      if (q == a.rank) {
+        got = mine;
+      } else {
+        const unsigned char *src = a.flags[a.rank] + ll_off + (uint64_t)q * ACXP_LL_SRC_BYTES + l * 16;
+        const uint64_t start = global_ns();
+        uint4 v;
+        for (unsigned spin = 0;; spin++) {
+          v = ll_load(src);
+          if (v.y == f && v.w == f) break;
+          if ((spin & 255) == 255) {
+            int32_t ab = *(volatile const int32_t *)a.abort;  // host memory: looked at now and then
+            if (!ab && global_ns() - start > op.timeout_ns) ab = ACX_ERR_COLL_TIMEOUT;
+            if (!ab) ab = *(volatile int32_t *)&fail;  // another thread of the block gave up
+            if (ab) {
+              fail = ab;
+              ok = false;
+              break;
+            }
           }
         }
+        if (!ok) break;
+        got.w[0] = v.x;
+        got.w[1] = v.z;
       }
-      if (!ok) break;
-      got.w[0] = v.x;
-      got.w[1] = v.z;
-      ll_store(src, 0, 0, 0);  // read: cleared before q can write it again (peer_ops.h)
-    }
-    if (!ok) break;
 #pragma unroll
-    for (int j = 0; j < V; j++) acc[j] = q == 0 ? E::up(got.e[j]) : E::template comb<OP>(acc[j], E::up(got.e[j]));
-  }
+      for (int j = 0; j < V; j++) acc[j] = q == 0 ? E::up(got.e[j]) : E::template comb<OP>(acc[j], E::up(got.e[j]));
+    }
 
-  // 3. my 8 bytes of the output
-  if (ok) {
-    Line o;
+    // 3. my 8 bytes of the output
+    if (ok) {
+      Line o;
 #pragma unroll
-    for (int j = 0; j < V; j++) {
-      if constexpr (OP == ACX_REDOP_AVG) o.e[j] = E::fin(acc[j], a.nranks);
-      else o.e[j] = E::down(acc[j]);
+      for (int j = 0; j < V; j++) {
+        if constexpr (OP == ACX_REDOP_AVG) o.e[j] = E::fin(acc[j], a.nranks);
+        else o.e[j] = E::down(acc[j]);
+      }
+      unsigned char *out = (unsigned char *)op.recv + b0;
+      if (nb == 8 && ((uintptr_t)out & 7u) == 0) *(uint2 *)out = make_uint2(o.w[0], o.w[1]);
+      else
+        for (int i = 0; i < nb; i++) out[i] = o.b[i];
     }
-    unsigned char *out = (unsigned char *)a.recv + b0;
-    if (nb == 8 && ((uintptr_t)out & 7u) == 0) *(uint2 *)out = make_uint2(o.w[0], o.w[1]);
-    else
-      for (int i = 0; i < nb; i++) out[i] = o.b[i];
   }
   __syncthreads();
   if (fail && threadIdx.x == 0) {
-    *(volatile int32_t *)a.status = fail;
+    // Every operation of the batch fails: which one the failure hit first is in the log of
+    // none of them, and each op's status word is the executor's only news of it.
+    for (uint32_t k = 0; k < bt.nops; k++) *(volatile int32_t *)bt.op[k].status = fail;
     __threadfence_system();
   }
 }
@@ -527,10 +542,10 @@ cudaError_t by_op(int op, L launch) {
 }
 
 // One kernel launch, with the programmatic-serialization attribute when a->pdl.
-template <typename K>
-cudaError_t launch_k(K kernel, dim3 grid, dim3 block, cudaStream_t stream, const acxk_peer_args_t *a) {
+template <typename K, typename... More>
+cudaError_t launch_k(K kernel, dim3 grid, dim3 block, cudaStream_t stream, const acxk_peer_args_t *a, More... more) {
   if (!a->pdl) {
-    kernel<<<grid, block, 0, stream>>>(*a);
+    kernel<<<grid, block, 0, stream>>>(*a, more...);
     return cudaGetLastError();
   }
   cudaLaunchConfig_t cfg = {};
@@ -542,11 +557,11 @@ cudaError_t launch_k(K kernel, dim3 grid, dim3 block, cudaStream_t stream, const
   cfg.stream = stream;
   cfg.attrs = at;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, *a);
+  return cudaLaunchKernelEx(&cfg, kernel, *a, more...);
 }
 
 template <typename E>
-cudaError_t launch(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
+cudaError_t launch(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int op, cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   uint64_t bytes = a->count * sizeof(typename E::S);
   if (a->big) {
@@ -556,12 +571,17 @@ cudaError_t launch(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
     cudaError_t r = by_op(op, [&](auto o) { err = launch_k(two_shot<E, decltype(o)::value>, grid, block, stream, a); });
     return err != cudaSuccess ? err : r;
   }
-  if (a->ll) {
-    // The small-message kernel: one thread per 8-byte line, whole warps, at most kThreads a block.
-    uint64_t lines = (bytes + 7) / 8;
+  if (bt) {
+    // The small-message kernel: one thread per 8-byte line of the batch's largest operation,
+    // whole warps, at most kThreads a block.
+    uint64_t lines = 0;
+    for (uint32_t k = 0; k < bt->nops; k++) {
+      uint64_t n = (bt->op[k].count * sizeof(typename E::S) + 7) / 8;
+      if (n > lines) lines = n;
+    }
     unsigned threads = lines >= kThreads ? kThreads : (unsigned)((lines + 31) / 32 * 32);
     dim3 grid((unsigned)((lines + threads - 1) / threads)), block(threads);
-    cudaError_t r = by_op(op, [&](auto o) { err = launch_k(one_shot_ll<E, decltype(o)::value>, grid, block, stream, a); });
+    cudaError_t r = by_op(op, [&](auto o) { err = launch_k(one_shot_ll<E, decltype(o)::value>, grid, block, stream, a, *bt); });
     return err != cudaSuccess ? err : r;
   }
   // The one-shot: one block per 8 KiB of data (one 16-byte vector per thread), at most
@@ -576,19 +596,19 @@ cudaError_t launch(const acxk_peer_args_t *a, int op, cudaStream_t stream) {
 
 }  // namespace
 
-extern "C" cudaError_t acxk_peer_launch_allreduce(const acxk_peer_args_t *a, int dtype, int op,
-                                                  cudaStream_t stream) {
+extern "C" cudaError_t acxk_peer_launch_allreduce(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt,
+                                                  int dtype, int op, cudaStream_t stream) {
   switch (dtype) {
-    case ACX_DTYPE_I8: return launch<Int<int8_t>>(a, op, stream);
-    case ACX_DTYPE_U8: return launch<Int<uint8_t>>(a, op, stream);
-    case ACX_DTYPE_I32: return launch<Int<int32_t>>(a, op, stream);
-    case ACX_DTYPE_U32: return launch<Int<uint32_t>>(a, op, stream);
-    case ACX_DTYPE_I64: return launch<Int<int64_t>>(a, op, stream);
-    case ACX_DTYPE_U64: return launch<Int<uint64_t>>(a, op, stream);
-    case ACX_DTYPE_F16: return launch<Half<false>>(a, op, stream);
-    case ACX_DTYPE_BF16: return launch<Half<true>>(a, op, stream);
-    case ACX_DTYPE_F32: return launch<Flt<float>>(a, op, stream);
-    case ACX_DTYPE_F64: return launch<Flt<double>>(a, op, stream);
+    case ACX_DTYPE_I8: return launch<Int<int8_t>>(a, bt, op, stream);
+    case ACX_DTYPE_U8: return launch<Int<uint8_t>>(a, bt, op, stream);
+    case ACX_DTYPE_I32: return launch<Int<int32_t>>(a, bt, op, stream);
+    case ACX_DTYPE_U32: return launch<Int<uint32_t>>(a, bt, op, stream);
+    case ACX_DTYPE_I64: return launch<Int<int64_t>>(a, bt, op, stream);
+    case ACX_DTYPE_U64: return launch<Int<uint64_t>>(a, bt, op, stream);
+    case ACX_DTYPE_F16: return launch<Half<false>>(a, bt, op, stream);
+    case ACX_DTYPE_BF16: return launch<Half<true>>(a, bt, op, stream);
+    case ACX_DTYPE_F32: return launch<Flt<float>>(a, bt, op, stream);
+    case ACX_DTYPE_F64: return launch<Flt<double>>(a, bt, op, stream);
     default: return cudaErrorInvalidValue;
   }
 }

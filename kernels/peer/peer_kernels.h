@@ -27,8 +27,6 @@ typedef struct acxk_peer_args {
   const int32_t *abort;             /* pinned host word: nonzero makes waiting blocks leave */
   int32_t nranks, rank;
   uint64_t seq;                     /* the operation number s */
-  int32_t ll;                       /* 1: the small-message variant (lines pushed to the peers) */
-  uint64_t ll_off;                  /* its lines from rank 0 for this operation's parity, in an area */
   int32_t big;                      /* 1: the two-shot variant (flags[q]: rank q's area; data unused) */
   uint64_t slot_bytes, big_bytes;   /* the set's slot and big slot sizes (the two-shot's layout) */
   int32_t pdl;                      /* 1: launched with programmatic stream serialization (sm_90+: the
@@ -36,9 +34,28 @@ typedef struct acxk_peer_args {
                                        ends, and waits for it before touching memory) */
 } acxk_peer_args_t;
 
-/* Launches the one-shot all-reduce (runtime/proto/peer_ops.h) of a->count elements of `dtype` with
- * `op` (acx_redop_t) on `stream`. cudaErrorInvalidValue for a dtype or op it does not reduce. */
-cudaError_t acxk_peer_launch_allreduce(const acxk_peer_args_t *a, int dtype, int op, cudaStream_t stream);
+/* The small-message kernel runs a batch of operations in one launch, one after the other: their
+ * own fields (the set's are in acxk_peer_args_t). */
+#define ACXK_PEER_BATCH_MAX 16
+typedef struct acxk_peer_ll_op {
+  const void *send;
+  void *recv;
+  uint64_t count;      /* elements, at most the set's ll_bytes of them */
+  uint64_t seq;        /* the operation number s */
+  uint64_t timeout_ns; /* its wait for the peers */
+  int32_t *status;     /* pinned host word: its failure (0: none) */
+} acxk_peer_ll_op_t;
+typedef struct acxk_peer_batch {
+  uint32_t nops; /* 1 .. ACXK_PEER_BATCH_MAX, of one dtype and op */
+  acxk_peer_ll_op_t op[ACXK_PEER_BATCH_MAX];
+} acxk_peer_batch_t;
+
+/* Launches the all-reduce (runtime/proto/peer_ops.h) on `stream`: with bt, the small-message
+ * kernel over bt's operations (a's own operation fields unused); else, by a->big, the two-shot or
+ * the one-shot of a->count elements. `dtype` and `op` (acx_redop_t) are every operation's.
+ * cudaErrorInvalidValue for a dtype or op it does not reduce. */
+cudaError_t acxk_peer_launch_allreduce(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int dtype, int op,
+                                       cudaStream_t stream);
 
 #ifdef __cplusplus
 }

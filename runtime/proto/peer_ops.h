@@ -48,10 +48,24 @@
  * operation s sit at ACXP_LL_OFF(s % 2, q, slot_bytes) + 16 * line of the receiver's area; they
  * are rewritten by operation s + 2, which q starts only after its operation s + 1, which needs
  * this rank's pushes of s + 1, which it makes only after its operation s has finished: two
- * parities suffice. The receiver clears each line once it has read it, and a line's flag is
- * s mod (2^32 - 1) + 1, never 0: a line carries the flag waited for only when it was written for
- * this operation, however long the set runs. (The one-shot's flags above are 64-bit and only
- * grow: a block left unused for 2^31 operations can never look ready.) */
+ * parities suffice. A line's flag is s mod (2^32 - 1) + 1, never 0, and a line carries the flag
+ * waited for only when it was written for this operation, however long the set runs: on the host
+ * kind the receiver clears each line once it has read it; on GPUs the executor clears the lines of
+ * parity s % 2 in its own area (from every source) after operation s and before s + 1, for the two
+ * operations at the start of every ACX_COLL_PEER_LL_CLEAR (2^30): the peers write that parity
+ * again only for s + 2, after this rank's s + 1, so nothing new is lost, and every line older than
+ * its parity's last clearing is gone, so a line that is there was written within the last 2^30 + 2
+ * operations, whose flags all differ. (The one-shot's flags above are 64-bit and only grow: a
+ * block left unused for 2^31 operations can never look ready.)
+ *
+ * On GPUs small operations sent back to back run in batches, several per kernel launch one after
+ * the other (ACX_COLL_PEER_BATCH): each thread of the kernel owns one line index in every
+ * operation of the batch and goes on to the next operation once it has its own output, so the
+ * executor batches only operations of one dtype, op and stream whose buffers are the same as or
+ * disjoint from those the batch's earlier operations write (and read, for its writes): a byte is
+ * then read and written by one thread only, in order. The argument above holds per line: the
+ * peers' line for s + 2 comes only after this thread's push of s + 1. A rank's batching is its
+ * own: the peers need not batch alike. */
 #define ACXP_LL_MAX 16384                       /* data bytes of the largest such all-reduce */
 #define ACXP_LL_SRC_BYTES (2 * ACXP_LL_MAX)     /* one source's lines */
 #define ACXP_LL_OFF(parity, from, slot_bytes) \

@@ -276,6 +276,130 @@ static void test_executor_free_while_waiting(void) {
   acx_buffer_release(other);
 }
 
+/* All-reduces sent back to back, waited for only at the end, as a solver's or a benchmark's loop
+ * sends them: on a GPU the executor runs the small ones in batches (several per kernel launch,
+ * ACX_COLL_PEER_BATCH), which is only right if every operation still sees the one before it
+ * complete. The sequence chains its buffers: in place, A -> B and back, an input one element into
+ * the buffer the operation before wrote (its bytes at other lines: the batch must end there), shorter
+ * counts, a one-shot-sized and an f32 one in between (other kernels); more than a batch holds in
+ * a row, and with ACX_COLL_PEER_LL_CLEAR small (its ctest variant) the lines are cleared between
+ * batches. Every rank's A and B are checked at the end against the same sequence run here. */
+#define B2B_N 1500 /* u32: 6000 bytes, the small-message kernel */
+typedef struct b2b_op {
+  int src, dst;           /* 0: A, 1: B */
+  size_t src_off, count;  /* elements */
+  int f32;                /* 1: on the f32 buffer F instead, in place */
+  size_t big;             /* > 0: that many elements of buffer G, in place (one-shot) */
+} b2b_op_t;
+
+static void test_back_to_back(void) {
+  enum { NOPS = 64 };
+  const size_t n = B2B_N, gn = 8192; /* 32 KiB: above the small-message kernel */
+  b2b_op_t ops[NOPS];
+  for (int k = 0; k < NOPS; k++) {
+    b2b_op_t o = {.src = 0, .dst = 0, .count = n};
+    switch (k % 16) {
+    case 3: o.dst = 1; break;                  /* A -> B */
+    case 4: o.src = 1; break;                  /* B -> A */
+    case 6: o.src = o.dst = 1; break;                        /* B in place */
+    case 7: o.src = 1; o.src_off = 1; o.count = n - 1; break; /* B + 1 -> A: B's bytes at other lines */
+    case 9: o.count = n / 3; break;
+    case 11: o.f32 = 1; break;
+    case 13: o.big = gn; break;
+    default: break;
+    }
+    if (k >= 32 && k < 52) o = (b2b_op_t){.src = k & 1, .dst = k & 1, .count = n}; /* 20 in a row */
+    ops[k] = o;
+  }
+  uint32_t *ref[NR][2], *got = malloc(n * 4), *tmp = malloc(n * 4);
+  acx_buffer_t *buf[NR][2], *fb[NR], *gb[NR];
+  for (int r = 0; r < NR; r++) {
+    for (int b = 0; b < 2; b++) {
+      ref[r][b] = malloc(n * 4);
+      for (size_t i = 0; i < n; i++) ref[r][b][i] = (uint32_t)(r * 100003u + b * 7919u + i * 2654435761u);
+      ACX_ASSERT_STATUS(acx_buffer_alloc(dev[r], n * 4, ACX_DTYPE_U32, ACX_MEM_DEVICE, T, &buf[r][b]), ACX_OK);
+      ACX_ASSERT_STATUS(acx_buffer_write(buf[r][b], 0, ref[r][b], n * 4, 0, T), ACX_OK);
+    }
+    float fv[64];
+    for (int i = 0; i < 64; i++) fv[i] = 1.0f;
+    ACX_ASSERT_STATUS(acx_buffer_alloc(dev[r], sizeof fv, ACX_DTYPE_F32, ACX_MEM_DEVICE, T, &fb[r]), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_write(fb[r], 0, fv, sizeof fv, 0, T), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_alloc(dev[r], gn * 4, ACX_DTYPE_U32, ACX_MEM_DEVICE, T, &gb[r]), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_fill(gb[r], 0, gn * 4, (uint64_t)r + 1, 4, 0, T), ACX_OK);
+  }
+  acx_future_t *f[NOPS][NR] = {{0}};
+  uint32_t gval = 0; /* G: rank r holds r + 1; after the first all-reduce 1 + 2 + 3 */
+  float fval = 1.0f;
+  for (int k = 0; k < NOPS; k++) {
+    const b2b_op_t *o = &ops[k];
+    seq++;
+    for (int r = 0; r < NR; r++) {
+      acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .arg = {SET, ACX_REDOP_SUM, 0, seq, 30000}};
+      acxi_bufarg_t ba[2];
+      int nba = 1;
+      if (o->f32 || o->big) {
+        acx_buffer_t *x = o->f32 ? fb[r] : gb[r];
+        cmd.dtype = o->f32 ? ACX_DTYPE_F32 : ACX_DTYPE_U32;
+        cmd.bytes = o->f32 ? 64 : o->big;
+        cmd.buf[0] = cmd.buf[1] = x->id;
+        ba[0] = (acxi_bufarg_t){x, "buf"};
+      } else {
+        cmd.dtype = ACX_DTYPE_U32;
+        cmd.bytes = o->count;
+        cmd.buf[0] = buf[r][o->src]->id;
+        cmd.buf[1] = buf[r][o->dst]->id;
+        cmd.off[0] = o->src_off * 4;
+        ba[0] = (acxi_bufarg_t){buf[r][o->src], "send"};
+        ba[1] = (acxi_bufarg_t){buf[r][o->dst], "recv"};
+        nba = o->src == o->dst ? 1 : 2;
+      }
+      ACX_ASSERT_STATUS(acxi_device_submit(dev[r], &cmd, ba, nba, 0, -1, acxi_deadline(T), &f[k][r]), ACX_OK);
+    }
+    /* the reference: each operation reads its inputs as the one before it left them */
+    if (o->f32) fval *= 3.0f;
+    else if (o->big) gval = gval ? 3u * gval : 1 + 2 + 3;
+    else {
+      for (size_t i = 0; i < o->count; i++) {
+        uint32_t v = 0;
+        for (int r = 0; r < NR; r++) v += ref[r][o->src][o->src_off + i];
+        tmp[i] = v;
+      }
+      for (int r = 0; r < NR; r++) memcpy(ref[r][o->dst], tmp, o->count * 4);
+    }
+  }
+  int failed = 0;
+  for (int k = 0; k < NOPS; k++)
+    for (int r = 0; r < NR; r++) {
+      acx_status_t st = acx_future_wait(f[k][r], T, NULL, 0, NULL);
+      if (st != ACX_OK && failed++ < 4) printf("\n    operation %d, rank %d: %s", k, r, acx_status_str(st));
+      acx_future_release(f[k][r]);
+    }
+  CU_ASSERT_EQUAL(failed, 0);
+  for (int r = 0; r < NR; r++) {
+    for (int b = 0; b < 2; b++) {
+      ACX_ASSERT_STATUS(acx_buffer_read(buf[r][b], 0, got, n * 4, 0, T), ACX_OK);
+      size_t bad = 0, first = 0;
+      for (size_t i = n; i-- > 0;)
+        if (got[i] != ref[r][b][i]) bad++, first = i;
+      if (bad) printf("\n    rank %d, buffer %c: %zu of %zu elements differ (first %zu)", r, "AB"[b], bad, n, first);
+      CU_ASSERT_EQUAL(bad, 0);
+      acx_buffer_release(buf[r][b]);
+      free(ref[r][b]);
+    }
+    float fv[64];
+    uint32_t g[4];
+    ACX_ASSERT_STATUS(acx_buffer_read(fb[r], 0, fv, sizeof fv, 0, T), ACX_OK);
+    CU_ASSERT_EQUAL(fv[63], fval);
+    ACX_ASSERT_STATUS(acx_buffer_read(gb[r], (gn - 4) * 4, g, sizeof g, 0, T), ACX_OK);
+    CU_ASSERT_EQUAL(g[3], gval);
+    acx_buffer_release(fb[r]);
+    acx_buffer_release(gb[r]);
+  }
+  for (int r = 0; r < NR; r++) ACX_ASSERT_STATUS(fence_wait(r), ACX_OK);
+  free(got);
+  free(tmp);
+}
+
 /* The host kind runs every command at once on its executor thread, a write behind a waiting
  * all-reduce on its stream included: the all-reduce's own part is the input as it was when the
  * all-reduce started, the same that its peers get (both protocols: 16 floats take the
@@ -430,11 +554,11 @@ int main(int argc, char **argv) {
     }
   }
   static const acx_test_case_t cases[] = {ACX_TEST(test_setup), ACX_TEST(test_every_dtype_and_op), ACX_TEST(test_bad_commands),
-                                          ACX_TEST(test_executor_free_while_waiting), ACX_TEST(test_withheld), ACX_TEST(test_abort_word), ACX_TEST_END};
+                                          ACX_TEST(test_back_to_back), ACX_TEST(test_executor_free_while_waiting), ACX_TEST(test_withheld), ACX_TEST(test_abort_word), ACX_TEST_END};
   /* On a GPU a write on the all-reduce's stream runs after it: test_input_read_at_start is the host
    * kind's (its commands run at once). */
   static const acx_test_case_t host_cases[] = {ACX_TEST(test_setup), ACX_TEST(test_every_dtype_and_op), ACX_TEST(test_bad_commands),
-                                               ACX_TEST(test_executor_free_while_waiting), ACX_TEST(test_input_read_at_start),
+                                               ACX_TEST(test_back_to_back), ACX_TEST(test_executor_free_while_waiting), ACX_TEST(test_input_read_at_start),
                                                ACX_TEST(test_withheld), ACX_TEST(test_abort_word), ACX_TEST_END};
   int rc = acx_test_run("peer_exec", cuda_mode ? cases : host_cases, NULL, NULL);
   for (int r = 0; r < NR; r++) {
