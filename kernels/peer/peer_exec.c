@@ -609,7 +609,7 @@ static int same_or_apart(const unsigned char *a, uint64_t n, const unsigned char
 }
 
 /* Whether cmd (input `in`, output `out`, `bytes` each) may join the operations staged in s: the
- * small-message kernel, the same dtype, op and stream, and no byte that a staged operation writes
+ * small-message kernel, the same dtype, op, count and stream, and no byte that a staged operation writes
  * and cmd reads or writes (or that a staged one reads and cmd writes) at another line index. */
 static int joins(const pset_t *s, const acxi_cmd_t *cmd, const unsigned char *in, const unsigned char *out,
                  uint64_t bytes) {
@@ -617,7 +617,11 @@ static int joins(const pset_t *s, const acxi_cmd_t *cmd, const unsigned char *in
   for (unsigned k = 0; k < s->nstaged; k++) {
     const pend_t *pd = &s->pv[(s->phead + s->pcount - s->nstaged + k) % ACXP_PENDING];
     uint64_t b = pd->cmd.bytes * pd->es;
-    if (pd->cmd.dtype != cmd->dtype || pd->cmd.arg[1] != cmd->arg[1] || pd->cmd.stream != cmd->stream) return 0;
+    /* One count: a line that one operation of a batch does not use would break the chain that
+     * keeps a peer's line for s + 2 from landing before this rank has read s (peer_ops.h). */
+    if (pd->cmd.dtype != cmd->dtype || pd->cmd.arg[1] != cmd->arg[1] || pd->cmd.stream != cmd->stream ||
+        pd->cmd.bytes != cmd->bytes)
+      return 0;
     if (!same_or_apart(pd->out, b, in, bytes) || !same_or_apart(pd->out, b, out, bytes) ||
         !same_or_apart(pd->in, b, out, bytes))
       return 0;

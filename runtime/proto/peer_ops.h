@@ -61,11 +61,15 @@
  * On GPUs small operations sent back to back run in batches, several per kernel launch one after
  * the other (ACX_COLL_PEER_BATCH): each thread of the kernel owns one line index in every
  * operation of the batch and goes on to the next operation once it has its own output, so the
- * executor batches only operations of one dtype, op and stream whose buffers are the same as or
- * disjoint from those the batch's earlier operations write (and read, for its writes): a byte is
- * then read and written by one thread only, in order. The argument above holds per line: the
- * peers' line for s + 2 comes only after this thread's push of s + 1. A rank's batching is its
- * own: the peers need not batch alike. */
+ * executor batches only operations of one dtype, op, count and stream whose buffers are the same
+ * as or disjoint from those the batch's earlier operations write (and read, for its writes): a
+ * byte is then read and written by one thread only, in order. The argument above holds per line:
+ * the peers' line for s + 2 comes only after this thread's push of s + 1, which it makes after
+ * reading s, because s + 1 uses the line too (one count); where counts change, operations of
+ * different counts are in different launches on every rank and the argument is the one above. (A
+ * first version batched different counts: a line that s + 1 does not use let a peer's s + 2 land
+ * before this rank had read s, and the wait timed out; test_back_to_back caught it on a GPU.) A
+ * rank's batching is its own: the peers need not batch alike. */
 #define ACXP_LL_MAX 16384                       /* data bytes of the largest such all-reduce */
 #define ACXP_LL_SRC_BYTES (2 * ACXP_LL_MAX)     /* one source's lines */
 #define ACXP_LL_OFF(parity, from, slot_bytes) \
