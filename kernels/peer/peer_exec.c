@@ -740,13 +740,31 @@ static void flush(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x) {
 /* The all-reduce joins the operations staged (x->staged) when it can, else they are launched
  * first; it is launched at once unless a later one may join it. Whatever is staged is launched
  * before the engine runs any other command (the hook `flush`) and at every progress. */
+static void cuda_complete(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s);
+
 static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, pset_t *s,
                            const acxi_cmd_t *cmd, unsigned char *in, unsigned char *out) {
   if (s->pcount == ACXP_PENDING) {
-    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %d operations of the set are in flight already", cmd->arg[3],
-             ACXP_PENDING);
-    finish(e, api, cmd, ACX_ERR_QUEUE_FULL);
-    return;
+    /* The rank sends faster than the GPUs reduce (batches launch 16 at a time): wait here for the
+     * oldest to finish, as a launch into a full CUDA queue would, within this operation's
+     * deadline. Its kernels need nothing from this loop: they wait only for kernels the peers'
+     * executors have launched or will launch in the same order. */
+    flush(e, api, x);
+    int64_t ms = (int64_t)cmd->arg[4], dl = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
+    for (unsigned spins = 0; s->pcount == ACXP_PENDING && s->failed == ACX_OK && acxi_now_ns() < dl; spins++) {
+      cuda_complete(e, api, s);
+      if (s->pcount == ACXP_PENDING && spins > 64) sched_yield();
+    }
+    if (s->failed != ACX_OK) { /* an operation in flight failed meanwhile: this one fails with it */
+      finish(e, api, cmd, s->failed);
+      return;
+    }
+    if (s->pcount == ACXP_PENDING) {
+      ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %d operations of the set are still in flight at its deadline",
+               cmd->arg[3], ACXP_PENDING);
+      finish(e, api, cmd, ACX_ERR_QUEUE_FULL);
+      return;
+    }
   }
   const size_t es = elem_size(cmd->dtype);
   const uint64_t bytes = cmd->bytes * es;
@@ -799,10 +817,20 @@ static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, 
   }
 #endif
   if (s->pcount == ACXP_PENDING) {
-    ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %d operations of the set are in flight already", cmd->arg[3],
-             ACXP_PENDING);
-    finish(e, api, cmd, ACX_ERR_QUEUE_FULL);
-    return;
+    /* As on GPUs: the oldest is run on (host_poll never waits) until it leaves, within this
+     * operation's deadline. */
+    int64_t ms = (int64_t)cmd->arg[4], dl = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
+    while (s->pcount == ACXP_PENDING && acxi_now_ns() < dl) host_poll(e, api, s);
+    if (s->pcount == ACXP_PENDING) {
+      ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %d operations of the set are still in flight at its deadline",
+               cmd->arg[3], ACXP_PENDING);
+      finish(e, api, cmd, ACX_ERR_QUEUE_FULL);
+      return;
+    }
+    if (s->failed != ACX_OK) {
+      finish(e, api, cmd, s->failed);
+      return;
+    }
   }
   s->pv[(s->phead + s->pcount) % ACXP_PENDING] =
       (pend_t){.cmd = *cmd, .in = in, .out = out, .es = es, .ll = cmd->bytes * es <= s->ll_bytes,
@@ -855,6 +883,62 @@ static void peer_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const ac
   }
 }
 
+#if ACX_HAVE_CUDA
+/* Completes the set's operations whose kernels have finished, in order (a FENCE in its turn). */
+static void cuda_complete(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) {
+  while (s->pcount) {
+    pend_t *pd = &s->pv[s->phead];
+    if (pd->fence) {
+      acxi_cmd_t done = pd->cmd;
+      s->phead = (s->phead + 1) % ACXP_PENDING;
+      s->pcount--;
+      if (s->id) finish(e, api, &done, s->failed);
+      continue;
+    }
+    cudaEvent_t ev = (cudaEvent_t)pd->ev;
+    cudaError_t err = cudaSuccess;
+    if (!ev) {
+      /* Launched without an event: the next operation's event that follows covers it (the set's
+       * operations run in order, across streams too); where none does yet, the newest is given
+       * one once a FENCE waits behind it, the set is going, or it is 20 us old. */
+      pend_t *cover = NULL, *newest = pd;
+      int fence_behind = 0;
+      for (unsigned k = 1; k < s->pcount && !cover; k++) {
+        pend_t *q = &s->pv[(s->phead + k) % ACXP_PENDING];
+        if (q->fence) fence_behind = 1;
+        else if (q->ev) cover = q;
+        else newest = q;
+      }
+      if (!cover && (fence_behind || s->destroying || acxi_now_ns() - newest->submit_ns > 20000)) {
+        err = pend_event(e, api, s, newest);
+        if (err == cudaSuccess) cover = newest;
+      }
+      if (err == cudaSuccess && !cover) break;
+      if (cover) ev = (cudaEvent_t)cover->ev;
+    }
+    if (err == cudaSuccess) err = cudaEventQuery(ev);
+    if (err == cudaErrorNotReady) break;
+    acx_status_t st = ACX_OK;
+    if (err != cudaSuccess) {
+      ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": the kernel failed: %s (%d)", pd->cmd.arg[3],
+               cudaGetErrorString(err), (int)err);
+      st = ACX_ERR_DEVICE;
+    } else {
+      st = (acx_status_t)atomic_load_explicit(&s->ctl->status[s->phead], memory_order_acquire);
+      if (st == ACX_ERR_COLL_TIMEOUT)
+        ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": a peer's data did not come by the deadline", pd->cmd.arg[3]);
+    }
+    if (st != ACX_OK && s->failed == ACX_OK) s->failed = st;
+    acxi_cmd_t done = pd->cmd;
+    if (pd->ev && s->nev_free < EV_CACHE) s->ev_free[s->nev_free++] = pd->ev;
+    else if (pd->ev) (void)cudaEventDestroy((cudaEvent_t)pd->ev);
+    s->phead = (s->phead + 1) % ACXP_PENDING;
+    s->pcount--;
+    if (s->id) finish(e, api, &done, st);
+  }
+}
+#endif
+
 /* Completions of the kernels in flight, in order; a DESTROY waiting for them. Nonzero while
  * anything is in flight (the loop keeps polling). */
 static int peer_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
@@ -870,56 +954,7 @@ static int peer_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
     next = s->next;
     if (!cuda && host_poll(e, api, s)) busy = 1;
 #if ACX_HAVE_CUDA
-    while (cuda && s->pcount) {
-      pend_t *pd = &s->pv[s->phead];
-      if (pd->fence) {
-        acxi_cmd_t done = pd->cmd;
-        s->phead = (s->phead + 1) % ACXP_PENDING;
-        s->pcount--;
-        if (s->id) finish(e, api, &done, s->failed);
-        continue;
-      }
-      cudaEvent_t ev = (cudaEvent_t)pd->ev;
-      cudaError_t err = cudaSuccess;
-      if (!ev) {
-        /* Launched without an event: the next operation's event that follows covers it (the set's
-         * operations run in order, across streams too); where none does yet, the newest is given
-         * one once a FENCE waits behind it, the set is going, or it is 20 us old. */
-        pend_t *cover = NULL, *newest = pd;
-        int fence_behind = 0;
-        for (unsigned k = 1; k < s->pcount && !cover; k++) {
-          pend_t *q = &s->pv[(s->phead + k) % ACXP_PENDING];
-          if (q->fence) fence_behind = 1;
-          else if (q->ev) cover = q;
-          else newest = q;
-        }
-        if (!cover && (fence_behind || s->destroying || acxi_now_ns() - newest->submit_ns > 20000)) {
-          err = pend_event(e, api, s, newest);
-          if (err == cudaSuccess) cover = newest;
-        }
-        if (err == cudaSuccess && !cover) break;
-        if (cover) ev = (cudaEvent_t)cover->ev;
-      }
-      if (err == cudaSuccess) err = cudaEventQuery(ev);
-      if (err == cudaErrorNotReady) break;
-      acx_status_t st = ACX_OK;
-      if (err != cudaSuccess) {
-        ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": the kernel failed: %s (%d)", pd->cmd.arg[3],
-                 cudaGetErrorString(err), (int)err);
-        st = ACX_ERR_DEVICE;
-      } else {
-        st = (acx_status_t)atomic_load_explicit(&s->ctl->status[s->phead], memory_order_acquire);
-        if (st == ACX_ERR_COLL_TIMEOUT)
-          ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": a peer's data did not come by the deadline", pd->cmd.arg[3]);
-      }
-      if (st != ACX_OK && s->failed == ACX_OK) s->failed = st;
-      acxi_cmd_t done = pd->cmd;
-      if (pd->ev && s->nev_free < EV_CACHE) s->ev_free[s->nev_free++] = pd->ev;
-      else if (pd->ev) (void)cudaEventDestroy((cudaEvent_t)pd->ev);
-      s->phead = (s->phead + 1) % ACXP_PENDING;
-      s->pcount--;
-      if (s->id) finish(e, api, &done, st);
-    }
+    if (cuda) cuda_complete(e, api, s);
 #endif
     if (s->pcount) {
       busy = 1;

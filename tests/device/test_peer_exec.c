@@ -283,7 +283,8 @@ static void test_executor_free_while_waiting(void) {
  * the buffer the operation before wrote (its bytes at other lines: the batch must end there), shorter
  * counts, a one-shot-sized and an f32 one in between (other kernels); more than a batch holds in
  * a row, and with ACX_COLL_PEER_LL_CLEAR small (its ctest variant) the lines are cleared between
- * batches. Every rank's A and B are checked at the end against the same sequence run here. */
+ * batches; then 400 more, beyond the 256 operations a set keeps in flight in an executor (the
+ * executor waits for the oldest rather than refusing the next). Every rank's A and B are checked at the end against the same sequence run here. */
 #define B2B_N 1500 /* u32: 6000 bytes, the small-message kernel */
 typedef struct b2b_op {
   int src, dst;           /* 0: A, 1: B */
@@ -293,7 +294,7 @@ typedef struct b2b_op {
 } b2b_op_t;
 
 static void test_back_to_back(void) {
-  enum { NOPS = 64 };
+  enum { NOPS = 64 + 400 }; /* then 400 more in place: more than the 256 a set keeps in flight */
   const size_t n = B2B_N, gn = 8192; /* 32 KiB: above the small-message kernel */
   b2b_op_t ops[NOPS];
   for (int k = 0; k < NOPS; k++) {
@@ -308,7 +309,7 @@ static void test_back_to_back(void) {
     case 13: o.big = gn; break;
     default: break;
     }
-    if (k >= 32 && k < 52) o = (b2b_op_t){.src = k & 1, .dst = k & 1, .count = n}; /* 20 in a row */
+    if ((k >= 32 && k < 52) || k >= 64) o = (b2b_op_t){.src = k & 1, .dst = k & 1, .count = n}; /* in a row */
     ops[k] = o;
   }
   uint32_t *ref[NR][2], *got = malloc(n * 4), *tmp = malloc(n * 4);
