@@ -196,6 +196,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   ag = acxc_coll_agree_min(c, llmine, &lllo);
   if (ag != ACX_OK) return ag;
   p->ll_bytes = lllo > 0 ? (uint64_t)lllo * 1024 : 0;
+  if (p->ll_bytes > p->slot_bytes) p->ll_bytes = p->slot_bytes; /* nothing larger takes the own path */
   /* The two-shot's big slots: the smallest any rank has (a third agreement; 0: off). */
   int64_t bigkb = acxi_param_int("ACX_COLL_PEER_BIG_KB");
   if (bigkb > 0 && bigkb < ACXP_BIG_MIN / 1024) bigkb = ACXP_BIG_MIN / 1024;

@@ -21,6 +21,7 @@
 #include "runtime/actor/future.h"
 #include "runtime/base/clock.h"
 #include "runtime/base/half.h"
+#include "runtime/base/param.h"
 #include "runtime/device/device_internal.h"
 #include "runtime/proto/peer_ops.h"
 
@@ -38,6 +39,9 @@ static acxp_ctl_t *ctl[NR];
 static uint64_t seq; /* the operation number, the same for every "rank" */
 static int inline_mode, cuda_mode;
 static const uint64_t SET = 77;
+/* The push lines' limit: ACX_COLL_PEER_LL_KB KiB (16 by default; the _ll64 variants take 64, where
+ * every all-reduce up to a slot pushes lines and the one-shot is left to the default variants). */
+static uint64_t ll_bytes;
 
 static void setup_set(void) {
   for (int r = 0; r < NR; r++) {
@@ -62,7 +66,7 @@ static void setup_set(void) {
     memset(ctl[r], 0, sizeof *ctl[r]);
     ctl[r]->magic = ACXP_CTL_MAGIC;
     ctl[r]->slot_bytes = SLOT;
-    ctl[r]->ll_bytes = ACXP_LL_MAX; /* up to 16 KiB push lines */
+    ctl[r]->ll_bytes = ll_bytes; /* push lines up to this size */
     ctl[r]->big_bytes = BIG;        /* beyond a slot the two-shot, in chunks of BIG */
     for (int q = 0; q < NR; q++) ctl[r]->area[q] = q == r ? area[r]->id : imp[r][q]->id;
     acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET, NR, (uint64_t)r, ctlmem[r]->id}};
@@ -183,7 +187,7 @@ static const acx_dtype_t types[] = {ACX_DTYPE_I8,  ACX_DTYPE_U8,  ACX_DTYPE_I32,
 static void test_every_dtype_and_op(void) {
   const int all[NR] = {1, 1, 1};
   /* 1 element; an odd count; the largest and the smallest count of the border between the lines
-   * (up to ACXP_LL_MAX bytes) and the one-shot; a third of a slot and a bit (a GPU splits it into
+   * (up to ll_bytes) and the one-shot; a third of a slot and a bit (a GPU splits it into
    * blocks whose last one is short); a full slot of bytes; one element more (the two-shot, one
    * chunk, its parts uneven); three and a half chunks and an odd element (the two-shot's chunks
    * and both big slots twice, the last chunk short). */
@@ -196,7 +200,7 @@ static void test_every_dtype_and_op(void) {
       for (size_t k = 0; k < sizeof counts / sizeof counts[0] + 4; k++)
         for (int inplace = 0; inplace < 2; inplace++) {
           acx_dtype_t d = types[t];
-          size_t es = acx_dtype_size(d), n = k < 2 ? counts[k] : k == 2 ? ACXP_LL_MAX / es : k == 3 ? ACXP_LL_MAX / es + 1
+          size_t es = acx_dtype_size(d), n = k < 2 ? counts[k] : k == 2 ? ll_bytes / es : k == 3 ? ll_bytes / es + 1
                                            : k == 4 ? SLOT / es / 3 + 5 : k == 5 ? SLOT / es : k == 6 ? SLOT / es + 1
                                            : (7 * BIG / 2) / es + 1;
           acx_buffer_t *s[NR], *o[NR];
@@ -295,7 +299,7 @@ typedef struct b2b_op {
 
 static void test_back_to_back(void) {
   enum { NOPS = 64 + 400 }; /* then 400 more in place: more than the 256 a set keeps in flight */
-  const size_t n = B2B_N, gn = 8192; /* 32 KiB: above the small-message kernel */
+  const size_t n = B2B_N, gn = 8192; /* 32 KiB: the one-shot (the push lines in the _ll64 variants) */
   b2b_op_t ops[NOPS];
   for (int k = 0; k < NOPS; k++) {
     b2b_op_t o = {.src = 0, .dst = 0, .count = n};
@@ -538,6 +542,9 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  int64_t llkb = acxi_param_int("ACX_COLL_PEER_LL_KB");
+  ll_bytes = (uint64_t)(llkb < 1 ? 1 : llkb > ACXP_LL_MAX / 1024 ? ACXP_LL_MAX / 1024 : llkb) * 1024;
+  if (ll_bytes > SLOT) ll_bytes = SLOT;
   if (acx_system_create(NULL, &sys) != ACX_OK) return 1;
   for (int r = 0; r < NR; r++) {
     acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
