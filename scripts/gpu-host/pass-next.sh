@@ -1,0 +1,50 @@
+#!/bin/bash
+# The GPU pass prepared in session 13 for the next session, on 2 GPUs or more, most decisive first.
+# PARTS (default "ll64 tests small mps mbench") picks the steps; "libs" is added where the GPUs are
+# H200 (issue 15):
+#   ll64:   the push lines up to 64 KiB (ACX_COLL_PEER_LL_KB=64, never run on a GPU) and the
+#           executor waiting for a full set: test_peer_exec_gpu*, test_coll_peer*_cuda*;
+#   tests:  every other gpu / gpu-mpi test (the default with batches; last full run: session 12);
+#   small:  acx-allreduce-bench --compare, 8 B - 64 KiB, factor 2, batches with the lines to 16 and
+#           to 64 KiB, the NCCL path; 2 interleaved rounds, at 2 ranks and at every GPU where more;
+#           raw NCCL's graph floor at 8 B and 64 KiB (issue 17's small-message goal);
+#   mps:    issue 16: 2 ranks per GPU under MPS through the own path with batches (peermps);
+#   mbench: issue 13's goals across 2 simulated nodes (batch.sh mbench, 9 rounds).
+# From the repo root with .gpu/src.tar and .gpu/debs; results under /tmp/res (one .txt per step),
+# DONE when finished:   setsid nohup bash scripts/gpu-host/pass-next.sh >/dev/null 2>&1 < /dev/null &
+# then poll with calls chained back to back (.gpu/poll.sh): the machine is given back 30 s after a
+# call returns, and what runs on it is lost (session 13 lost a pass so).
+R=/tmp/res; rm -rf $R; mkdir -p $R/c0 $R/c1 $R/d $R/e $R/f $R/m; B=scripts/gpu-host/batch.sh
+S=/tmp/acx-clean; BB=$S/build-gpu
+NG=$(nvidia-smi -L | grep -c '^GPU')
+nvidia-smi -L > $R/main.txt 2>&1
+PARTS=${PARTS:-ll64 tests small mps mbench}
+nvidia-smi -L | grep -q H200 && PARTS="$PARTS libs"
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
+LL='test_peer_exec_gpu|peer.*cuda'
+has ll64 && OUT=$R/c0 CTEST_R="$LL" CTEST_T=400 bash $B ctestr > $R/c0.txt 2>&1
+has tests && OUT=$R/c1 CTEST_E="multinode|$LL" CTEST_T=550 bash $B ctestr > $R/c1.txt 2>&1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 ACX_EXECUTOR_PATH=$BB/tools/acx-executor
+NPS=$(printf '%s\n' $NG 2 | sort -rnu)
+run() { # name np env... : acx-allreduce-bench --compare with the given environment, rows tagged
+  local name=$1 np=$2; shift 2
+  env "$@" timeout 60 mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER \
+    -x ACX_COLL_PEER_BATCH -x ACX_COLL_PEER_PDL -x ACX_COLL_PEER_LL_KB $BB/bench/allreduce/acx-allreduce-bench --compare \
+    -b 8 -e 64K -f 2 -n 500 -w 50 -d float > $R/d/$name.txt 2>&1
+  echo "$name rc=$?" >> $R/d-small.txt; grep -E "^ +[0-9]+ " $R/d/$name.txt | sed "s/^/$name /" >> $R/d-small.txt
+}
+if has small; then
+  for rep in 1 2; do for np in $NPS; do
+    run small-$np-ll16-$rep $np ACX_COLL_PEER=1 ACX_COLL_PEER_PDL=1
+    run small-$np-ll64-$rep $np ACX_COLL_PEER=1 ACX_COLL_PEER_PDL=1 ACX_COLL_PEER_LL_KB=64
+    run small-$np-nccl-$rep $np ACX_COLL_PEER=0
+  done; done
+  OUT=$R/f PFLOOR_SZ="8 65536" FLOOR_N=3000 bash $B pfloor > $R/f-pfloor.txt 2>&1
+fi
+has mps && OUT=$R/e PEER_REPS=2 bash $B peermps > $R/e-peermps.txt 2>&1
+has mbench && CUDA_VISIBLE_DEVICES=0,1 OUT=$R/m MB_R=9 MB_N=10 MB_T=480 bash $B mbench > $R/m-mbench.txt 2>&1
+if has libs; then
+  for k in 1 2; do CUDA_VISIBLE_DEVICES=0 timeout 200 $BB/bench/libs/acx-lib-bench > $R/libs-$k.txt 2>&1; echo "libs $k rc=$?" >> $R/main.txt; done
+fi
+touch $R/DONE
