@@ -1,5 +1,6 @@
 #!/bin/bash
-# Pass 19 (session 13, the last 5 minutes of device time): after pass 18 the batches were right
+# Pass 19 (session 13, the last 5 minutes of device time; pass 18 ran the same with batches of one
+# beside, from commit ec6fb3a): after pass 18 the batches were right
 # but the rank outran the GPUs by more than the 256 operations a set keeps in flight
 # (ACX_ERR_QUEUE_FULL in the benchmark); the executor now waits for the oldest. The own path's
 # executor tests (test_back_to_back now sends 464 in a row), then the small all-reduces at 2
