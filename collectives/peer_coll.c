@@ -37,6 +37,7 @@ struct acxc_peer {
   uint64_t slot_bytes;                  /* every rank's: the smallest ACX_COLL_PEER_MAX_KB */
   uint64_t ll_bytes;                    /* every rank's: the smallest ACX_COLL_PEER_LL_KB */
   uint64_t big_bytes;                   /* every rank's: the smallest ACX_COLL_PEER_BIG_KB (0: off) */
+  uint64_t big_blocks;                  /* every rank's: the smallest ACX_COLL_PEER_BIG_BLOCKS */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
                                            worker path: the worker's) */
   _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
@@ -117,7 +118,8 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
     st = acx_buffer_fill(p->mine, ACXP_LL_OFF(0, 0, p->slot_bytes), ACXP_LL_REGION_BYTES, 0, 4, 0,
                          acxi_left_ns(deadline));
   if (st == ACX_OK && p->big_bytes) /* the two-shot's flags */
-    st = acx_buffer_fill(p->mine, ACXP_BIG_OFF(p->slot_bytes), 2 * ACXP_FLAG_BYTES, 0, 4, 0, acxi_left_ns(deadline));
+    st = acx_buffer_fill(p->mine, ACXP_BIG_OFF(p->slot_bytes), 2 * ACXP_BIG_FLAG_BYTES, 0, 4, 0,
+                         acxi_left_ns(deadline));
   acxi_ipc_handle_t h;
   memset(&h, 0, sizeof h);
   if (st == ACX_OK) st = acxi_buffer_ipc_export(p->mine, &h, acxi_left_ns(deadline));
@@ -161,6 +163,7 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   p->ctl->slot_bytes = p->slot_bytes;
   p->ctl->ll_bytes = p->ll_bytes;
   p->ctl->big_bytes = p->big_bytes;
+  p->ctl->big_blocks = p->big_blocks;
   for (int q = 0; q < c->size; q++) p->ctl->area[q] = q == c->rank ? p->mine->id : p->imp[q]->id;
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
   uint64_t id = acxc_next_comm_id();
@@ -205,6 +208,13 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   ag = acxc_coll_agree_min(c, bigmine, &biglo);
   if (ag != ACX_OK) return ag;
   p->big_bytes = biglo > 0 ? (uint64_t)biglo * 1024 : 0;
+  /* Its blocks on GPUs (a fourth; block b waits for the peers' blocks b, so every rank runs as
+   * many). */
+  int64_t bb = acxi_param_int("ACX_COLL_PEER_BIG_BLOCKS");
+  int bbmine = bb < 1 ? 1 : bb > ACXP_BIG_MAX_BLOCKS ? ACXP_BIG_MAX_BLOCKS : (int)bb, bblo = 0;
+  ag = acxc_coll_agree_min(c, bbmine, &bblo);
+  if (ag != ACX_OK) return ag;
+  p->big_blocks = bblo > 0 ? (uint64_t)bblo : 1;
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   if (local != ACX_OK && local != ACX_ERR_PEER_LOST)
@@ -214,8 +224,8 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   if (ag == ACX_OK && ok) {
     if (p->big_bytes)
       ACX_INFO(COLL, "own all-reduce on: rank %d of %d, all-reduces up to %" PRIu64 " KiB one-shot, larger ones "
-               "two-shot in chunks of %" PRIu64 " KiB, through the executors' areas (set %" PRIu64 ")", c->rank, c->size,
-               p->slot_bytes / 1024, p->big_bytes / 1024, p->id);
+               "two-shot in chunks of %" PRIu64 " KiB (%" PRIu64 " blocks on GPUs), through the executors' areas (set %"
+               PRIu64 ")", c->rank, c->size, p->slot_bytes / 1024, p->big_bytes / 1024, p->big_blocks, p->id);
     else
       ACX_INFO(COLL, "own all-reduce on: rank %d of %d, all-reduces up to %" PRIu64 " KiB through the executors' "
                "areas (set %" PRIu64 ")", c->rank, c->size, p->slot_bytes / 1024, p->id);

@@ -567,7 +567,7 @@ cudaError_t launch(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int o
   if (a->big) {
     // The two-shot: every block takes part in every chunk's flags, so the grid is the same on
     // every rank whatever the size.
-    dim3 grid(ACXP_MAX_BLOCKS), block(kThreads);
+    dim3 grid((unsigned)a->big_blocks), block(kThreads);
     cudaError_t r = by_op(op, [&](auto o) { err = launch_k(two_shot<E, decltype(o)::value>, grid, block, stream, a); });
     return err != cudaSuccess ? err : r;
   }

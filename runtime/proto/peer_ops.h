@@ -79,8 +79,9 @@
 #define ACXP_LL_REGION_BYTES ((uint64_t)2 * ACXP_MAX_RANKS * ACXP_LL_SRC_BYTES)
 
 /* The large-message variant (two-shot), for all-reduces larger than a slot when the set has big
- * slots (big_bytes > 0; off by default): after the lines, two flag arrays of ACXP_FLAG_BYTES
- * (phase 0 and phase 1, uint64_t [from][block] each), then two big slots of big_bytes. The data go
+ * slots (big_bytes > 0; off by default): after the lines, two flag arrays of ACXP_BIG_FLAG_BYTES
+ * (phase 0 and phase 1, uint64_t [from][block] each, room for ACXP_BIG_MAX_BLOCKS blocks; a GPU
+ * runs the set's big_blocks), then two big slots of big_bytes. The data go
  * in chunks of big_bytes; chunk t uses big slot t % 2. Each chunk is cut alike on every rank into
  * n parts, part q owned by rank q, and every part into the operation's blocks (the host kind has
  * one); block b of rank r, for each chunk t:
@@ -99,10 +100,13 @@
  * rank order: the results are bit-identical on every rank, as the one-shot's, and each rank moves
  * 2 (n - 1) / n of the data over the links, as a ring does. */
 #define ACXP_BIG_OFF(slot_bytes) ACXP_AREA_BYTES(slot_bytes)
+#define ACXP_BIG_MAX_BLOCKS 128 /* the two-shot's blocks per operation at most (ACX_COLL_PEER_BIG_BLOCKS) */
+#define ACXP_BIG_FLAG_BYTES ((uint64_t)ACXP_MAX_RANKS * ACXP_BIG_MAX_BLOCKS * 8) /* one phase's flags */
 #define ACXP_BIG_FLAG_OFF(phase, from, block, slot_bytes) \
-  (ACXP_BIG_OFF(slot_bytes) + (uint64_t)(phase) * ACXP_FLAG_BYTES + ACXP_FLAG_OFF(from, block))
+  (ACXP_BIG_OFF(slot_bytes) + (uint64_t)(phase) * ACXP_BIG_FLAG_BYTES + \
+   ((uint64_t)(from) * ACXP_BIG_MAX_BLOCKS + (uint64_t)(block)) * 8)
 #define ACXP_BIG_SLOT_OFF(k, slot_bytes, big_bytes) \
-  (ACXP_BIG_OFF(slot_bytes) + 2 * (uint64_t)ACXP_FLAG_BYTES + (uint64_t)(k) * (big_bytes))
+  (ACXP_BIG_OFF(slot_bytes) + 2 * ACXP_BIG_FLAG_BYTES + (uint64_t)(k) * (big_bytes))
 #define ACXP_AREA_BYTES_BIG(slot_bytes, big_bytes) \
   ((big_bytes) ? ACXP_BIG_SLOT_OFF(2, slot_bytes, big_bytes) : ACXP_AREA_BYTES(slot_bytes))
 #define ACXP_BIG_VAL(seq, t) (((uint64_t)(seq) << 32) + (uint64_t)(t) + 1)
@@ -145,6 +149,9 @@ typedef struct acxp_ctl {
   uint64_t big_bytes;             /* the big slots' size: all-reduces larger than a slot take the
                                      two-shot variant (0: none, and such all-reduces are refused;
                                      else a multiple of 16, >= ACXP_BIG_MIN) */
+  uint64_t big_blocks;            /* with big slots, on GPUs: the two-shot's blocks (1 to
+                                     ACXP_BIG_MAX_BLOCKS; the same on every rank: block b waits for
+                                     the peers' blocks b) */
   uint64_t area[ACXP_MAX_RANKS];  /* buffer ids in this rank's executor: [rank] its own area, the
                                      others the peers' areas imported */
   /* Nonzero (an acx_status_t): operations waiting for peers leave at once with it. The rank sets

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU pass prepared in session 13 for the next session, on 2 GPUs or more, most decisive first.
-# PARTS (default "ll64 tests small mps mbench") picks the steps; "libs" is added where the GPUs are
+# PARTS (default "ll64 tests small big mps mbench") picks the steps; "libs" is added where the GPUs are
 # H200 (issue 15):
 #   ll64:   the push lines up to 64 KiB (ACX_COLL_PEER_LL_KB=64, never run on a GPU) and the
 #           executor waiting for a full set: test_peer_exec_gpu*, test_coll_peer*_cuda*;
@@ -8,6 +8,8 @@
 #   small:  acx-allreduce-bench --compare, 8 B - 64 KiB, factor 2, batches with the lines to 16 and
 #           to 64 KiB, the NCCL path; 2 interleaved rounds, at 2 ranks and at every GPU where more;
 #           raw NCCL's graph floor at 8 B and 64 KiB (issue 17's small-message goal);
+#   big:    the two-shot (ACX_COLL_PEER_BIG_KB=16384) with 32 and 128 blocks (ACX_COLL_PEER_BIG_BLOCKS;
+#           128 never ran) against the NCCL path, 16 MiB - 1 GiB, 2 rounds (issue 17's large goal);
 #   mps:    issue 16: 2 ranks per GPU under MPS through the own path with batches (peermps);
 #   mbench: issue 13's goals across 2 simulated nodes (batch.sh mbench, 9 rounds).
 # From the repo root with .gpu/src.tar and .gpu/debs; results under /tmp/res (one .txt per step),
@@ -18,7 +20,7 @@ R=/tmp/res; rm -rf $R; mkdir -p $R/c0 $R/c1 $R/d $R/e $R/f $R/m; B=scripts/gpu-h
 S=/tmp/acx-clean; BB=$S/build-gpu
 NG=$(nvidia-smi -L | grep -c '^GPU')
 nvidia-smi -L > $R/main.txt 2>&1
-PARTS=${PARTS:-ll64 tests small mps mbench}
+PARTS=${PARTS:-ll64 tests small big mps mbench}
 nvidia-smi -L | grep -q H200 && PARTS="$PARTS libs"
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
@@ -41,6 +43,14 @@ if has small; then
     run small-$np-nccl-$rep $np ACX_COLL_PEER=0
   done; done
   OUT=$R/f PFLOOR_SZ="8 65536" FLOOR_N=3000 bash $B pfloor > $R/f-pfloor.txt 2>&1
+fi
+if has big; then
+  for rep in 1 2; do for v in 0:32 1:32 1:128; do IFS=: read -r on bb <<<"$v"
+    env ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=16384 ACX_COLL_PEER_BIG_BLOCKS=$bb timeout 120 mpirun -np 2 --bind-to none \
+      -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_BIG_BLOCKS \
+      $BB/bench/allreduce/acx-allreduce-bench --compare -b 16M -e 1G -f 4 -n 10 -w 3 -d float > $R/d/big-$on-$bb-$rep.txt 2>&1
+    echo "big-$on-$bb-$rep rc=$?" >> $R/d-big.txt; grep -E "^ +[0-9]+ " $R/d/big-$on-$bb-$rep.txt | sed "s/^/big-$on-$bb-$rep /" >> $R/d-big.txt
+  done; done
 fi
 has mps && OUT=$R/e PEER_REPS=2 bash $B peermps > $R/e-peermps.txt 2>&1
 has mbench && CUDA_VISIBLE_DEVICES=0,1 OUT=$R/m MB_R=9 MB_N=10 MB_T=480 bash $B mbench > $R/m-mbench.txt 2>&1

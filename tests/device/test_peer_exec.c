@@ -49,7 +49,7 @@ static void setup_set(void) {
                       ACX_OK);
     ACX_ASSERT_STATUS(acx_buffer_fill(area[r], 0, ACXP_FLAG_BYTES, 0, 4, 0, T), ACX_OK);
     ACX_ASSERT_STATUS(acx_buffer_fill(area[r], ACXP_LL_OFF(0, 0, SLOT), ACXP_LL_REGION_BYTES, 0, 4, 0, T), ACX_OK);
-    ACX_ASSERT_STATUS(acx_buffer_fill(area[r], ACXP_BIG_OFF(SLOT), 2 * ACXP_FLAG_BYTES, 0, 4, 0, T), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_fill(area[r], ACXP_BIG_OFF(SLOT), 2 * ACXP_BIG_FLAG_BYTES, 0, 4, 0, T), ACX_OK);
   }
   for (int r = 0; r < NR; r++) {
     acxi_ipc_handle_t h;
@@ -68,6 +68,7 @@ static void setup_set(void) {
     ctl[r]->slot_bytes = SLOT;
     ctl[r]->ll_bytes = ll_bytes; /* push lines up to this size */
     ctl[r]->big_bytes = BIG;        /* beyond a slot the two-shot, in chunks of BIG */
+    ctl[r]->big_blocks = 32;
     for (int q = 0; q < NR; q++) ctl[r]->area[q] = q == r ? area[r]->id : imp[r][q]->id;
     acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET, NR, (uint64_t)r, ctlmem[r]->id}};
     ACX_ASSERT_STATUS(acxi_device_call(dev[r], &cmd, NULL, 0, 0, -1, T, NULL), ACX_OK);
@@ -529,6 +530,20 @@ static void test_bad_commands(void) {
     if (st == ACX_OK) printf("\n    %s: accepted", bad[i].what);
     CU_ASSERT(st != ACX_OK);
   }
+  /* A control block whose two-shot has no blocks, or more than the flags have room for. */
+  acx_host_mem_t *hm = NULL;
+  void *p = NULL;
+  size_t nb = 0;
+  ACX_ASSERT_STATUS(acx_host_alloc(dev[0], sizeof(acxp_ctl_t), &hm), ACX_OK);
+  ACX_ASSERT_STATUS(acx_host_mem_ptr(hm, &p, &nb), ACX_OK);
+  const uint64_t blocks[] = {0, ACXP_BIG_MAX_BLOCKS + 1};
+  for (int i = 0; i < 2; i++) {
+    memcpy(p, ctl[0], sizeof(acxp_ctl_t));
+    ((acxp_ctl_t *)p)->big_blocks = blocks[i];
+    acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET + 2, NR, 0, hm->id}};
+    CU_ASSERT_EQUAL(acxi_device_call(dev[0], &cmd, NULL, 0, 0, -1, T, NULL), ACX_ERR_INVALID_ARG);
+  }
+  ACX_ASSERT_STATUS(acx_host_free(hm), ACX_OK);
   acx_buffer_release(b);
   acx_buffer_release(big);
 }
