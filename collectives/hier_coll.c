@@ -60,6 +60,11 @@ struct acxc_hier {
   acx_buffer_t *pack;     /* leader: the send side of the leaders' all-gather and all-to-all */
   acx_buffer_t **peer;    /* leader: [grank] its members' staging buffers mapped here ([0] unused);
                              member: [0] its leader's */
+  int overlap;            /* the ordered path's second slot in buffers of their own and the
+                             leader's local steps on a second stream (ACX_COLL_HIER_OVERLAP, every
+                             rank's); then: */
+  acx_buffer_t *mine2;    /* ... my second slot (stage / 2 bytes, shareable) */
+  acx_buffer_t **peer2;   /* ... and the group's, mapped as `peer` */
   uint64_t comm_id;       /* cuda leaders, more than one group: NCCL among the leaders */
   acx_host_mem_t *region; /* ... and the host region its unique id came through */
   unsigned char *host;    /* host-kind leaders: 2 x stage bytes of host copies for MPI */
@@ -601,16 +606,27 @@ static acx_status_t ordered_gate(acx_coll_t *c, acxc_hier_t *h, uint32_t s, int6
   }
 }
 
-/* The staging buffers hold two slots: chunk s lives in slot s % 2 (its byte offset here). */
-static size_t slot_off(const acxc_hier_t *h, uint32_t s) { return (s & 1u) * (h->stage / 2); }
+/* The staging buffers hold two slots: chunk s lives in slot s % 2 (its byte offset here). With
+ * ACX_COLL_HIER_OVERLAP slot 1 is a buffer of its own (the engine orders streams per buffer: two
+ * buffers let a chunk's copies run beside the previous chunk's leaders' step). */
+static size_t slot_off(const acxc_hier_t *h, uint32_t s) { return h->overlap ? 0 : (s & 1u) * (h->stage / 2); }
+static acx_buffer_t *slot_mine(const acxc_hier_t *h, uint32_t s) { return h->overlap && (s & 1u) ? h->mine2 : h->mine; }
+static acx_buffer_t *slot_peer(const acxc_hier_t *h, int j, uint32_t s) {
+  return h->overlap && (s & 1u) ? h->peer2[j] : h->peer[j];
+}
+/* The stream of the leader's local steps (its input in, the members' reduce): with
+ * ACX_COLL_HIER_OVERLAP the engine stream after the operation's, else the operation's. */
+static uint32_t local_stream(const acx_coll_t *c, const acxc_hier_t *h, uint32_t st) {
+  return h->overlap && c->dev->streams > 1 ? (st + 1) % (uint32_t)c->dev->streams : st;
+}
 
 /* host kind: the leaders' all-reduce of a slot, MPI on host copies (the read waits for the
  * commands before it: the host executor runs them in order). */
-static acx_status_t slot_mpi(acx_coll_t *c, acxc_hier_t *h, size_t at, size_t n, acx_dtype_t dt, acx_redop_t op,
-                             uint32_t stream, int64_t deadline) {
+static acx_status_t slot_mpi(acx_coll_t *c, acxc_hier_t *h, acx_buffer_t *slot, size_t at, size_t n, acx_dtype_t dt,
+                             acx_redop_t op, uint32_t stream, int64_t deadline) {
   size_t bytes = n * acx_dtype_size(dt);
   unsigned char *sb = h->host, *rb = h->host + h->stage;
-  ACXCHECK(acx_buffer_read(h->mine, at, sb, bytes, stream, acxi_left_ns(deadline)));
+  ACXCHECK(acx_buffer_read(slot, at, sb, bytes, stream, acxi_left_ns(deadline)));
   MPI_Request req;
   if (MPI_Iallreduce(sb, rb, (int)n, acxc_mpi_dtype(dt), acxc_mpi_redop(c, dt, op), h->lcomm, &req) != MPI_SUCCESS) {
     ACX_WARN(COLL, "hierarchical all-reduce (ordered): posting the leaders' MPI step failed");
@@ -621,42 +637,44 @@ static acx_status_t slot_mpi(acx_coll_t *c, acxc_hier_t *h, size_t at, size_t n,
     if (h->parked && h->parked_mem == h->host) h->host = NULL; /* MPI keeps it */
     return st;
   }
-  return acx_buffer_write(h->mine, at, rb, bytes, stream, acxi_left_ns(deadline));
+  return acx_buffer_write(slot, at, rb, bytes, stream, acxi_left_ns(deadline));
 }
 
 /* The leader's chunk after its gate: combine, the leaders' step, done, its own result out. */
 static acx_status_t ordered_lead(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t *d, size_t o, size_t n,
                                  uint32_t s, int64_t deadline, int *stepped, acx_future_t **f) {
   size_t es = acx_dtype_size(d->dtype), bytes = n * es, at = slot_off(h, s);
-  uint32_t st = d->stream;
+  uint32_t st = d->stream, lst = local_stream(c, h, st);
+  acx_buffer_t *mine = slot_mine(h, s);
   acx_redop_t op = d->redop == ACX_REDOP_AVG ? ACX_REDOP_SUM : d->redop;
-  ACXCHECK(post_copy(c, h->mine, at, d->send, o * es, bytes, st, deadline, NULL));
+  ACXCHECK(post_copy(c, mine, at, d->send, o * es, bytes, lst, deadline, NULL));
   for (int j = 1; j < h->gsize; j++) {
-    acxi_cmd_t cmd = {.op = ACXI_OP_REDUCE, .stream = st, .dtype = (uint32_t)d->dtype,
-                      .buf = {h->mine->id, h->peer[j]->id}, .off = {at, at}, .bytes = bytes, .arg = {(uint64_t)op}};
-    acxi_bufarg_t ba[2] = {{h->mine, "staging"}, {h->peer[j], "staging"}};
+    acx_buffer_t *pj = slot_peer(h, j, s);
+    acxi_cmd_t cmd = {.op = ACXI_OP_REDUCE, .stream = lst, .dtype = (uint32_t)d->dtype,
+                      .buf = {mine->id, pj->id}, .off = {at, at}, .bytes = bytes, .arg = {(uint64_t)op}};
+    acxi_bufarg_t ba[2] = {{mine, "staging"}, {pj, "staging"}};
     ACXCHECK(post(c, &cmd, ba, 2, deadline, NULL));
   }
   if (h->lsize > 1) {
     *stepped = 1;
     if (c->host_kind) {
-      ACXCHECK(slot_mpi(c, h, at, n, d->dtype, op, st, deadline));
+      ACXCHECK(slot_mpi(c, h, mine, at, n, d->dtype, op, st, deadline));
     } else {
       acxi_cmd_t cmd = {.op = ACXC_OP_ALLREDUCE, .stream = st, .dtype = (uint32_t)d->dtype, .bytes = n,
-                        .buf = {h->mine->id, h->mine->id}, .off = {at, at},
+                        .buf = {mine->id, mine->id}, .off = {at, at},
                         .arg = {h->comm_id, (uint64_t)op, 0, ++c->seq}};
-      acxi_bufarg_t ba[1] = {{h->mine, "staging"}};
+      acxi_bufarg_t ba[1] = {{mine, "staging"}};
       ACXCHECK(post(c, &cmd, ba, 1, deadline, NULL));
     }
   }
   if (d->redop == ACX_REDOP_AVG) {
-    acxi_cmd_t cmd = {.op = ACXI_OP_DIV, .stream = st, .dtype = (uint32_t)d->dtype, .buf = {h->mine->id},
+    acxi_cmd_t cmd = {.op = ACXI_OP_DIV, .stream = st, .dtype = (uint32_t)d->dtype, .buf = {mine->id},
                       .off = {at}, .bytes = bytes, .arg = {(uint64_t)c->size}};
-    acxi_bufarg_t ba[1] = {{h->mine, "staging"}};
+    acxi_bufarg_t ba[1] = {{mine, "staging"}};
     ACXCHECK(post(c, &cmd, ba, 1, deadline, NULL));
   }
   if (h->gsize > 1) ACXCHECK(post_flag(c, h, ACXI_OP_WRITE_VALUE, FL_DONE, s, st, deadline));
-  return post_copy(c, d->recv, o * es, h->mine, at, bytes, st, deadline, f);
+  return post_copy(c, d->recv, o * es, mine, at, bytes, st, deadline, f);
 }
 
 /* A member's result of chunk s out of its leader's slot, once the leader is done with it. */
@@ -664,7 +682,7 @@ static acx_status_t member_out(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_
                                int64_t deadline, acx_future_t **f) {
   size_t es = acx_dtype_size(d->dtype);
   ACXCHECK(post_flag(c, h, ACXI_OP_WAIT_VALUE, FL_DONE, s, d->stream, deadline));
-  return post_copy(c, d->recv, o * es, h->peer[0], slot_off(h, s), n * es, d->stream, deadline, f);
+  return post_copy(c, d->recv, o * es, slot_peer(h, 0, s), slot_off(h, s), n * es, d->stream, deadline, f);
 }
 
 /* A member's chunk s: its input into its slot once the leader has read what chunk s - 2 left
@@ -673,7 +691,7 @@ static acx_status_t member_in(acx_coll_t *c, acxc_hier_t *h, const acxc_opdesc_t
                               int64_t deadline) {
   size_t es = acx_dtype_size(d->dtype);
   ACXCHECK(post_flag(c, h, ACXI_OP_WAIT_VALUE, FL_DONE, s - 2, d->stream, deadline));
-  ACXCHECK(post_copy(c, h->mine, slot_off(h, s), d->send, o * es, n * es, d->stream, deadline, NULL));
+  ACXCHECK(post_copy(c, slot_mine(h, s), slot_off(h, s), d->send, o * es, n * es, d->stream, deadline, NULL));
   return post_flag(c, h, ACXI_OP_WRITE_VALUE, FL_READY((uint32_t)h->grank), s, d->stream, deadline);
 }
 
@@ -826,10 +844,11 @@ static acx_status_t agree_step(acx_coll_t *c, acxc_hier_t *h, MPI_Comm comm, acx
 
 /* Every member's staging handle to the leader, the leader's to every member. A rank whose export
  * fails still takes part in the exchange (with an empty handle); the ranks then agree. */
-static acx_status_t exchange_handles(acx_coll_t *c, acxc_hier_t *h, int64_t deadline) {
+static acx_status_t exchange_handles(acx_coll_t *c, acxc_hier_t *h, acx_buffer_t *mine, acx_buffer_t **peer,
+                                     int64_t deadline) {
   acxi_ipc_handle_t *all = calloc((size_t)h->gsize + 1, sizeof *all);
   if (!all) return ACX_ERR_NO_MEMORY;
-  acx_status_t local = acxi_buffer_ipc_export(h->mine, &all[h->gsize], acxi_left_ns(deadline)), st;
+  acx_status_t local = acxi_buffer_ipc_export(mine, &all[h->gsize], acxi_left_ns(deadline)), st;
   MPI_Request req;
   if (MPI_Igather(&all[h->gsize], (int)sizeof *all, MPI_BYTE, all, (int)sizeof *all, MPI_BYTE, 0, h->gcomm, &req) !=
       MPI_SUCCESS) {
@@ -847,7 +866,7 @@ static acx_status_t exchange_handles(acx_coll_t *c, acxc_hier_t *h, int64_t dead
   memset(&none, 0, sizeof none);
   for (int j = h->grank == 0 ? 1 : 0; local == ACX_OK && j < (h->grank == 0 ? h->gsize : 1); j++)
     if (memcmp(&all[j], &none, sizeof none) != 0)
-      local = acxi_buffer_ipc_import(c->dev, &all[j], ACX_DTYPE_BYTE, acxi_left_ns(deadline), &h->peer[j]);
+      local = acxi_buffer_ipc_import(c->dev, &all[j], ACX_DTYPE_BYTE, acxi_left_ns(deadline), &peer[j]);
   free(all);
   return agree_step(c, h, acxc_mpi_comm(c), local, deadline, "the staging buffers' exchange");
 }
@@ -1017,11 +1036,12 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
   }
   if (dkb > kb) dkb = kb; /* never more than a staging buffer */
   if (dkb > INT_MAX / 1024) dkb = INT_MAX / 1024; /* counts go to MPI as int */
-  int mine[5] = {h->lrank, h->grank, h->gsize, h->lsize, (int)dkb};
+  int ov = acxi_param_int("ACX_COLL_HIER_OVERLAP") > 0;
+  int mine[6] = {h->lrank, h->grank, h->gsize, h->lsize, (int)dkb, ov};
   int *all = malloc((size_t)c->size * sizeof mine);
   if (!all) return ACX_ERR_NO_MEMORY;
   MPI_Request req;
-  if (MPI_Iallgather(mine, 5, MPI_INT, all, 5, MPI_INT, comm, &req) != MPI_SUCCESS) {
+  if (MPI_Iallgather(mine, 6, MPI_INT, all, 6, MPI_INT, comm, &req) != MPI_SUCCESS) {
     free(all);
     return ACX_ERR_MPI;
   }
@@ -1029,18 +1049,21 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
   h->group_of = malloc((size_t)c->size * sizeof *h->group_of);
   h->pos_of = malloc((size_t)c->size * sizeof *h->pos_of);
   h->peer = calloc((size_t)h->gsize, sizeof *h->peer);
-  if (!h->group_of || !h->pos_of || !h->peer) {
+  h->peer2 = calloc((size_t)h->gsize, sizeof *h->peer2);
+  if (!h->group_of || !h->pos_of || !h->peer || !h->peer2) {
     free(all);
     return ACX_ERR_NO_MEMORY;
   }
   /* A member learns its group's index from its leader's entry (the lowest rank with grank 0 of
    * its group: the leader is the group's lowest rank, so the first leader entry at or below). */
   for (int r = 0; r < c->size; r++) {
-    h->pos_of[r] = all[5 * r + 1];
-    if (all[5 * r + 2] > h->gmax) h->gmax = all[5 * r + 2];
-    if (all[5 * r + 1] == 0) h->lsize = all[5 * r + 3];
-    if (all[5 * r + 4] < dkb) dkb = all[5 * r + 4];
+    h->pos_of[r] = all[6 * r + 1];
+    if (all[6 * r + 2] > h->gmax) h->gmax = all[6 * r + 2];
+    if (all[6 * r + 1] == 0) h->lsize = all[6 * r + 3];
+    if (all[6 * r + 4] < dkb) dkb = all[6 * r + 4];
+    if (!all[6 * r + 5]) ov = 0; /* every rank's, or none's */
   }
+  h->overlap = ov;
   free(all);
   h->direct = (size_t)dkb * 1024;
   if (h->direct && !(h->dhost = malloc(2 * h->direct + 2 * sizeof(int)))) return ACX_ERR_NO_MEMORY;
@@ -1070,8 +1093,11 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
     st = acx_buffer_alloc(c->dev, h->stage, ACX_DTYPE_BYTE, ACX_MEM_DEVICE, acxi_left_ns(deadline), &h->pack);
     if (st == ACX_OK && c->host_kind && !(h->host = malloc(2 * h->stage))) st = ACX_ERR_NO_MEMORY;
   }
+  if (st == ACX_OK && h->overlap)
+    st = acxi_buffer_alloc_shareable(c->dev, h->stage / 2, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &h->mine2);
   ACXCHECK(agree_step(c, h, comm, st, deadline, "the staging buffers' allocation"));
-  ACXCHECK(exchange_handles(c, h, deadline));
+  ACXCHECK(exchange_handles(c, h, h->mine, h->peer, deadline));
+  if (h->overlap) ACXCHECK(exchange_handles(c, h, h->mine2, h->peer2, deadline));
   ACXCHECK(flags_setup(c, h, deadline));
   if (h->grank == 0 && h->lsize > 1 && !c->host_kind) ACXCHECK(leaders_nccl(c, h, init_timeout_ns, deadline));
   char members[128] = "";
@@ -1094,8 +1120,9 @@ static acx_status_t build(acx_coll_t *c, acxc_hier_t *h, int64_t init_timeout_ns
              "`nvidia-cuda-mps-control -d` on the node before the job (docs/collectives.md)", where, mps);
   if (h->fl)
     ACX_INFO(COLL, "hierarchical coll: rank %d is %s of group %d of %d (%s); staging %zu KiB; all-reduces ordered "
-             "on the streams", c->rank, h->grank == 0 ? "the leader" : "a member", h->lrank, h->lsize, where,
-             h->stage / 1024);
+             "on the streams%s", c->rank, h->grank == 0 ? "the leader" : "a member", h->lrank, h->lsize, where,
+             h->stage / 1024, h->overlap ? " (the second slot a buffer of its own, the leader's local steps on a "
+             "second stream: ACX_COLL_HIER_OVERLAP)" : "");
   else
     ACX_INFO(COLL, "hierarchical coll: rank %d is %s of group %d of %d (%s); staging %zu KiB; all-reduces up to %zu "
              "KiB direct", c->rank, h->grank == 0 ? "the leader" : "a member", h->lrank, h->lsize, where,
@@ -1110,6 +1137,8 @@ void acxc_hier_destroy(acx_coll_t *c) {
   /* Mappings before the memory they map (a CUDA IPC export must outlive its imports). */
   for (int j = 0; h->peer && j < h->gsize; j++)
     if (h->peer[j]) acx_buffer_release(h->peer[j]);
+  for (int j = 0; h->peer2 && j < h->gsize; j++)
+    if (h->peer2[j]) acx_buffer_release(h->peer2[j]);
   if (h->comm_id && atomic_load_explicit(&c->dev->generation, memory_order_acquire) == c->generation) {
     acxi_cmd_t cmd = {.op = ACXC_OP_DESTROY, .arg = {h->comm_id, 0, 0, 0, 1000}};
     (void)acxi_device_call(c->dev, &cmd, NULL, 0, 0, -1, 5000000000LL, NULL);
@@ -1120,6 +1149,7 @@ void acxc_hier_destroy(acx_coll_t *c) {
   if (h->flags) acx_host_free(h->flags);
   if (h->pack) acx_buffer_release(h->pack);
   if (h->mine) acx_buffer_release(h->mine);
+  if (h->mine2) acx_buffer_release(h->mine2);
   /* Host copies MPI may still write were handed over when their exchange was parked (NULL here). */
   free(h->host);
   free(h->dhost);
@@ -1128,6 +1158,7 @@ void acxc_hier_destroy(acx_coll_t *c) {
     if (h->lcomm != MPI_COMM_NULL) MPI_Comm_free(&h->lcomm);
   }
   free(h->peer);
+  free(h->peer2);
   free(h->group_of);
   free(h->pos_of);
   free(h);

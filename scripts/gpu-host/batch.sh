@@ -95,6 +95,14 @@ for step in "$@"; do
       mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
       HB_X="-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY ${HB_X:-}" hier_rounds hiermps
       echo quit | nvidia-cuda-mps-control; tail -5 $CUDA_MPS_LOG_DIRECTORY/control.log; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+    hierov) el hierov  # issue 16's large all-reduces under MPS: 2 ranks per GPU with ACX_COLL_HIER_OVERLAP 0 and 1, 1 rank per GPU beside, 16 MiB - 512 MiB, interleaved rounds
+      if ! command -v nvidia-cuda-mps-control >/dev/null; then echo "no nvidia-cuda-mps-control on PATH: skipped"; continue; fi
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-mps/log
+      mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
+      for rep in $(seq ${HO_REPS:-2}); do for v in 1:0 2:0 2:1; do IFS=: read -r k ov <<<"$v"; np=$((NG * k))
+        ACX_COLL_HIER_OVERLAP=$ov timeout 150 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_HIER_OVERLAP -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench -b 16M -e 512M -f 4 -n 10 -w 3 -d float >$OUT/hierov-$k-$ov-$rep.txt 2>&1; echo "ranks/GPU=$k overlap=$ov rep=$rep rc=$?"
+        grep -E "^ +[0-9]+ " $OUT/hierov-$k-$ov-$rep.txt | sed "s/^/k=$k ov=$ov rep=$rep /"; done; done
+      echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
     sm80) el sm80  # a build for sm_80 only, run on this GPU: the no-kernel-image error
       cmake -S $S -B $S/build-sm80 -G Ninja -DCMAKE_CUDA_ARCHITECTURES=80-real -DACX_BUILD_BENCH=OFF >$OUT/sm80-cfg.txt 2>&1 && cmake --build $S/build-sm80 -j 32 --target acx-info test_engine_cuda acx-executor >$OUT/sm80-build.txt 2>&1 || { tail -20 $OUT/sm80-build.txt; }
       $S/build-sm80/tools/acx-info 2>&1 | grep -iE "architectures|compute capability" | head -4

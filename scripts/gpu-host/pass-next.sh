@@ -1,8 +1,9 @@
 #!/bin/bash
 # The GPU pass prepared in session 13 for the next session, on 2 GPUs or more, most decisive first.
-# PARTS (default "ll64 tests small big mps mbench") picks the steps; "libs" is added where the GPUs are
+# PARTS (default "ll64 tests small big mps hierov mbench") picks the steps; "libs" is added where the GPUs are
 # H200 (issue 15):
-#   ll64:   the push lines up to 64 KiB (ACX_COLL_PEER_LL_KB=64, never run on a GPU) and the
+#   ll64:   the push lines up to 64 KiB (ACX_COLL_PEER_LL_KB=64, never run on a GPU), the
+#           hierarchical overlap (test_coll_nccl_hier_overlap_np4, never run) and the
 #           executor waiting for a full set: test_peer_exec_gpu*, test_coll_peer*_cuda*;
 #   tests:  every other gpu / gpu-mpi test (the default with batches; last full run: session 12);
 #   small:  acx-allreduce-bench --compare, 8 B - 64 KiB, factor 2, batches with the lines to 16 and
@@ -11,6 +12,8 @@
 #   big:    the two-shot (ACX_COLL_PEER_BIG_KB=16384) with 32 and 128 blocks (ACX_COLL_PEER_BIG_BLOCKS;
 #           128 never ran) against the NCCL path, 16 MiB - 1 GiB, 2 rounds (issue 17's large goal);
 #   mps:    issue 16: 2 ranks per GPU under MPS through the own path with batches (peermps);
+#   hierov: issue 16's large all-reduces under MPS, ACX_COLL_HIER_OVERLAP 0 and 1 (1 never ran on a
+#           GPU; test_coll_nccl_hier_overlap_np4 in "tests" checks it first);
 #   mbench: issue 13's goals across 2 simulated nodes (batch.sh mbench, 9 rounds).
 # From the repo root with .gpu/src.tar and .gpu/debs; results under /tmp/res (one .txt per step),
 # DONE when finished:   setsid nohup bash scripts/gpu-host/pass-next.sh >/dev/null 2>&1 < /dev/null &
@@ -20,11 +23,11 @@ R=/tmp/res; rm -rf $R; mkdir -p $R/c0 $R/c1 $R/d $R/e $R/f $R/m; B=scripts/gpu-h
 S=/tmp/acx-clean; BB=$S/build-gpu
 NG=$(nvidia-smi -L | grep -c '^GPU')
 nvidia-smi -L > $R/main.txt 2>&1
-PARTS=${PARTS:-ll64 tests small big mps mbench}
+PARTS=${PARTS:-ll64 tests small big mps hierov mbench}
 nvidia-smi -L | grep -q H200 && PARTS="$PARTS libs"
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
-LL='test_peer_exec_gpu|peer.*cuda'
+LL='test_peer_exec_gpu|peer.*cuda|hier_overlap'
 has ll64 && OUT=$R/c0 CTEST_R="$LL" CTEST_T=400 bash $B ctestr > $R/c0.txt 2>&1
 has tests && OUT=$R/c1 CTEST_E="multinode|$LL" CTEST_T=550 bash $B ctestr > $R/c1.txt 2>&1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 ACX_EXECUTOR_PATH=$BB/tools/acx-executor
@@ -53,6 +56,7 @@ if has big; then
   done; done
 fi
 has mps && OUT=$R/e PEER_REPS=2 bash $B peermps > $R/e-peermps.txt 2>&1
+has hierov && OUT=$R/e bash $B hierov > $R/e-hierov.txt 2>&1
 has mbench && CUDA_VISIBLE_DEVICES=0,1 OUT=$R/m MB_R=9 MB_N=10 MB_T=480 bash $B mbench > $R/m-mbench.txt 2>&1
 if has libs; then
   for k in 1 2; do CUDA_VISIBLE_DEVICES=0 timeout 200 $BB/bench/libs/acx-lib-bench > $R/libs-$k.txt 2>&1; echo "libs $k rc=$?" >> $R/main.txt; done
