@@ -614,8 +614,9 @@ static int same_or_apart(const unsigned char *a, uint64_t n, const unsigned char
 }
 
 /* Whether cmd (input `in`, output `out`, `bytes` each) may join the operations staged in s: the
- * small-message kernel, the same dtype, op, count and stream, and no byte that a staged operation writes
- * and cmd reads or writes (or that a staged one reads and cmd writes) at another line index. */
+ * small-message kernel, the same dtype, op, count and stream, and no byte that a staged operation
+ * writes and cmd reads or writes (or that a staged one reads and cmd writes) at another line
+ * index. */
 static int joins(const pset_t *s, const acxi_cmd_t *cmd, const unsigned char *in, const unsigned char *out,
                  uint64_t bytes) {
   if (bytes > s->ll_bytes) return 0;
@@ -743,11 +744,11 @@ static void flush(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x) {
   if (s) launch_staged(e, api, s);
 }
 
+static void cuda_complete(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s);
+
 /* The all-reduce joins the operations staged (x->staged) when it can, else they are launched
  * first; it is launched at once unless a later one may join it. Whatever is staged is launched
  * before the engine runs any other command (the hook `flush`) and at every progress. */
-static void cuda_complete(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s);
-
 static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, pset_t *s,
                            const acxi_cmd_t *cmd, unsigned char *in, unsigned char *out) {
   if (s->pcount == ACXP_PENDING) {

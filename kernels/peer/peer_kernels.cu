@@ -245,10 +245,11 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a) {
 // sent back to back; a lone one is a batch of one): a thread goes on to its line of the next
 // operation as soon as it has its own output of this one. That is safe without a barrier between
 // operations because each line of data is only ever touched by the thread of its line index: the
-// executor batches only operations of one count whose buffers are the same as, or disjoint from, those of the
-// operations before them in the batch (peer_exec.c), and a peer's line for operation s + 2 lands
-// where this thread read operation s only after this thread's push of s + 1 (peer_ops.h). Lines
-// are not cleared here: the executor clears a parity's lines between two launches now and then.
+// executor batches only operations of one count whose buffers are the same as, or disjoint from,
+// those of the operations before them in the batch (peer_exec.c), and a peer's line for operation
+// s + 2 lands where this thread read operation s only after this thread's push of s + 1
+// (peer_ops.h). Lines are not cleared here: the executor clears a parity's lines between two
+// launches now and then.
 __device__ __forceinline__ void ll_store(void *p, uint32_t d0, uint32_t d1, uint32_t f) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(d0), "r"(f), "r"(d1), "r"(f)
                : "memory");
