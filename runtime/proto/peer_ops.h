@@ -71,7 +71,7 @@
  * before this rank had read s, and the wait timed out; test_back_to_back caught it on a GPU.) A
  * rank's batching is its own: the peers need not batch alike. */
 #define ACXP_LL_MAX 65536                       /* data bytes of the largest such all-reduce (the set's
-                                                   ll_bytes: ACX_COLL_PEER_LL_KB, 16 KiB by default) */
+                                                   ll_bytes: ACX_COLL_PEER_LL_KB, 64 KiB by default) */
 #define ACXP_LL_SRC_BYTES (2 * ACXP_LL_MAX)     /* one source's lines */
 #define ACXP_LL_OFF(parity, from, slot_bytes) \
   (ACXP_SLOT_OFF(2, slot_bytes) + (uint64_t)((parity) * ACXP_MAX_RANKS + (from)) * ACXP_LL_SRC_BYTES)

@@ -39,8 +39,8 @@ static acxp_ctl_t *ctl[NR];
 static uint64_t seq; /* the operation number, the same for every "rank" */
 static int inline_mode, cuda_mode;
 static const uint64_t SET = 77;
-/* The push lines' limit: ACX_COLL_PEER_LL_KB KiB (16 by default; the _ll64 variants take 64, where
- * every all-reduce up to a slot pushes lines and the one-shot is left to the default variants). */
+/* The push lines' limit: ACX_COLL_PEER_LL_KB KiB (64 by default, where every all-reduce up to a
+ * slot pushes lines; the _ll16 variants take 16, where 32 KiB takes the one-shot). */
 static uint64_t ll_bytes;
 
 static void setup_set(void) {
@@ -300,7 +300,7 @@ typedef struct b2b_op {
 
 static void test_back_to_back(void) {
   enum { NOPS = 64 + 400 }; /* then 400 more in place: more than the 256 a set keeps in flight */
-  const size_t n = B2B_N, gn = 8192; /* 32 KiB: the one-shot (the push lines in the _ll64 variants) */
+  const size_t n = B2B_N, gn = 8192; /* 32 KiB: pushed lines by default, the one-shot in _ll16 */
   b2b_op_t ops[NOPS];
   for (int k = 0; k < NOPS; k++) {
     b2b_op_t o = {.src = 0, .dst = 0, .count = n};
