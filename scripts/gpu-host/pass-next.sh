@@ -1,11 +1,14 @@
 #!/bin/bash
-# The GPU pass prepared in session 13 for the next session, on 2 GPUs or more, most decisive first.
-# PARTS (default "ll64 tests small big mps hierov mbench") picks the steps; "libs" is added where the GPUs are
+# The GPU pass, on 2 GPUs or more (session 13; session 14 ran every step on 2xH100 and made the
+# 64 KiB lines and the 128-block two-shot defaults). Next: a 4-GPU host for small and big at 4 ranks
+# in rounds (NPS below takes every GPU), an H200 for libs, and gpumn.
+# PARTS (default "ll64 tests gpumn small big mps hierov mbench") picks the steps; "libs" is added where the GPUs are
 # H200 (issue 15):
-#   ll64:   the push lines up to 64 KiB (ACX_COLL_PEER_LL_KB=64, never run on a GPU), the
-#           hierarchical overlap (test_coll_nccl_hier_overlap_np4, never run) and the
+#   ll64:   the own path's GPU tests (the push lines to 64 KiB by default since session 14), the
+#           hierarchical overlap (test_coll_nccl_hier_overlap_np4) and the
 #           executor waiting for a full set: test_peer_exec_gpu*, test_coll_peer*_cuda*;
-#   tests:  every other gpu / gpu-mpi test (the default with batches; last full run: session 12);
+#   tests:  every other gpu / gpu-mpi test (last full run: session 14, 45 of 45 with ll64);
+#   gpumn:  the gpu-multinode tests on GPUs 0 and 1 (last run: session 12, 9 of 9);
 #   small:  acx-allreduce-bench --compare, 8 B - 64 KiB, factor 2, batches with the lines to 16 and
 #           to 64 KiB, the NCCL path; 2 interleaved rounds, at 2 ranks and at every GPU where more;
 #           raw NCCL's graph floor at 8 B and 64 KiB (issue 17's small-message goal);
@@ -19,17 +22,18 @@
 # DONE when finished:   setsid nohup bash scripts/gpu-host/pass-next.sh >/dev/null 2>&1 < /dev/null &
 # then poll with calls chained back to back (.gpu/poll.sh): the machine is given back 30 s after a
 # call returns, and what runs on it is lost (session 13 lost a pass so).
-R=/tmp/res; rm -rf $R; mkdir -p $R/c0 $R/c1 $R/d $R/e $R/f $R/m; B=scripts/gpu-host/batch.sh
+R=/tmp/res; rm -rf $R; mkdir -p $R/c0 $R/c1 $R/c2 $R/d $R/e $R/f $R/m; B=scripts/gpu-host/batch.sh
 S=/tmp/acx-clean; BB=$S/build-gpu
 NG=$(nvidia-smi -L | grep -c '^GPU')
 nvidia-smi -L > $R/main.txt 2>&1
-PARTS=${PARTS:-ll64 tests small big mps hierov mbench}
+PARTS=${PARTS:-ll64 tests gpumn small big mps hierov mbench}
 nvidia-smi -L | grep -q H200 && PARTS="$PARTS libs"
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
 LL='test_peer_exec_gpu|peer.*cuda|hier_overlap'
 has ll64 && OUT=$R/c0 CTEST_R="$LL" CTEST_T=400 bash $B ctestr > $R/c0.txt 2>&1
 has tests && OUT=$R/c1 CTEST_E="multinode|$LL" CTEST_T=550 bash $B ctestr > $R/c1.txt 2>&1
+has gpumn && CUDA_VISIBLE_DEVICES=0,1 OUT=$R/c2 bash $B mtests > $R/c2.txt 2>&1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 ACX_EXECUTOR_PATH=$BB/tools/acx-executor
 NPS=$(printf '%s\n' $NG 2 | sort -rnu)
 run() { # name np env... : acx-allreduce-bench --compare with the given environment, rows tagged
@@ -41,19 +45,19 @@ run() { # name np env... : acx-allreduce-bench --compare with the given environm
 }
 if has small; then
   for rep in 1 2; do for np in $NPS; do
-    run small-$np-ll16-$rep $np ACX_COLL_PEER=1 ACX_COLL_PEER_PDL=1
-    run small-$np-ll64-$rep $np ACX_COLL_PEER=1 ACX_COLL_PEER_PDL=1 ACX_COLL_PEER_LL_KB=64
+    run small-$np-ll16-$rep $np ACX_COLL_PEER=1 ACX_COLL_PEER_PDL=1 ACX_COLL_PEER_LL_KB=16
+    run small-$np-ll64-$rep $np ACX_COLL_PEER=1 ACX_COLL_PEER_PDL=1
     run small-$np-nccl-$rep $np ACX_COLL_PEER=0
   done; done
   OUT=$R/f PFLOOR_SZ="8 65536" FLOOR_N=3000 bash $B pfloor > $R/f-pfloor.txt 2>&1
 fi
 if has big; then
-  for rep in 1 2; do for v in 0:32 1:32 1:128; do IFS=: read -r on bb <<<"$v"
-    env ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=16384 ACX_COLL_PEER_BIG_BLOCKS=$bb timeout 120 mpirun -np 2 --bind-to none \
+  for rep in 1 2; do for np in $NPS; do for v in 0:128 1:128; do IFS=: read -r on bb <<<"$v"
+    env ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=16384 ACX_COLL_PEER_BIG_BLOCKS=$bb timeout 120 mpirun -np $np --bind-to none \
       -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_BIG_BLOCKS \
-      $BB/bench/allreduce/acx-allreduce-bench --compare -b 16M -e 1G -f 4 -n 10 -w 3 -d float > $R/d/big-$on-$bb-$rep.txt 2>&1
-    echo "big-$on-$bb-$rep rc=$?" >> $R/d-big.txt; grep -E "^ +[0-9]+ " $R/d/big-$on-$bb-$rep.txt | sed "s/^/big-$on-$bb-$rep /" >> $R/d-big.txt
-  done; done
+      $BB/bench/allreduce/acx-allreduce-bench --compare -b 16M -e 1G -f 4 -n 10 -w 3 -d float > $R/d/big-$np-$on-$rep.txt 2>&1
+    echo "big-$np-$on-$rep rc=$?" >> $R/d-big.txt; grep -E "^ +[0-9]+ " $R/d/big-$np-$on-$rep.txt | sed "s/^/big-$np-$on-$rep /" >> $R/d-big.txt
+  done; done; done
 fi
 has mps && OUT=$R/e PEER_REPS=2 bash $B peermps > $R/e-peermps.txt 2>&1
 has hierov && OUT=$R/e bash $B hierov > $R/e-hierov.txt 2>&1
