@@ -268,6 +268,12 @@ static void destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, co
   s->destroy_deadline_ns = acxi_now_ns() + (ms > 0 ? ms : 1000) * 1000000;
 }
 
+/* An all-reduce's time limit (ns): its command's (ms), else 60 s. */
+static int64_t op_timeout_ns(const acxi_cmd_t *cmd) {
+  int64_t ms = (int64_t)cmd->arg[4];
+  return (ms > 0 ? ms : 60000) * 1000000;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* the host kind: the protocol on the executor's thread                                       */
 
@@ -373,8 +379,7 @@ static void host_reduce(pset_t *s, const unsigned char *const *src, void *out, u
  * every peer's area; the small-message variant: its lines into every peer's area. */
 static void host_start(pset_t *s, pend_t *pd) {
   uint64_t seq = pd->cmd.arg[3];
-  int64_t ms = (int64_t)pd->cmd.arg[4];
-  pd->deadline = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
+  pd->deadline = acxi_now_ns() + op_timeout_ns(&pd->cmd);
   pd->started = 1;
   if (pd->big) {
     /* The chunks read the input over time: it is taken as it is now (host_big fails the operation
@@ -826,8 +831,11 @@ static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, 
   if (s->pcount == ACXP_PENDING) {
     /* As on GPUs: the oldest is run on (host_poll never waits) until it leaves, within this
      * operation's deadline. */
-    int64_t ms = (int64_t)cmd->arg[4], dl = acxi_now_ns() + (ms > 0 ? ms : 60000) * 1000000;
-    while (s->pcount == ACXP_PENDING && acxi_now_ns() < dl) host_poll(e, api, s);
+    const int64_t dl = acxi_now_ns() + op_timeout_ns(cmd);
+    for (unsigned spins = 0; s->pcount == ACXP_PENDING && acxi_now_ns() < dl; spins++) {
+      host_poll(e, api, s);
+      if (s->pcount == ACXP_PENDING && spins > 64) sched_yield(); /* the peers' executors may share this CPU */
+    }
     if (s->pcount == ACXP_PENDING) {
       ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": %d operations of the set are still in flight at its deadline",
                cmd->arg[3], ACXP_PENDING);
