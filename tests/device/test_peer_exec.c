@@ -289,7 +289,8 @@ static void test_executor_free_while_waiting(void) {
  * counts, a one-shot-sized and an f32 one in between (other kernels); more than a batch holds in
  * a row, and with ACX_COLL_PEER_LL_CLEAR small (its ctest variant) the lines are cleared between
  * batches; then 400 more, beyond the 256 operations a set keeps in flight in an executor (the
- * executor waits for the oldest rather than refusing the next). Every rank's A and B are checked at the end against the same sequence run here. */
+ * executor waits for the oldest rather than refusing the next). Every rank's A and B are
+ * checked at the end against the same sequence run here. */
 #define B2B_N 1500 /* u32: 6000 bytes, the small-message kernel */
 typedef struct b2b_op {
   int src, dst;           /* 0: A, 1: B */
