@@ -4,6 +4,8 @@
 # two-shot at 128 blocks against the NCCL path. Output under $OUT. From the repo root with .gpu/.
 S=/tmp/acx-clean; BB=$S/build-gpu; R=${OUT:-/tmp/res}; mkdir -p $R
 nvidia-smi -L > $R/main.txt
+NG=$(nvidia-smi -L | grep -c '^GPU')
+[ "$NG" -ge 4 ] || { echo "pass-4q: needs 4 GPUs, this host has $NG (use pass-next.sh)"; exit 1; }
 bash scripts/gpu-host/batch.sh build >> $R/main.txt 2>&1 || { echo BUILD FAILED; tail $R/main.txt; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 ACX_EXECUTOR_PATH=$BB/tools/acx-executor
 X="-x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_PDL -x ACX_COLL_PEER_LL_KB -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_BIG_BLOCKS"
