@@ -67,6 +67,7 @@ typedef struct pset {
   uint64_t ll_bytes; /* all-reduces of at most this many bytes push lines (peer_ops.h) */
   uint64_t big_bytes; /* the big slots (0: no two-shot; all-reduces larger than a slot refused) */
   uint64_t big_blocks; /* cuda: the two-shot's blocks */
+  uint64_t big_push;   /* cuda: the two-shot's stores (acxp_ctl_t) */
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
   unsigned ev_every; /* cuda: ACX_COLL_PEER_EVENT_EVERY, read at SETUP */
   unsigned since_ev; /* cuda: operations launched without an event since the last one with */
@@ -154,12 +155,12 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   if (ctl->magic != ACXP_CTL_MAGIC || ctl->slot_bytes == 0 || ctl->slot_bytes % 16 || ctl->ll_bytes % 8 ||
       ctl->ll_bytes > ACXP_LL_MAX ||
       (ctl->big_bytes && (ctl->big_bytes % 16 || ctl->big_bytes < ACXP_BIG_MIN || ctl->big_blocks < 1 ||
-                          ctl->big_blocks > ACXP_BIG_MAX_BLOCKS))) {
+                          ctl->big_blocks > ACXP_BIG_MAX_BLOCKS || ctl->big_push > 2))) {
     ACX_WARN(COLL, "peer SETUP: the control block has magic %#" PRIx64 ", slot_bytes %" PRIu64 ", ll_bytes %" PRIu64
-             ", big_bytes %" PRIu64 " and big_blocks %" PRIu64 " (need %#llx, a multiple of 16, a multiple of 8 up to "
-             "%d, and 0 or a multiple of 16 from %d with 1 to %d blocks)", ctl->magic, ctl->slot_bytes, ctl->ll_bytes,
-             ctl->big_bytes, ctl->big_blocks, (unsigned long long)ACXP_CTL_MAGIC, ACXP_LL_MAX, ACXP_BIG_MIN,
-             ACXP_BIG_MAX_BLOCKS);
+             ", big_bytes %" PRIu64 ", big_blocks %" PRIu64 " and big_push %" PRIu64 " (need %#llx, a multiple of 16, a "
+             "multiple of 8 up to %d, and 0 or a multiple of 16 from %d with 1 to %d blocks and big_push 0 to 2)",
+             ctl->magic, ctl->slot_bytes, ctl->ll_bytes, ctl->big_bytes, ctl->big_blocks, ctl->big_push,
+             (unsigned long long)ACXP_CTL_MAGIC, ACXP_LL_MAX, ACXP_BIG_MIN, ACXP_BIG_MAX_BLOCKS);
     goto out;
   }
   pset_t *s = calloc(1, sizeof *s);
@@ -175,6 +176,7 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   s->ll_bytes = ctl->ll_bytes;
   s->big_bytes = ctl->big_bytes;
   s->big_blocks = ctl->big_blocks;
+  s->big_push = ctl->big_push;
   s->pdl = acxi_param_int("ACX_COLL_PEER_PDL") > 0;
   int64_t every = acxi_param_int("ACX_COLL_PEER_EVENT_EVERY");
   s->ev_every = every < 1 ? 1 : every > 64 ? 64 : (unsigned)every;
@@ -679,7 +681,7 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
   }
   acxk_peer_args_t a = {.nranks = s->nranks, .rank = s->rank, .abort = (const int32_t *)(const void *)&s->ctl_dev->abort,
                         .slot_bytes = s->slot_bytes, .big_bytes = s->big_bytes, .pdl = s->pdl,
-                        .big_blocks = (int32_t)s->big_blocks};
+                        .big_blocks = (int32_t)s->big_blocks, .big_push = (int32_t)s->big_push};
   for (int q = 0; q < s->nranks; q++) a.flags[q] = s->area[q];
   acxk_peer_batch_t bt;
   const int ll = p0->cmd.bytes * p0->es <= s->ll_bytes;

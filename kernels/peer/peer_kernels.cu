@@ -406,15 +406,16 @@ __device__ __forceinline__ void big_piece(uint64_t m, int n, int q, int nb, int 
   *hi = *lo + bp < p1 ? *lo + bp : p1;
 }
 
-// dst[i] = src[i] over [lo, hi): 16-byte vectors where both allow, else element by element. The
-// source may be a peer's memory: each thread has U vector loads in flight before it stores, so
-// that a block keeps U x 8 KiB on the links rather than waiting one round trip per 16 bytes.
+// dst[i] = src[i] for i < len: 16-byte vectors where both allow, else element by element. Either
+// side may be a peer's memory: each thread has U vector loads in flight before it stores, so that
+// a block keeps U x 8 KiB on the links rather than waiting one round trip per 16 bytes (loads from
+// a peer); stores to a peer are posted and need no such help.
 template <typename S>
-__device__ __forceinline__ void big_copy(S *dst, const S *src, uint64_t lo, uint64_t hi, bool vec) {
+__device__ __forceinline__ void big_copy(S *dst, const S *src, uint64_t len, bool vec) {
   constexpr int V = 16 / sizeof(S), U = 4;
   constexpr uint64_t STEP = (uint64_t)kThreads * V;
-  const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
-  uint64_t i = lo + (uint64_t)threadIdx.x * V;
+  const uint64_t vend = vec ? len / V * V : 0;
+  uint64_t i = (uint64_t)threadIdx.x * V;
   for (; i + (U - 1) * STEP < vend; i += U * STEP) {
     uint4 v[U];
 #pragma unroll
@@ -423,7 +424,7 @@ __device__ __forceinline__ void big_copy(S *dst, const S *src, uint64_t lo, uint
     for (int k = 0; k < U; k++) *(uint4 *)(dst + i + k * STEP) = v[k];
   }
   for (; i < vend; i += STEP) *(uint4 *)(dst + i) = __ldcg((const uint4 *)(src + i));
-  for (uint64_t j = vend + threadIdx.x; j < hi; j += kThreads) dst[j] = src[j];
+  for (uint64_t j = vend + threadIdx.x; j < len; j += kThreads) dst[j] = src[j];
 }
 
 // Element i of this chunk's piece reduced over the ranks' big slots (at `off` in each area), in
@@ -498,7 +499,7 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
     if (t < chunks)
       for (int q = 0; q < n; q++) {
         big_piece<V>(m, n, q, nb, b, &lo, &hi);
-        big_copy<S>(mine, (const S *)a.send + base, lo, hi, vec);
+        big_copy<S>(mine + lo, (const S *)a.send + base + lo, hi - lo, vec);
       }
     __syncthreads();
     // 2. phase 0 (after the last chunk: the closing round)
@@ -517,7 +518,129 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
     for (int q = 0; q < n; q++) {
       if (q == r) continue;
       big_piece<V>(m, n, q, nb, b, &lo, &hi);
-      big_copy<S>(out, (const S *)(a.flags[q] + off), lo, hi, vec);
+      big_copy<S>(out + lo, (const S *)(a.flags[q] + off) + lo, hi - lo, vec);
+    }
+  }
+  __syncthreads();
+  if (fail && threadIdx.x == 0) {
+    *(volatile int32_t *)a.status = fail;
+    __threadfence_system();
+  }
+}
+
+// The two-shot with stores (ACX_COLL_PEER_BIG_PUSH 1 and 2, runtime/proto/peer_ops.h): each big
+// slot is cut in halves, the first receiving the peers' inputs for this rank's part, the second
+// reduced parts; a chunk is a multiple of n vectors that fits half a slot, so that every part
+// fits its place. Per chunk, block b of rank r:
+//   1. stores its piece of every peer q's part of the input into q's first half at r * (part
+//      length), the part's own offset in the chunk being q * (part length);
+//   2. phase 0; reduces its piece of part r over the input and its own first half, in rank order,
+//      into the output and, with PUSH_ALL, into every peer's second half at index r (else into
+//      its own second half);
+//   3. phase 1; copies the peers' reduced pieces into the output: from its own second half with
+//      PUSH_ALL, else loaded from the peers' second halves.
+// No closing round: a peer writes into this rank's halves for chunk t + 2 (or the set's next
+// operation) only after phase 1 of chunk t + 1, which this rank raises after its step 3 of chunk
+// t, and it reads this rank's second half (without PUSH_ALL) of chunk t before it raises phase 0
+// of chunk t + 1, which this rank awaits before writing that half for chunk t + 2.
+
+// Element i of the chunk (j: its index in part r) reduced over the input and the peers' inputs in
+// this rank's first half, in rank order, into the output and the second halves (at i: a second
+// half is laid out as the chunk): 16-byte vectors (4 loads in flight), or one element (vec false).
+template <typename E, int OP, bool PUSH_ALL>
+__device__ __forceinline__ void reduce_push(const acxk_peer_args_t &a, uint64_t off, uint64_t half, uint64_t pp,
+                                            const typename E::S *in, typename E::S *out, uint64_t i,
+                                            uint64_t j, bool vec) {
+  using S = typename E::S;
+  using A = typename E::A;
+  constexpr int V = Vec<E>::V, BATCH = 4;
+  const int n = a.nranks, r = a.rank;
+  const S *first = (const S *)(a.flags[r] + off);  // sender q's piece at first + q * pp + j
+  if (!vec) {
+    A acc = E::up(r == 0 ? in[i] : __ldcg(first + j));
+    for (int q = 1; q < n; q++) acc = E::template comb<OP>(acc, E::up(q == r ? in[i] : __ldcg(first + q * pp + j)));
+    S o;
+    if constexpr (OP == ACX_REDOP_AVG) o = E::fin(acc, n);
+    else o = E::down(acc);
+    out[i] = o;
+    if (!PUSH_ALL) ((S *)(a.flags[r] + off) + half)[i] = o;
+    else
+      for (int k = 1; k < n; k++) ((S *)(a.flags[(r + k) % n] + off) + half)[i] = o;
+    return;
+  }
+  A acc[V];
+  for (int q0 = 0; q0 < n; q0 += BATCH) {
+    uint4 v[BATCH];
+#pragma unroll
+    for (int k = 0; k < BATCH; k++)
+      if (q0 + k < n) v[k] = q0 + k == r ? *(const uint4 *)(in + i) : __ldcg((const uint4 *)(first + (q0 + k) * pp + j));
+#pragma unroll
+    for (int k = 0; k < BATCH; k++) {
+      if (q0 + k < n) {
+        const S *sq = (const S *)&v[k];
+#pragma unroll
+        for (int e = 0; e < V; e++)
+          acc[e] = q0 + k == 0 ? E::up(sq[e]) : E::template comb<OP>(acc[e], E::up(sq[e]));
+      }
+    }
+  }
+  uint4 o;
+  S *so = (S *)&o;
+#pragma unroll
+  for (int e = 0; e < V; e++) {
+    if constexpr (OP == ACX_REDOP_AVG) so[e] = E::fin(acc[e], n);
+    else so[e] = E::down(acc[e]);
+  }
+  *(uint4 *)(out + i) = o;
+  if (!PUSH_ALL) *(uint4 *)((S *)(a.flags[r] + off) + half + i) = o;
+  else  // the next ranks first, so that the ranks spread their stores over the links
+    for (int k = 1; k < n; k++) *(uint4 *)((S *)(a.flags[(r + k) % n] + off) + half + i) = o;
+}
+
+template <typename E, int OP, bool PUSH_ALL>
+__global__ void __launch_bounds__(kThreads) two_shot_push(acxk_peer_args_t a) {
+  using S = typename E::S;
+  constexpr int V = Vec<E>::V;
+  const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank;
+  const uint64_t half = a.big_bytes / 2 / sizeof(S), nv = (uint64_t)n * V;
+  const uint64_t cpe = half / nv * nv, chunks = (a.count + cpe - 1) / cpe;
+  const bool vec = aligned16(a.send) && aligned16(a.recv);
+  __shared__ int32_t fail;
+  if (threadIdx.x == 0) fail = 0;
+  pdl_enter();
+  __syncthreads();
+  for (uint64_t t = 0; t < chunks; t++) {
+    const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
+    const uint64_t m = a.count - base < cpe ? a.count - base : cpe;
+    const uint64_t pp = ((m + n - 1) / n + V - 1) / V * V;  // big_piece's part: at most cpe / n
+    const uint64_t off = ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);
+    const S *in = (const S *)a.send + base;
+    S *out = (S *)a.recv + base;
+    uint64_t lo, hi;
+    // 1. my piece of each peer's part into its first half (the next ranks first)
+    for (int k = 1; k < n; k++) {
+      const int q = (r + k) % n;
+      big_piece<V>(m, n, q, nb, b, &lo, &hi);
+      const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;  // big_piece's part q starts there
+      big_copy<S>((S *)(a.flags[q] + off) + r * pp + (lo - p0), in + lo, hi - lo, vec);
+    }
+    __syncthreads();
+    if (!big_sync(a, 0, b, val, &fail)) break;
+    // 2. my piece of my part reduced
+    big_piece<V>(m, n, r, nb, b, &lo, &hi);
+    const uint64_t p0 = (uint64_t)r * pp < m ? (uint64_t)r * pp : m;
+    const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
+    for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
+      reduce_push<E, OP, PUSH_ALL>(a, off, half, pp, in, out, i, i - p0, true);
+    for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads)
+      reduce_push<E, OP, PUSH_ALL>(a, off, half, pp, in, out, i, i - p0, false);
+    __syncthreads();
+    if (!big_sync(a, 1, b, val, &fail)) break;
+    // 3. the peers' reduced pieces
+    for (int k = 1; k < n; k++) {
+      const int q = (r + k) % n;
+      big_piece<V>(m, n, q, nb, b, &lo, &hi);
+      big_copy<S>(out + lo, (const S *)(a.flags[PUSH_ALL ? r : q] + off) + half + lo, hi - lo, vec);
     }
   }
   __syncthreads();
@@ -569,7 +692,12 @@ cudaError_t launch(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int o
     // The two-shot: every block takes part in every chunk's flags, so the grid is the same on
     // every rank whatever the size.
     dim3 grid((unsigned)a->big_blocks), block(kThreads);
-    cudaError_t r = by_op(op, [&](auto o) { err = launch_k(two_shot<E, decltype(o)::value>, grid, block, stream, a); });
+    cudaError_t r = by_op(op, [&](auto o) {
+      constexpr int OP = decltype(o)::value;
+      if (a->big_push == 2) err = launch_k(two_shot_push<E, OP, true>, grid, block, stream, a);
+      else if (a->big_push == 1) err = launch_k(two_shot_push<E, OP, false>, grid, block, stream, a);
+      else err = launch_k(two_shot<E, OP>, grid, block, stream, a);
+    });
     return err != cudaSuccess ? err : r;
   }
   if (bt) {

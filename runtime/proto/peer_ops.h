@@ -152,6 +152,10 @@ typedef struct acxp_ctl {
   uint64_t big_blocks;            /* with big slots, on GPUs: the two-shot's blocks (1 to
                                      ACXP_BIG_MAX_BLOCKS; the same on every rank: block b waits for
                                      the peers' blocks b) */
+  uint64_t big_push;              /* with big slots, on GPUs: the two-shot's stores (0: every rank
+                                     loads the peers' parts, the layout above; 1: stores for the
+                                     reduce-scatter, 2: for the all-gather too; the same on every
+                                     rank; kernels/peer/peer_kernels.cu has their layout) */
   uint64_t area[ACXP_MAX_RANKS];  /* buffer ids in this rank's executor: [rank] its own area, the
                                      others the peers' areas imported */
   /* Nonzero (an acx_status_t): operations waiting for peers leave at once with it. The rank sets
