@@ -38,7 +38,6 @@ struct acxc_peer {
   uint64_t ll_bytes;                    /* every rank's: the smallest ACX_COLL_PEER_LL_KB */
   uint64_t big_bytes;                   /* every rank's: the smallest ACX_COLL_PEER_BIG_KB (0: off) */
   uint64_t big_blocks;                  /* every rank's: the smallest ACX_COLL_PEER_BIG_BLOCKS */
-  uint64_t big_push;                    /* every rank's: the smallest ACX_COLL_PEER_BIG_PUSH */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
                                            worker path: the worker's) */
   _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
@@ -165,7 +164,6 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   p->ctl->ll_bytes = p->ll_bytes;
   p->ctl->big_bytes = p->big_bytes;
   p->ctl->big_blocks = p->big_blocks;
-  p->ctl->big_push = p->big_push;
   for (int q = 0; q < c->size; q++) p->ctl->area[q] = q == c->rank ? p->mine->id : p->imp[q]->id;
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
   uint64_t id = acxc_next_comm_id();
@@ -217,12 +215,6 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   ag = acxc_coll_agree_min(c, bbmine, &bblo);
   if (ag != ACX_OK) return ag;
   p->big_blocks = bblo > 0 ? (uint64_t)bblo : 1;
-  /* Its stores on GPUs (a fifth: the ranks' kernels must agree on the layout). */
-  int64_t bp = acxi_param_int("ACX_COLL_PEER_BIG_PUSH");
-  int bpmine = bp < 0 ? 0 : bp > 2 ? 2 : (int)bp, bplo = 0;
-  ag = acxc_coll_agree_min(c, bpmine, &bplo);
-  if (ag != ACX_OK) return ag;
-  p->big_push = bplo > 0 ? (uint64_t)bplo : 0;
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   if (local != ACX_OK && local != ACX_ERR_PEER_LOST)
@@ -232,9 +224,8 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   if (ag == ACX_OK && ok) {
     if (p->big_bytes)
       ACX_INFO(COLL, "own all-reduce on: rank %d of %d, all-reduces up to %" PRIu64 " KiB one-shot, larger ones "
-               "two-shot in chunks of %" PRIu64 " KiB (%" PRIu64 " blocks on GPUs, stores %" PRIu64 "), through the executors' areas (set %"
-               PRIu64 ")", c->rank, c->size, p->slot_bytes / 1024, p->big_bytes / 1024, p->big_blocks, p->big_push,
-               p->id);
+               "two-shot in chunks of %" PRIu64 " KiB (%" PRIu64 " blocks on GPUs), through the executors' areas (set %"
+               PRIu64 ")", c->rank, c->size, p->slot_bytes / 1024, p->big_bytes / 2048, p->big_blocks, p->id);
     else
       ACX_INFO(COLL, "own all-reduce on: rank %d of %d, all-reduces up to %" PRIu64 " KiB through the executors' "
                "areas (set %" PRIu64 ")", c->rank, c->size, p->slot_bytes / 1024, p->id);

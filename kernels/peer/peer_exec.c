@@ -50,7 +50,7 @@ typedef struct pend {
   int fence;        /* an ACXP_OP_FENCE: completes with the set's failure once it reaches the head */
   int ll;           /* host kind: the small-message variant (lines pushed to the peers) */
   int big;          /* host kind: the two-shot variant (larger than a slot) */
-  uint64_t big_t;   /* ... its chunk (chunks: the closing round) */
+  uint64_t big_t;   /* ... its chunk */
   int big_phase;    /* ... 0: chunk not started, 1: waiting for phase 0, 2: waiting for phase 1 */
   unsigned char *big_in; /* ... the input as it was at the start (the host engine runs a later write
                             on the stream at once; the chunks read it over time) */
@@ -67,7 +67,6 @@ typedef struct pset {
   uint64_t ll_bytes; /* all-reduces of at most this many bytes push lines (peer_ops.h) */
   uint64_t big_bytes; /* the big slots (0: no two-shot; all-reduces larger than a slot refused) */
   uint64_t big_blocks; /* cuda: the two-shot's blocks */
-  uint64_t big_push;   /* cuda: the two-shot's stores (acxp_ctl_t) */
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
   unsigned ev_every; /* cuda: ACX_COLL_PEER_EVENT_EVERY, read at SETUP */
   unsigned since_ev; /* cuda: operations launched without an event since the last one with */
@@ -155,12 +154,12 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   if (ctl->magic != ACXP_CTL_MAGIC || ctl->slot_bytes == 0 || ctl->slot_bytes % 16 || ctl->ll_bytes % 8 ||
       ctl->ll_bytes > ACXP_LL_MAX ||
       (ctl->big_bytes && (ctl->big_bytes % 16 || ctl->big_bytes < ACXP_BIG_MIN || ctl->big_blocks < 1 ||
-                          ctl->big_blocks > ACXP_BIG_MAX_BLOCKS || ctl->big_push > 2))) {
+                          ctl->big_blocks > ACXP_BIG_MAX_BLOCKS))) {
     ACX_WARN(COLL, "peer SETUP: the control block has magic %#" PRIx64 ", slot_bytes %" PRIu64 ", ll_bytes %" PRIu64
-             ", big_bytes %" PRIu64 ", big_blocks %" PRIu64 " and big_push %" PRIu64 " (need %#llx, a multiple of 16, a "
-             "multiple of 8 up to %d, and 0 or a multiple of 16 from %d with 1 to %d blocks and big_push 0 to 2)",
-             ctl->magic, ctl->slot_bytes, ctl->ll_bytes, ctl->big_bytes, ctl->big_blocks, ctl->big_push,
-             (unsigned long long)ACXP_CTL_MAGIC, ACXP_LL_MAX, ACXP_BIG_MIN, ACXP_BIG_MAX_BLOCKS);
+             ", big_bytes %" PRIu64 " and big_blocks %" PRIu64 " (need %#llx, a multiple of 16, a multiple of 8 up to "
+             "%d, and 0 or a multiple of 16 from %d with 1 to %d blocks)", ctl->magic, ctl->slot_bytes, ctl->ll_bytes,
+             ctl->big_bytes, ctl->big_blocks, (unsigned long long)ACXP_CTL_MAGIC, ACXP_LL_MAX, ACXP_BIG_MIN,
+             ACXP_BIG_MAX_BLOCKS);
     goto out;
   }
   pset_t *s = calloc(1, sizeof *s);
@@ -176,7 +175,6 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   s->ll_bytes = ctl->ll_bytes;
   s->big_bytes = ctl->big_bytes;
   s->big_blocks = ctl->big_blocks;
-  s->big_push = ctl->big_push;
   s->pdl = acxi_param_int("ACX_COLL_PEER_PDL") > 0;
   int64_t every = acxi_param_int("ACX_COLL_PEER_EVENT_EVERY");
   s->ev_every = every < 1 ? 1 : every > 64 ? 64 : (unsigned)every;
@@ -483,58 +481,61 @@ static acx_status_t big_ready(pset_t *s, const pend_t *pd, int phase, uint64_t v
   return ACX_OK;
 }
 
-/* Part q of a chunk of m elements: ceil(m / n) elements each, the same on every rank. */
-static void big_part(uint64_t m, int n, int q, uint64_t *lo, uint64_t *hi) {
-  uint64_t pp = (m + (uint64_t)n - 1) / (uint64_t)n;
+/* Part q of a chunk of m elements (runtime/proto/peer_ops.h): from q * pp, pp elements at most. */
+static void big_part(uint64_t m, uint64_t pp, int q, uint64_t *lo, uint64_t *hi) {
   *lo = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;
   *hi = *lo + pp < m ? *lo + pp : m;
 }
 
-/* Runs the two-shot's steps as far as the peers allow: ACX_OK when the output is complete and the
- * closing round is done, NOT_YET, or a failure. Never waits. */
+/* Runs the two-shot's steps as far as the peers allow: ACX_OK when the output is complete,
+ * NOT_YET, or a failure. Never waits. */
 static acx_status_t host_big(pset_t *s, pend_t *pd) {
   if (!pd->big_in) return ACX_ERR_NO_MEMORY;
-  const uint64_t seq = pd->cmd.arg[3], es = pd->es, cpe = s->big_bytes / es, count = pd->cmd.bytes;
-  const uint64_t chunks = (count + cpe - 1) / cpe;
+  const int n = s->nranks, r = s->rank;
+  const uint64_t seq = pd->cmd.arg[3], es = pd->es, count = pd->cmd.bytes, half = s->big_bytes / 2;
+  const uint64_t cpe = ACXP_BIG_CHUNK(s->big_bytes, es, n), chunks = (count + cpe - 1) / cpe;
   const uint32_t dtype = pd->cmd.dtype, op = (uint32_t)pd->cmd.arg[1];
-  for (;;) {
+  while (pd->big_t < chunks) {
     const uint64_t t = pd->big_t, val = ACXP_BIG_VAL(seq, t), base = t * cpe;
-    const uint64_t m = t < chunks ? (count - base < cpe ? count - base : cpe) : 0;
-    unsigned char *slot[ACXP_MAX_RANKS];
-    for (int q = 0; q < s->nranks; q++) slot[q] = s->area[q] + ACXP_BIG_SLOT_OFF(t & 1u, s->slot_bytes, s->big_bytes);
+    const uint64_t m = count - base < cpe ? count - base : cpe, pp = ACXP_BIG_PART(m, n, 16 / es);
+    unsigned char *first[ACXP_MAX_RANKS]; /* rank q's first half; its second: first[q] + half */
+    for (int q = 0; q < n; q++) first[q] = s->area[q] + ACXP_BIG_SLOT_OFF(t & 1u, s->slot_bytes, s->big_bytes);
     uint64_t lo, hi;
-    if (pd->big_phase == 0) { /* 1. the chunk into my big slot; 2. phase 0 raised */
-      if (t < chunks) memcpy(slot[s->rank], pd->big_in + base * es, m * es);
+    if (pd->big_phase == 0) { /* 1. my piece of every peer's part into its first half; 2. phase 0 raised */
+      for (int q = 0; q < n; q++) {
+        big_part(m, pp, q, &lo, &hi);
+        if (q != r && hi > lo) memcpy(first[q] + (uint64_t)r * pp * es, pd->big_in + (base + lo) * es, (hi - lo) * es);
+      }
       big_signal(s, 0, val);
       pd->big_phase = 1;
     }
     if (pd->big_phase == 1) {
       acx_status_t st = big_ready(s, pd, 0, val);
       if (st != ACX_OK) return st;
-      if (t == chunks) return ACX_OK; /* the closing round */
-      /* 3. my part over ranks 0..n-1 into the output and my slot; 4. phase 1 raised */
-      big_part(m, s->nranks, s->rank, &lo, &hi);
+      /* 3. my part over ranks 0..n-1 into the output and every peer's second half; 4. phase 1 */
+      big_part(m, pp, r, &lo, &hi);
       if (hi > lo) {
         const unsigned char *src[ACXP_MAX_RANKS];
-        for (int q = 0; q < s->nranks; q++) src[q] = slot[q] + lo * es;
+        for (int q = 0; q < n; q++) src[q] = q == r ? pd->big_in + (base + lo) * es : first[r] + (uint64_t)q * pp * es;
         unsigned char *o = pd->out + (base + lo) * es;
         host_reduce(s, src, o, hi - lo, dtype, op);
-        memcpy(slot[s->rank] + lo * es, o, (hi - lo) * es);
+        for (int q = 0; q < n; q++)
+          if (q != r) memcpy(first[q] + half + lo * es, o, (hi - lo) * es);
       }
       big_signal(s, 1, val);
       pd->big_phase = 2;
     }
     acx_status_t st = big_ready(s, pd, 1, val);
     if (st != ACX_OK) return st;
-    for (int q = 0; q < s->nranks; q++) { /* 5. the peers' reduced parts */
-      if (q == s->rank) continue;
-      big_part(m, s->nranks, q, &lo, &hi);
-      if (hi > lo) memcpy(pd->out + (base + lo) * es, slot[q] + lo * es, (hi - lo) * es);
+    for (int q = 0; q < n; q++) { /* 5. the peers' reduced parts, from my second half */
+      big_part(m, pp, q, &lo, &hi);
+      if (q != r && hi > lo) memcpy(pd->out + (base + lo) * es, first[r] + half + lo * es, (hi - lo) * es);
     }
     pd->big_t++;
     pd->big_phase = 0;
     pd->polls = 0;
   }
+  return ACX_OK;
 }
 
 /* The host kind's operations of one set, in order: each starts once the one before it has
@@ -681,7 +682,7 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
   }
   acxk_peer_args_t a = {.nranks = s->nranks, .rank = s->rank, .abort = (const int32_t *)(const void *)&s->ctl_dev->abort,
                         .slot_bytes = s->slot_bytes, .big_bytes = s->big_bytes, .pdl = s->pdl,
-                        .big_blocks = (int32_t)s->big_blocks, .big_push = (int32_t)s->big_push};
+                        .big_blocks = (int32_t)s->big_blocks};
   for (int q = 0; q < s->nranks; q++) a.flags[q] = s->area[q];
   acxk_peer_batch_t bt;
   const int ll = p0->cmd.bytes * p0->es <= s->ll_bytes;

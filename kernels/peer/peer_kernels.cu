@@ -363,10 +363,13 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a, acxk
   }
 }
 
-// The large-message variant, two-shot (runtime/proto/peer_ops.h): per chunk of big_bytes, every
-// block copies its piece of every part into this rank's big slot, flags (phase 0), reduces its
-// piece of this rank's part over the ranks' slots into its slot and the output, flags (phase 1),
-// then copies the peers' reduced pieces into the output; a closing phase-0 round at the end.
+// The large-message variant, two-shot with stores (runtime/proto/peer_ops.h): per chunk, every
+// block stores its piece of every peer's part of the input into that peer's first half, flags
+// (phase 0), reduces its piece of this rank's part over the input and its own first half into the
+// output and every peer's second half, flags (phase 1), then copies the peers' reduced pieces from
+// its own second half into the output. Nothing crosses the links as a load: on 4xH200 this ran at
+// 1.01-1.19x NCCL's busbw where an earlier version that loaded the peers' parts from their areas
+// ran at 0.80-1.05x (docs/benchmark.md, session 15).
 
 // This rank's phase flag [rank][b] to every peer, then the peers' [p][b] awaited (one thread per
 // peer), within the timeout and the abort word; false (fail set) when it failed.
@@ -406,10 +409,9 @@ __device__ __forceinline__ void big_piece(uint64_t m, int n, int q, int nb, int 
   *hi = *lo + bp < p1 ? *lo + bp : p1;
 }
 
-// dst[i] = src[i] for i < len: 16-byte vectors where both allow, else element by element. Either
-// side may be a peer's memory: each thread has U vector loads in flight before it stores, so that
-// a block keeps U x 8 KiB on the links rather than waiting one round trip per 16 bytes (loads from
-// a peer); stores to a peer are posted and need no such help.
+// dst[i] = src[i] for i < len: 16-byte vectors where both allow, else element by element. dst may
+// be a peer's memory (stores are posted: nothing waits for the link); each thread has U vector
+// loads in flight before it stores, so that a block keeps U x 8 KiB of reads going.
 template <typename S>
 __device__ __forceinline__ void big_copy(S *dst, const S *src, uint64_t len, bool vec) {
   constexpr int V = 16 / sizeof(S), U = 4;
@@ -427,128 +429,15 @@ __device__ __forceinline__ void big_copy(S *dst, const S *src, uint64_t len, boo
   for (uint64_t j = vend + threadIdx.x; j < len; j += kThreads) dst[j] = src[j];
 }
 
-// Element i of this chunk's piece reduced over the ranks' big slots (at `off` in each area), in
-// rank order, into this rank's slot and the output: 16-byte vectors, 4 ranks' loads in flight at a
-// time (the one-shot's 16 would spill here), or one element (vec false). The vector part is
-// reduce_vec's loop over other addresses with another batch; a common helper taking the ranks'
-// base addresses as a callable changes the one-shot's generated code (checked with ptxas: other
-// register counts, an added branch), and the one-shot is the default path, verified on GPUs: the
-// two are to be merged once a GPU pass can run the one-shot's tests on the merged code.
-template <typename E, int OP>
-__device__ __forceinline__ void reduce_big(const acxk_peer_args_t &a, uint64_t off, uint64_t i, bool vec,
-                                           typename E::S *mine, typename E::S *out) {
-  using S = typename E::S;
-  using A = typename E::A;
-  constexpr int V = Vec<E>::V, BATCH = 4;
-  if (!vec) {
-    A acc = E::up(__ldcg((const S *)(a.flags[0] + off) + i));
-    for (int q = 1; q < a.nranks; q++) acc = E::template comb<OP>(acc, E::up(__ldcg((const S *)(a.flags[q] + off) + i)));
-    S o;
-    if constexpr (OP == ACX_REDOP_AVG) o = E::fin(acc, a.nranks);
-    else o = E::down(acc);
-    mine[i] = o;
-    out[i] = o;
-    return;
-  }
-  A acc[V];
-  for (int q0 = 0; q0 < a.nranks; q0 += BATCH) {
-    uint4 r[BATCH];
-#pragma unroll
-    for (int k = 0; k < BATCH; k++)
-      if (q0 + k < a.nranks) r[k] = __ldcg((const uint4 *)((const S *)(a.flags[q0 + k] + off) + i));
-#pragma unroll
-    for (int k = 0; k < BATCH; k++) {
-      if (q0 + k < a.nranks) {
-        const S *sq = (const S *)&r[k];
-#pragma unroll
-        for (int j = 0; j < V; j++)
-          acc[j] = q0 + k == 0 ? E::up(sq[j]) : E::template comb<OP>(acc[j], E::up(sq[j]));
-      }
-    }
-  }
-  uint4 o;
-  S *so = (S *)&o;
-#pragma unroll
-  for (int j = 0; j < V; j++) {
-    if constexpr (OP == ACX_REDOP_AVG) so[j] = E::fin(acc[j], a.nranks);
-    else so[j] = E::down(acc[j]);
-  }
-  *(uint4 *)(mine + i) = o;
-  *(uint4 *)(out + i) = o;
-}
-
-template <typename E, int OP>
-__global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
-  using S = typename E::S;
-  constexpr int V = Vec<E>::V;
-  const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank;
-  const uint64_t cpe = a.big_bytes / sizeof(S), chunks = (a.count + cpe - 1) / cpe;
-  // Big slots, chunk offsets and the pieces' edges are whole vectors: only the buffers can forbid.
-  const bool vec = aligned16(a.send) && aligned16(a.recv);
-  __shared__ int32_t fail;
-  if (threadIdx.x == 0) fail = 0;
-  pdl_enter();
-  __syncthreads();
-  for (uint64_t t = 0; t <= chunks; t++) {
-    const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
-    const uint64_t m = t < chunks ? (a.count - base < cpe ? a.count - base : cpe) : 0;
-    const uint64_t off = ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);  // rank q's slot: a.flags[q] + off
-    S *mine = (S *)(a.flags[r] + off);
-    uint64_t lo, hi;
-    // 1. my piece of every part into my big slot
-    if (t < chunks)
-      for (int q = 0; q < n; q++) {
-        big_piece<V>(m, n, q, nb, b, &lo, &hi);
-        big_copy<S>(mine + lo, (const S *)a.send + base + lo, hi - lo, vec);
-      }
-    __syncthreads();
-    // 2. phase 0 (after the last chunk: the closing round)
-    if (!big_sync(a, 0, b, val, &fail) || t == chunks) break;
-    // 3. my piece of my part, reduced over ranks 0..n-1, into my slot and the output
-    big_piece<V>(m, n, r, nb, b, &lo, &hi);
-    S *out = (S *)a.recv + base;
-    const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
-    for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
-      reduce_big<E, OP>(a, off, i, true, mine, out);
-    for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) reduce_big<E, OP>(a, off, i, false, mine, out);
-    __syncthreads();
-    // 4. phase 1
-    if (!big_sync(a, 1, b, val, &fail)) break;
-    // 5. the peers' reduced pieces
-    for (int q = 0; q < n; q++) {
-      if (q == r) continue;
-      big_piece<V>(m, n, q, nb, b, &lo, &hi);
-      big_copy<S>(out + lo, (const S *)(a.flags[q] + off) + lo, hi - lo, vec);
-    }
-  }
-  __syncthreads();
-  if (fail && threadIdx.x == 0) {
-    *(volatile int32_t *)a.status = fail;
-    __threadfence_system();
-  }
-}
-
-// The two-shot with stores (ACX_COLL_PEER_BIG_PUSH 1 and 2, runtime/proto/peer_ops.h): each big
-// slot is cut in halves, the first receiving the peers' inputs for this rank's part, the second
-// reduced parts; a chunk is a multiple of n vectors that fits half a slot, so that every part
-// fits its place. Per chunk, block b of rank r:
-//   1. stores its piece of every peer q's part of the input into q's first half at r * (part
-//      length), the part's own offset in the chunk being q * (part length);
-//   2. phase 0; reduces its piece of part r over the input and its own first half, in rank order,
-//      into the output and, with PUSH_ALL, into every peer's second half at index r (else into
-//      its own second half);
-//   3. phase 1; copies the peers' reduced pieces into the output: from its own second half with
-//      PUSH_ALL, else loaded from the peers' second halves.
-// No closing round: a peer writes into this rank's halves for chunk t + 2 (or the set's next
-// operation) only after phase 1 of chunk t + 1, which this rank raises after its step 3 of chunk
-// t, and it reads this rank's second half (without PUSH_ALL) of chunk t before it raises phase 0
-// of chunk t + 1, which this rank awaits before writing that half for chunk t + 2.
-
 // Element i of the chunk (j: its index in part r) reduced over the input and the peers' inputs in
-// this rank's first half, in rank order, into the output and the second halves (at i: a second
-// half is laid out as the chunk): 16-byte vectors (4 loads in flight), or one element (vec false).
-template <typename E, int OP, bool PUSH_ALL>
-__device__ __forceinline__ void reduce_push(const acxk_peer_args_t &a, uint64_t off, uint64_t half, uint64_t pp,
+// this rank's first half, in rank order, into the output and the peers' second halves (at i: a
+// second half is laid out as the chunk): 16-byte vectors, 4 loads in flight (the one-shot's 16
+// would spill here), or one element (vec false). The vector part is reduce_vec's loop over other
+// addresses with another batch; a common helper taking the sources as a callable changed the
+// one-shot's generated code when tried (session 14, ptxas: other register counts, an added
+// branch), so the two stay apart until a GPU pass can time the one-shot on merged code.
+template <typename E, int OP>
+__device__ __forceinline__ void reduce_big(const acxk_peer_args_t &a, uint64_t off, uint64_t half, uint64_t pp,
                                             const typename E::S *in, typename E::S *out, uint64_t i,
                                             uint64_t j, bool vec) {
   using S = typename E::S;
@@ -563,9 +452,7 @@ __device__ __forceinline__ void reduce_push(const acxk_peer_args_t &a, uint64_t 
     if constexpr (OP == ACX_REDOP_AVG) o = E::fin(acc, n);
     else o = E::down(acc);
     out[i] = o;
-    if (!PUSH_ALL) ((S *)(a.flags[r] + off) + half)[i] = o;
-    else
-      for (int k = 1; k < n; k++) ((S *)(a.flags[(r + k) % n] + off) + half)[i] = o;
+    for (int k = 1; k < n; k++) ((S *)(a.flags[(r + k) % n] + off) + half)[i] = o;
     return;
   }
   A acc[V];
@@ -592,18 +479,17 @@ __device__ __forceinline__ void reduce_push(const acxk_peer_args_t &a, uint64_t 
     else so[e] = E::down(acc[e]);
   }
   *(uint4 *)(out + i) = o;
-  if (!PUSH_ALL) *(uint4 *)((S *)(a.flags[r] + off) + half + i) = o;
-  else  // the next ranks first, so that the ranks spread their stores over the links
-    for (int k = 1; k < n; k++) *(uint4 *)((S *)(a.flags[(r + k) % n] + off) + half + i) = o;
+  // the next ranks first, so that the ranks spread their stores over the links
+  for (int k = 1; k < n; k++) *(uint4 *)((S *)(a.flags[(r + k) % n] + off) + half + i) = o;
 }
 
-template <typename E, int OP, bool PUSH_ALL>
-__global__ void __launch_bounds__(kThreads) two_shot_push(acxk_peer_args_t a) {
+template <typename E, int OP>
+__global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
   using S = typename E::S;
   constexpr int V = Vec<E>::V;
   const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank;
-  const uint64_t half = a.big_bytes / 2 / sizeof(S), nv = (uint64_t)n * V;
-  const uint64_t cpe = half / nv * nv, chunks = (a.count + cpe - 1) / cpe;
+  const uint64_t half = a.big_bytes / 2 / sizeof(S), cpe = ACXP_BIG_CHUNK(a.big_bytes, sizeof(S), n);
+  const uint64_t chunks = (a.count + cpe - 1) / cpe;
   const bool vec = aligned16(a.send) && aligned16(a.recv);
   __shared__ int32_t fail;
   if (threadIdx.x == 0) fail = 0;
@@ -612,7 +498,7 @@ __global__ void __launch_bounds__(kThreads) two_shot_push(acxk_peer_args_t a) {
   for (uint64_t t = 0; t < chunks; t++) {
     const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
     const uint64_t m = a.count - base < cpe ? a.count - base : cpe;
-    const uint64_t pp = ((m + n - 1) / n + V - 1) / V * V;  // big_piece's part: at most cpe / n
+    const uint64_t pp = ACXP_BIG_PART(m, n, V);  // at most cpe / n
     const uint64_t off = ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);
     const S *in = (const S *)a.send + base;
     S *out = (S *)a.recv + base;
@@ -626,21 +512,21 @@ __global__ void __launch_bounds__(kThreads) two_shot_push(acxk_peer_args_t a) {
     }
     __syncthreads();
     if (!big_sync(a, 0, b, val, &fail)) break;
-    // 2. my piece of my part reduced
+    // 2. my piece of my part reduced, into the output and the peers' second halves
     big_piece<V>(m, n, r, nb, b, &lo, &hi);
     const uint64_t p0 = (uint64_t)r * pp < m ? (uint64_t)r * pp : m;
     const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
     for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
-      reduce_push<E, OP, PUSH_ALL>(a, off, half, pp, in, out, i, i - p0, true);
+      reduce_big<E, OP>(a, off, half, pp, in, out, i, i - p0, true);
     for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads)
-      reduce_push<E, OP, PUSH_ALL>(a, off, half, pp, in, out, i, i - p0, false);
+      reduce_big<E, OP>(a, off, half, pp, in, out, i, i - p0, false);
     __syncthreads();
     if (!big_sync(a, 1, b, val, &fail)) break;
-    // 3. the peers' reduced pieces
+    // 3. the peers' reduced pieces, from my second half
     for (int k = 1; k < n; k++) {
       const int q = (r + k) % n;
       big_piece<V>(m, n, q, nb, b, &lo, &hi);
-      big_copy<S>(out + lo, (const S *)(a.flags[PUSH_ALL ? r : q] + off) + half + lo, hi - lo, vec);
+      big_copy<S>(out + lo, (const S *)(a.flags[r] + off) + half + lo, hi - lo, vec);
     }
   }
   __syncthreads();
@@ -692,12 +578,7 @@ cudaError_t launch(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int o
     // The two-shot: every block takes part in every chunk's flags, so the grid is the same on
     // every rank whatever the size.
     dim3 grid((unsigned)a->big_blocks), block(kThreads);
-    cudaError_t r = by_op(op, [&](auto o) {
-      constexpr int OP = decltype(o)::value;
-      if (a->big_push == 2) err = launch_k(two_shot_push<E, OP, true>, grid, block, stream, a);
-      else if (a->big_push == 1) err = launch_k(two_shot_push<E, OP, false>, grid, block, stream, a);
-      else err = launch_k(two_shot<E, OP>, grid, block, stream, a);
-    });
+    cudaError_t r = by_op(op, [&](auto o) { err = launch_k(two_shot<E, decltype(o)::value>, grid, block, stream, a); });
     return err != cudaSuccess ? err : r;
   }
   if (bt) {

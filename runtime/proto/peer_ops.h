@@ -81,24 +81,31 @@
 /* The large-message variant (two-shot), for all-reduces larger than a slot when the set has big
  * slots (big_bytes > 0; off by default): after the lines, two flag arrays of ACXP_BIG_FLAG_BYTES
  * (phase 0 and phase 1, uint64_t [from][block] each, room for ACXP_BIG_MAX_BLOCKS blocks; a GPU
- * runs the set's big_blocks), then two big slots of big_bytes. The data go
- * in chunks of big_bytes; chunk t uses big slot t % 2. Each chunk is cut alike on every rank into
- * n parts, part q owned by rank q, and every part into the operation's blocks (the host kind has
- * one); block b of rank r, for each chunk t:
- *   1. copies its piece of every part of the chunk's input into its big slot t % 2;
+ * runs the set's big_blocks), then two big slots of big_bytes, each cut in a first and a second
+ * half. The data go in chunks of ACXP_BIG_CHUNK elements (a multiple of n 16-byte vectors that
+ * fits half a slot); chunk t uses big slot t % 2. Each chunk of m elements is cut alike on every
+ * rank into n parts of pp = ACXP_BIG_PART(m, n, 16 / element size) elements (the last ones
+ * shorter or empty; part q from q * pp), part q owned by rank q, and every part into the
+ * operation's blocks (the host kind has one); block b of rank r, for each chunk t:
+ *   1. stores its piece of every peer q's part of the input into q's first half, at r * pp plus
+ *      the piece's offset in the part;
  *   2. raises its phase-0 flag [r][b] to V(s, t) in every peer's area (release), waits for the
  *      peers' phase-0 flags [p][b] >= V(s, t) in its own (acquire);
- *   3. reduces its piece of part r over the big slots of ranks 0..n-1 in that order, into its own
- *      slot (in place: only rank r reads part r of its slot before step 4) and the output;
- *   4. raises its phase-1 flag to V(s, t) everywhere, waits for the peers' (their pieces reduced);
- *   5. copies the peers' reduced pieces of their parts from their slots into the output.
- * After the last chunk (t = T) a closing phase-0 round at V(s, T): every peer has finished reading
- * this rank's big slots before the set's next operation. V(s, t) = s * 2^32 + t + 1 only grows.
- * A big slot is written again for chunk t + 2 only after phase 1 of chunk t + 1, which every peer
- * reaches after its step 5 of chunk t: two big slots suffice, per block (block b only ever reads
- * pieces that the peers' blocks b wrote). Each element is reduced once, by its part's owner, in
- * rank order: the results are bit-identical on every rank, as the one-shot's, and each rank moves
- * 2 (n - 1) / n of the data over the links, as a ring does. */
+ *   3. reduces its piece of part r over ranks 0..n-1 in that order (its own input, the others
+ *      from its first half) into the output and every peer's second half, at the piece's offset
+ *      in the chunk;
+ *   4. raises its phase-1 flag to V(s, t) everywhere, waits for the peers' (their pieces stored);
+ *   5. copies the peers' reduced pieces from its own second half into the output.
+ * Only stores cross between ranks (on 4xH200 a version that loaded the peers' parts from their
+ * slots ran at 0.80-1.05x NCCL's busbw, this one at 1.01-1.19x from 64 MiB: docs/benchmark.md).
+ * V(s, t) = s * 2^32 + t + 1 only grows. A peer stores into this rank's first half for a chunk
+ * only after phase 1 of the chunk before it (in this operation or the set's previous one), which
+ * this rank raises after its step 3 of that chunk, and so after reading the half for the chunk
+ * two before; into its second half only after phase 0 of the chunk, which this rank raises after
+ * its step 5 of the chunks before. Two big slots suffice, per block (block b only ever reads
+ * pieces that the peers' blocks b wrote), with no closing round. Each element is reduced once,
+ * by its part's owner, in rank order: the results are bit-identical on every rank, as the
+ * one-shot's, and each rank sends 2 (n - 1) / n of the data over the links, as a ring does. */
 #define ACXP_BIG_OFF(slot_bytes) ACXP_AREA_BYTES(slot_bytes)
 #define ACXP_BIG_MAX_BLOCKS 128 /* the two-shot's blocks per operation at most (ACX_COLL_PEER_BIG_BLOCKS) */
 #define ACXP_BIG_FLAG_BYTES ((uint64_t)ACXP_MAX_RANKS * ACXP_BIG_MAX_BLOCKS * 8) /* one phase's flags */
@@ -110,6 +117,9 @@
 #define ACXP_AREA_BYTES_BIG(slot_bytes, big_bytes) \
   ((big_bytes) ? ACXP_BIG_SLOT_OFF(2, slot_bytes, big_bytes) : ACXP_AREA_BYTES(slot_bytes))
 #define ACXP_BIG_VAL(seq, t) (((uint64_t)(seq) << 32) + (uint64_t)(t) + 1)
+#define ACXP_BIG_CHUNK(big_bytes, es, n) \
+  ((big_bytes) / 2 / (es) / ((uint64_t)(n) * (16 / (es))) * ((uint64_t)(n) * (16 / (es))))
+#define ACXP_BIG_PART(m, n, v) ((((m) + (uint64_t)(n) - 1) / (uint64_t)(n) + (v) - 1) / (v) * (v))
 #define ACXP_BIG_MIN 65536 /* the smallest big slot (bytes, a multiple of 16) */
 
 /* The rest is C (the CUDA kernel needs only the layout above). */
@@ -152,10 +162,6 @@ typedef struct acxp_ctl {
   uint64_t big_blocks;            /* with big slots, on GPUs: the two-shot's blocks (1 to
                                      ACXP_BIG_MAX_BLOCKS; the same on every rank: block b waits for
                                      the peers' blocks b) */
-  uint64_t big_push;              /* with big slots, on GPUs: the two-shot's stores (0: every rank
-                                     loads the peers' parts, the layout above; 1: stores for the
-                                     reduce-scatter, 2: for the all-gather too; the same on every
-                                     rank; kernels/peer/peer_kernels.cu has their layout) */
   uint64_t area[ACXP_MAX_RANKS];  /* buffer ids in this rank's executor: [rank] its own area, the
                                      others the peers' areas imported */
   /* Nonzero (an acx_status_t): operations waiting for peers leave at once with it. The rank sets

@@ -42,8 +42,6 @@ static const uint64_t SET = 77;
 /* The push lines' limit: ACX_COLL_PEER_LL_KB KiB (64 by default, where every all-reduce up to a
  * slot pushes lines; the _ll16 variants take 16, where 32 KiB takes the one-shot). */
 static uint64_t ll_bytes;
-/* The two-shot's stores on GPUs: ACX_COLL_PEER_BIG_PUSH (0 by default; the _push variants 1, 2). */
-static uint64_t big_push;
 
 static void setup_set(void) {
   for (int r = 0; r < NR; r++) {
@@ -71,7 +69,6 @@ static void setup_set(void) {
     ctl[r]->ll_bytes = ll_bytes; /* push lines up to this size */
     ctl[r]->big_bytes = BIG;        /* beyond a slot the two-shot, in chunks of BIG */
     ctl[r]->big_blocks = 32;
-    ctl[r]->big_push = big_push;
     for (int q = 0; q < NR; q++) ctl[r]->area[q] = q == r ? area[r]->id : imp[r][q]->id;
     acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET, NR, (uint64_t)r, ctlmem[r]->id}};
     ACX_ASSERT_STATUS(acxi_device_call(dev[r], &cmd, NULL, 0, 0, -1, T, NULL), ACX_OK);
@@ -534,18 +531,16 @@ static void test_bad_commands(void) {
     if (st == ACX_OK) printf("\n    %s: accepted", bad[i].what);
     CU_ASSERT(st != ACX_OK);
   }
-  /* A control block whose two-shot has no blocks, more than the flags have room for, or stores of
-   * a kind that does not exist. */
+  /* A control block whose two-shot has no blocks, or more than the flags have room for. */
   acx_host_mem_t *hm = NULL;
   void *p = NULL;
   size_t nb = 0;
   ACX_ASSERT_STATUS(acx_host_alloc(dev[0], sizeof(acxp_ctl_t), &hm), ACX_OK);
   ACX_ASSERT_STATUS(acx_host_mem_ptr(hm, &p, &nb), ACX_OK);
-  const uint64_t blocks[] = {0, ACXP_BIG_MAX_BLOCKS + 1, 32}, push[] = {0, 0, 3};
-  for (int i = 0; i < 3; i++) {
+  const uint64_t blocks[] = {0, ACXP_BIG_MAX_BLOCKS + 1};
+  for (int i = 0; i < 2; i++) {
     memcpy(p, ctl[0], sizeof(acxp_ctl_t));
     ((acxp_ctl_t *)p)->big_blocks = blocks[i];
-    ((acxp_ctl_t *)p)->big_push = push[i];
     acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET + 2, NR, 0, hm->id}};
     CU_ASSERT_EQUAL(acxi_device_call(dev[0], &cmd, NULL, 0, 0, -1, T, NULL), ACX_ERR_INVALID_ARG);
   }
@@ -566,8 +561,6 @@ int main(int argc, char **argv) {
   int64_t llkb = acxi_param_int("ACX_COLL_PEER_LL_KB");
   ll_bytes = (uint64_t)(llkb < 1 ? 1 : llkb > ACXP_LL_MAX / 1024 ? ACXP_LL_MAX / 1024 : llkb) * 1024;
   if (ll_bytes > SLOT) ll_bytes = SLOT;
-  int64_t bp = acxi_param_int("ACX_COLL_PEER_BIG_PUSH");
-  big_push = bp < 0 ? 0 : bp > 2 ? 2 : (uint64_t)bp;
   if (acx_system_create(NULL, &sys) != ACX_OK) return 1;
   for (int r = 0; r < NR; r++) {
     acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
