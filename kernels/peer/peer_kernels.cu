@@ -367,9 +367,10 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a, acxk
 // block stores its piece of every peer's part of the input into that peer's first half, flags
 // (phase 0), reduces its piece of this rank's part over the input and its own first half into the
 // output and every peer's second half, flags (phase 1), then copies the peers' reduced pieces from
-// its own second half into the output. Nothing crosses the links as a load: on 4xH200 this ran at
-// 1.01-1.19x NCCL's busbw where an earlier version that loaded the peers' parts from their areas
-// ran at 0.80-1.05x (docs/benchmark.md, session 15).
+// its own second half into the output. Nothing crosses the links as a load: on 4xH200, from 64 MiB
+// to 1 GiB at 2 and 4 ranks, this ran at 0.98-1.27x NCCL's busbw (medians, 64 MiB big slots) where
+// an earlier version that loaded the peers' parts from their areas ran at 0.80-1.08x
+// (docs/benchmark.md, session 15).
 
 // This rank's phase flag [rank][b] to every peer, then the peers' [p][b] awaited (one thread per
 // peer), within the timeout and the abort word; false (fail set) when it failed.

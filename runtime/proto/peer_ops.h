@@ -96,8 +96,8 @@
  *      in the chunk;
  *   4. raises its phase-1 flag to V(s, t) everywhere, waits for the peers' (their pieces stored);
  *   5. copies the peers' reduced pieces from its own second half into the output.
- * Only stores cross between ranks (on 4xH200 a version that loaded the peers' parts from their
- * slots ran at 0.80-1.05x NCCL's busbw, this one at 1.01-1.19x from 64 MiB: docs/benchmark.md).
+ * Only stores cross between ranks (on 4xH200 from 64 MiB to 1 GiB a version that loaded the peers'
+ * parts from their slots ran at 0.80-1.08x NCCL's busbw, this one at 0.98-1.27x: docs/benchmark.md).
  * V(s, t) = s * 2^32 + t + 1 only grows. A peer stores into this rank's first half for a chunk
  * only after phase 1 of the chunk before it (in this operation or the set's previous one), which
  * this rank raises after its step 3 of that chunk, and so after reading the half for the chunk
