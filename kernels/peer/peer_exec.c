@@ -68,7 +68,6 @@ typedef struct pset {
   uint64_t big_bytes; /* the big slots (0: no two-shot; all-reduces larger than a slot refused) */
   uint64_t big_blocks; /* cuda: the two-shot's blocks */
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
-  int big_defer;     /* cuda: ACX_COLL_PEER_BIG_DEFER, read at SETUP */
   unsigned ev_every; /* cuda: ACX_COLL_PEER_EVENT_EVERY, read at SETUP */
   unsigned since_ev; /* cuda: operations launched without an event since the last one with */
   unsigned batch_max;   /* cuda: ACX_COLL_PEER_BATCH, read at SETUP */
@@ -177,7 +176,6 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   s->big_bytes = ctl->big_bytes;
   s->big_blocks = ctl->big_blocks;
   s->pdl = acxi_param_int("ACX_COLL_PEER_PDL") > 0;
-  s->big_defer = acxi_param_int("ACX_COLL_PEER_BIG_DEFER") > 0;
   int64_t every = acxi_param_int("ACX_COLL_PEER_EVENT_EVERY");
   s->ev_every = every < 1 ? 1 : every > 64 ? 64 : (unsigned)every;
   int64_t batch = acxi_param_int("ACX_COLL_PEER_BATCH");
@@ -684,7 +682,7 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
   }
   acxk_peer_args_t a = {.nranks = s->nranks, .rank = s->rank, .abort = (const int32_t *)(const void *)&s->ctl_dev->abort,
                         .slot_bytes = s->slot_bytes, .big_bytes = s->big_bytes, .pdl = s->pdl,
-                        .big_blocks = (int32_t)s->big_blocks, .big_defer = s->big_defer};
+                        .big_blocks = (int32_t)s->big_blocks};
   for (int q = 0; q < s->nranks; q++) a.flags[q] = s->area[q];
   acxk_peer_batch_t bt;
   const int ll = p0->cmd.bytes * p0->es <= s->ll_bytes;

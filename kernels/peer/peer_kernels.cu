@@ -484,25 +484,7 @@ __device__ __forceinline__ void reduce_big(const acxk_peer_args_t &a, uint64_t o
   for (int k = 1; k < n; k++) *(uint4 *)((S *)(a.flags[(r + k) % n] + off) + half + i) = o;
 }
 
-// Step 5 of chunk t: the peers' reduced pieces from my second half into the output.
-template <typename S, int V>
-__device__ __forceinline__ void big_gather(const acxk_peer_args_t &a, uint64_t t, uint64_t cpe, bool vec) {
-  const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank;
-  const uint64_t base = t * cpe, m = a.count - base < cpe ? a.count - base : cpe;
-  const S *second = (const S *)(a.flags[r] + ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes)) + a.big_bytes / 2 / sizeof(S);
-  S *out = (S *)a.recv + base;
-  for (int k = 1; k < n; k++) {
-    uint64_t lo, hi;
-    big_piece<V>(m, n, (r + k) % n, nb, b, &lo, &hi);
-    big_copy<S>(out + lo, second + lo, hi - lo, vec);
-  }
-}
-
-// DEFER (ACX_COLL_PEER_BIG_DEFER): step 5 of chunk t runs after step 1 of chunk t + 1, before its
-// phase 0, so that the local copy overlaps the stores' drain over the links (the flag's release
-// waits for them). Safe: the peers store into that second half again only for chunk t + 2, after
-// phase 0 of chunk t + 2, which this rank raises after its step 1 of chunk t + 2.
-template <typename E, int OP, bool DEFER>
+template <typename E, int OP>
 __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
   using S = typename E::S;
   constexpr int V = Vec<E>::V;
@@ -529,10 +511,9 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
       const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;  // big_piece's part q starts there
       big_copy<S>((S *)(a.flags[q] + off) + r * pp + (lo - p0), in + lo, hi - lo, vec);
     }
-    if (DEFER && t > 0) big_gather<S, V>(a, t - 1, cpe, vec);  // 5. of the chunk before
     __syncthreads();
     if (!big_sync(a, 0, b, val, &fail)) break;
-    // 3. my piece of my part reduced, into the output and the peers' second halves (2., 4.: the flags)
+    // 2. my piece of my part reduced, into the output and the peers' second halves
     big_piece<V>(m, n, r, nb, b, &lo, &hi);
     const uint64_t p0 = (uint64_t)r * pp < m ? (uint64_t)r * pp : m;
     const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
@@ -542,8 +523,12 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
       reduce_big<E, OP>(a, off, half, pp, in, out, i, i - p0, false);
     __syncthreads();
     if (!big_sync(a, 1, b, val, &fail)) break;
-    // 5. the peers' reduced pieces, from my second half (with DEFER: after the next chunk's step 1)
-    if (!DEFER || t + 1 == chunks) big_gather<S, V>(a, t, cpe, vec);
+    // 3. the peers' reduced pieces, from my second half
+    for (int k = 1; k < n; k++) {
+      const int q = (r + k) % n;
+      big_piece<V>(m, n, q, nb, b, &lo, &hi);
+      big_copy<S>(out + lo, (const S *)(a.flags[r] + off) + half + lo, hi - lo, vec);
+    }
   }
   __syncthreads();
   if (fail && threadIdx.x == 0) {
@@ -594,11 +579,7 @@ cudaError_t launch(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int o
     // The two-shot: every block takes part in every chunk's flags, so the grid is the same on
     // every rank whatever the size.
     dim3 grid((unsigned)a->big_blocks), block(kThreads);
-    cudaError_t r = by_op(op, [&](auto o) {
-      constexpr int OP = decltype(o)::value;
-      err = a->big_defer ? launch_k(two_shot<E, OP, true>, grid, block, stream, a)
-                         : launch_k(two_shot<E, OP, false>, grid, block, stream, a);
-    });
+    cudaError_t r = by_op(op, [&](auto o) { err = launch_k(two_shot<E, decltype(o)::value>, grid, block, stream, a); });
     return err != cudaSuccess ? err : r;
   }
   if (bt) {

@@ -30,8 +30,6 @@ typedef struct acxk_peer_args {
   int32_t big;                      /* 1: the two-shot variant (flags[q]: rank q's area; data unused) */
   uint64_t slot_bytes, big_bytes;   /* the set's slot and big slot sizes (the two-shot's layout) */
   int32_t big_blocks;               /* the two-shot's grid (the set's, the same on every rank) */
-  int32_t big_defer;                /* 1: the two-shot copies a chunk's gathered parts after the
-                                       next chunk's stores (this executor's ACX_COLL_PEER_BIG_DEFER) */
   int32_t pdl;                      /* 1: launched with programmatic stream serialization (sm_90+: the
                                        kernel may be scheduled while the previous one on the stream
                                        ends, and waits for it before touching memory) */

@@ -4,7 +4,7 @@
 # on the session-15 tree (the two-shot's one kernel), big on 2xH100, mbench with 9 rounds.
 # PARTS (default "push ll64 tests gpumn small big mps hierov mbench") picks the steps; "libs" is
 # added where the GPUs are H200 (issue 15):
-#   push:   the GPU tests of the two-shot (by stores since session 15; _defer never ran), first;
+#   push:   the GPU tests of the two-shot (by stores since session 15), first;
 #   ll64:   the own path's GPU tests (the push lines to 64 KiB by default since session 14), the
 #           hierarchical overlap (test_coll_nccl_hier_overlap_np4) and the
 #           executor waiting for a full set: test_peer_exec_gpu*, test_coll_peer*_cuda*;
@@ -14,10 +14,9 @@
 #           to 64 KiB, the NCCL path; 2 interleaved rounds, at 2 ranks and at every GPU where more;
 #           raw NCCL's graph floor at 8 B and 64 KiB (issue 17's small-message goal);
 #   big:    the two-shot against the NCCL path, 16 MiB - 1 GiB, BIG_REPS (2) rounds of BIG_V's
-#           variants on:blocks[:KiB[:defer]] (ACX_COLL_PEER, _BIG_BLOCKS, _BIG_KB, default BIG_KB
-#           or 65536, _BIG_DEFER; default the NCCL path, then 128 blocks with 64 MiB big slots,
-#           the same deferring the gather (never run), 32 MiB) at 2 ranks and at every GPU where
-#           more (issue 17's large goal);
+#           variants on:blocks[:KiB] (ACX_COLL_PEER, _BIG_BLOCKS, _BIG_KB, default BIG_KB or 65536;
+#           default the NCCL path, then 128 blocks with 64 and 32 MiB big slots) at 2 ranks and at
+#           every GPU where more (issue 17's large goal);
 #   mps:    issue 16: 2 ranks per GPU under MPS through the own path with batches (peermps);
 #   hierov: issue 16's large all-reduces under MPS, ACX_COLL_HIER_OVERLAP 0 and 1 (1 ran in session 14
 #           on 2xH100: +5-7 % out of place, 0-5 % slower in place);
@@ -35,7 +34,7 @@ nvidia-smi -L | grep -q H200 && PARTS="$PARTS libs"
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
 LL='test_peer_exec_gpu|peer.*cuda|hier_overlap'
-has push && OUT=$R/cp CTEST_R="peer_big|test_peer_exec_gpu$|defer" CTEST_T=300 bash $B ctestr > $R/cp.txt 2>&1
+has push && OUT=$R/cp CTEST_R="peer_big|test_peer_exec_gpu$" CTEST_T=240 bash $B ctestr > $R/cp.txt 2>&1
 has ll64 && OUT=$R/c0 CTEST_R="$LL" CTEST_T=400 bash $B ctestr > $R/c0.txt 2>&1
 has tests && OUT=$R/c1 CTEST_E="multinode|$LL" CTEST_T=550 bash $B ctestr > $R/c1.txt 2>&1
 has gpumn && CUDA_VISIBLE_DEVICES=0,1 OUT=$R/c2 bash $B mtests > $R/c2.txt 2>&1
@@ -57,11 +56,11 @@ if has small; then
   OUT=$R/f PFLOOR_SZ="8 65536" FLOOR_N=3000 bash $B pfloor > $R/f-pfloor.txt 2>&1
 fi
 if has big; then
-  for rep in $(seq ${BIG_REPS:-2}); do for np in $NPS; do for v in ${BIG_V:-0:128 1:128:65536 1:128:65536:1 1:128:32768}; do IFS=: read -r on bb kb df <<<"$v"
-    kb=${kb:-${BIG_KB:-65536}} df=${df:-0} n=big-$np-$on-$bb-$kb-$df-$rep
-    env ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=$kb ACX_COLL_PEER_BIG_BLOCKS=$bb ACX_COLL_PEER_BIG_DEFER=$df timeout 120 \
+  for rep in $(seq ${BIG_REPS:-2}); do for np in $NPS; do for v in ${BIG_V:-0:128 1:128:65536 1:128:32768}; do IFS=: read -r on bb kb <<<"$v"
+    kb=${kb:-${BIG_KB:-65536}} n=big-$np-$on-$bb-$kb-$rep
+    env ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=$kb ACX_COLL_PEER_BIG_BLOCKS=$bb timeout 120 \
       mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_BIG_KB \
-      -x ACX_COLL_PEER_BIG_BLOCKS -x ACX_COLL_PEER_BIG_DEFER $BB/bench/allreduce/acx-allreduce-bench --compare -b 16M -e 1G -f 4 \
+      -x ACX_COLL_PEER_BIG_BLOCKS $BB/bench/allreduce/acx-allreduce-bench --compare -b 16M -e 1G -f 4 \
       -n 10 -w 3 -d float > $R/d/$n.txt 2>&1
     echo "$n rc=$?" >> $R/d-big.txt; grep -E "^ +[0-9]+ " $R/d/$n.txt | sed "s/^/$n /" >> $R/d-big.txt
   done; done; done
