@@ -277,6 +277,7 @@ static void run_request(acx_coll_t *c, mreq_t *r) {
     acxc_coll_break(c, st, 0, "a group member could not be posted");
   }
   if (posted == r->nops && st == ACX_OK) {
+    const int64_t started = acxi_now_ns();
     for (unsigned spin = 0;; spin++) {
       int flag = 0;
       if (MPI_Testall(r->nops, r->reqs, &flag, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
@@ -294,8 +295,9 @@ static void run_request(acx_coll_t *c, mreq_t *r) {
                                     "part; MPI cannot cancel it, its request is abandoned");
         break;
       }
-      /* Short naps: MPI progresses inside MPI_Testall, and the peers need us in it. */
-      struct timespec ts = {0, spin < 100 ? 2000 : 50000};
+      /* Short naps: MPI progresses inside MPI_Testall, and the peers need us in it; 200 us once the
+       * collective has waited 20 ms (a late peer: polling it at 20 kHz takes the cores it needs). */
+      struct timespec ts = {0, spin < 100 ? 2000 : now - started < 20000000 ? 50000 : 200000};
       nanosleep(&ts, NULL);
     }
   }

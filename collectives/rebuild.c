@@ -290,6 +290,7 @@ static acx_status_t actor_receive(acx_ctx_t *ctx, void *state, const acx_msg_t *
 static acx_status_t agree_min(sup_t *s, int mine, int *all, int64_t deadline) {
   MPI_Request req;
   if (MPI_Iallreduce(&mine, all, 1, MPI_INT, MPI_MIN, s->w->comm, &req) != MPI_SUCCESS) return ACX_ERR_MPI;
+  const int64_t start = acxi_now_ns();
   for (;;) {
     int flag = 0;
     if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return ACX_ERR_MPI;
@@ -298,7 +299,7 @@ static acx_status_t agree_min(sup_t *s, int mine, int *all, int64_t deadline) {
       ACX_WARN(COLL, "rebuild: a rank did not arrive at the agreement by the rebuild's deadline");
       return ACX_ERR_TIMEOUT;
     }
-    nanosleep(&(struct timespec){0, 50000}, NULL);
+    acxi_poll_nap(acxi_now_ns() - start, 50000);
   }
 }
 

@@ -68,6 +68,7 @@ void acxc_world_park(MPI_Request req, void *mem) {
 }
 
 acx_status_t acxc_world_wait(MPI_Request req, void *mem, int64_t deadline) {
+  const int64_t start = acxi_now_ns();
   for (;;) {
     int flag = 0;
     if (MPI_Test(&req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
@@ -79,7 +80,7 @@ acx_status_t acxc_world_wait(MPI_Request req, void *mem, int64_t deadline) {
       acxc_world_park(req, mem);
       return ACX_ERR_TIMEOUT;
     }
-    nanosleep(&(struct timespec){0, 20000}, NULL);
+    acxi_poll_nap(acxi_now_ns() - start, 20000);
   }
 }
 
@@ -172,6 +173,7 @@ typedef struct gpu_claim {
 static acx_status_t wait_request(MPI_Request *req, int64_t deadline, int64_t timeout_ns, const char *call,
                                  const char *what) {
   acx_status_t res = ACX_OK;
+  const int64_t start = acxi_now_ns();
   for (int polls = 0;; polls++) {
     int done = 0;
     MPICHECKGOTO(MPI_Test(req, &done, MPI_STATUS_IGNORE), res, err_mpi);
@@ -183,10 +185,7 @@ static acx_status_t wait_request(MPI_Request *req, int64_t deadline, int64_t tim
                (long long)(timeout_ns / 1000000));
       return ACX_ERR_TIMEOUT;
     }
-    if (polls > 100) {
-      struct timespec ts = {0, 50000};
-      nanosleep(&ts, NULL);
-    }
+    if (polls > 100) acxi_poll_nap(acxi_now_ns() - start, 50000);
   }
 err_mpi:
   return res;

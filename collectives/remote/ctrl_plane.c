@@ -618,7 +618,7 @@ acxc_ctrl_t *acxc_ctrl_of(const acx_world_t *world) {
 
 /* Polls a non-blocking collective of the plane against the world's deadline. */
 static acx_status_t wait_req(acx_world_t *w, MPI_Request *req, int64_t timeout_ns, const char *what) {
-  int64_t deadline = acxi_deadline(timeout_ns);
+  const int64_t start = acxi_now_ns(), deadline = acxi_deadline(timeout_ns);
   for (;;) {
     int flag = 0;
     int rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
@@ -633,7 +633,7 @@ static acx_status_t wait_req(acx_world_t *w, MPI_Request *req, int64_t timeout_n
                (long long)(timeout_ns / 1000000));
       return ACX_ERR_TIMEOUT;
     }
-    nanosleep(&(struct timespec){0, 20000}, NULL);
+    acxi_poll_nap(acxi_now_ns() - start, 20000);
   }
 }
 

@@ -315,8 +315,8 @@ static acx_status_t get_flag(acxi_engine_t *e, const acxi_cmd_t *c, _Atomic uint
 }
 
 /* Everything runs on this thread, in order: a wait is this thread polling the word (written by
- * another process's executor or rank), yielding the core for the first 50 us, then sleeping
- * 20 us between looks, until its deadline. */
+ * another process's executor or rank), yielding the core for the first 50 us, then napping
+ * between looks (acxi_poll_nap: 20 us, longer as the wait lasts), until its deadline. */
 static acx_status_t do_wait_value(acxi_engine_t *e, const acxi_cmd_t *c) {
   _Atomic uint32_t *flag;
   ACXCHECK(get_flag(e, c, &flag));
@@ -335,7 +335,7 @@ static acx_status_t do_wait_value(acxi_engine_t *e, const acxi_cmd_t *c) {
       return ACX_ERR_COLL_TIMEOUT;
     }
     if (now - start < 50000) sched_yield();
-    else nanosleep(&(struct timespec){0, 20000}, NULL);
+    else acxi_poll_nap(now - start, 20000);
   }
 }
 

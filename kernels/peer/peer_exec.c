@@ -549,8 +549,10 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
       if (!pd->started) host_start(s, pd);
       st = pd->big ? host_big(s, pd) : pd->ll ? host_ready_ll(s, pd) : host_ready(s, pd->cmd.arg[3], pd->deadline);
       if (st == NOT_YET) {
-        /* The loop polls again at once: let the peers' executors have the cores meanwhile. */
-        if (++pd->polls > 2000) nanosleep(&(struct timespec){0, 50000}, NULL);
+        /* The loop polls again at once: let the peers' executors have the cores meanwhile, the
+         * more the longer the wait (past ~20 ms of naps a peer is late, not just descheduled). */
+        if (++pd->polls > 2400) nanosleep(&(struct timespec){0, 1000000}, NULL);
+        else if (pd->polls > 2000) nanosleep(&(struct timespec){0, 50000}, NULL);
         else if (pd->polls > 200) sched_yield();
         return 1;
       }

@@ -28,6 +28,17 @@ static inline struct timespec acxi_ts_from_ns(int64_t ns) {
   return ts;
 }
 
+/* A nap for a loop that polls for what another thread or process will do, growing with how long
+ * the loop has waited: short_ns in the first millisecond (the answer may come at once), then
+ * 200 us up to 20 ms, then 1 ms. A wait that lasts means a late peer or a busy node; polling it
+ * at tens of kHz gains nothing and takes the cores the peers need (on a 2-core machine running
+ * two 4-rank tests with their executors, such loops kept sleeping threads off the cores for tens
+ * of seconds under Linux 6.18). */
+static inline void acxi_poll_nap(int64_t waited_ns, long short_ns) {
+  struct timespec ts = {0, waited_ns < 1000000 ? short_ns : waited_ns < 20000000 ? 200000 : 1000000};
+  nanosleep(&ts, NULL);
+}
+
 static inline void acxi_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

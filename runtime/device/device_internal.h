@@ -183,6 +183,7 @@ struct acx_device {
   uint32_t n_pend_free;
   uint64_t req_seq;
   _Atomic uint64_t n_outstanding;
+  _Atomic uint64_t submitted; /* req_seq's last value: the poller's sign of a new submission */
 
   /* The reply poller. */
   pthread_t poller;

@@ -43,6 +43,8 @@ acx_status_t acxi_dev_pend_add(acx_device_t *dev, acx_future_t *future, unsigned
   dev->pend[idx].future = future;
   dev->pend[idx].deadline = deadline;
   atomic_fetch_add_explicit(&dev->n_outstanding, 1, memory_order_relaxed); /* a statistic */
+  /* relaxed: a hint that restarts the poller's busy-poll window (acxi_dev_poller_main). */
+  atomic_store_explicit(&dev->submitted, dev->req_seq, memory_order_relaxed);
   pthread_mutex_unlock(&dev->pend_lock);
   *req_id = id;
   return ACX_OK;

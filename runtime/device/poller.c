@@ -248,6 +248,7 @@ void *acxi_dev_poller_main(void *arg) {
   if (check_period < 1000000) check_period = 1000000;
   int64_t stall_gap = dev->heartbeat_ns / 4 > 250000000 ? dev->heartbeat_ns / 4 : 250000000;
   int64_t last_active = 0, last_check = 0;
+  uint64_t seen_submitted = 0;
   pthread_mutex_lock(&dev->poll_lock);
   /* relaxed: a stop request; the broadcast that follows it orders the rest. */
   while (!atomic_load_explicit(&dev->poller_stop, memory_order_relaxed)) {
@@ -264,7 +265,10 @@ void *acxi_dev_poller_main(void *arg) {
      * given up on us meanwhile and released what the checks below tell). */
     s = acxi_dev_load_state(dev);
     int64_t now = acxi_now_ns();
-    if (n) last_active = now;
+    /* relaxed: a hint; a submission seen one look late costs one look. */
+    uint64_t sub = atomic_load_explicit(&dev->submitted, memory_order_relaxed);
+    if (n || sub != seen_submitted) last_active = now;
+    seen_submitted = sub;
     /* relaxed: hints to check now rather than at the period (a sticky executor, a broken ring and
      * acxi_device_restart wake us). */
     int sticky = atomic_load_explicit(&ctrl->sticky, memory_order_relaxed) != 0 ||
@@ -300,12 +304,17 @@ void *acxi_dev_poller_main(void *arg) {
       if (s == ACXI_DEV_RUNNING) acxi_dev_standby_watch(dev, now);
     }
     if (n) continue;
-    /* Inline, replies do not come through the ring (acxi_dev_complete_direct): nothing to spin for. */
-    if (dev->transport->ring_replies && (acxi_dev_pend_outstanding(dev) > 0 || now - last_active < dev->spin_ns)) {
+    /* Busy-poll for ACX_EXEC_SPIN_NS after the last reply or submission, then sleep on the reply
+     * doorbell (the executor rings it for a sleeping poller), also while requests are outstanding:
+     * a request that outlasts the window (a long collective, an all-reduce waiting for a late
+     * peer) costs one wake-up on its reply, where spinning for it would take a core from the
+     * executors it waits for on a node with more runnable threads than cores. Inline, replies do
+     * not come through the ring (acxi_dev_complete_direct): nothing to spin for. */
+    if (dev->transport->ring_replies && now - last_active < dev->spin_ns) {
       acxi_cpu_relax();
       continue;
     }
-    int64_t wake = (last_check ? last_check : now) + check_period;
+    int64_t wake = (last_check ? last_check : now) + period;
     acxi_ring_consumer_wait(&dev->cv.cpls, wake);
   }
   pthread_mutex_unlock(&dev->poll_lock);
