@@ -566,7 +566,7 @@ static void reduce_elems(void *d, const void *s, size_t n, uint32_t dtype, uint6
 }
 
 static acx_status_t do_reduce(acxi_engine_t *e, const acxi_cmd_t *c) {
-  hbuf_t *dst, *src;
+  hbuf_t *dst = NULL, *src = NULL; /* set by get_buf; NULL for -O3's maybe-uninitialized */
   size_t es = 0;
   ACXCHECK(check_stream(e, c, 0));
   ACXCHECK(get_buf(e, c, 0, &dst));
