@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs every ctest test labelled `mpi` of a build through Slurm instead of mpiexec.
+"""Runs every ctest test labelled `mpi` of a build through Slurm instead of mpiexec, and those
+labelled `gpu-mpi` too where this machine has a GPU (without one they would only start and skip).
 
 A test launched as `mpiexec -n N [launcher options] program args` becomes
 `srun --mpi=<plugin> --overcommit -n N program args` (environment from the test's ENVIRONMENT
@@ -44,6 +45,17 @@ def load_tests(build, label, exclude_label):
                       "skip_re": props.get("SKIP_REGULAR_EXPRESSION", []),
                       "will_fail": bool(props.get("WILL_FAIL", False))})
     return tests
+
+
+def have_gpu():
+    """Whether an NVIDIA GPU is visible: a device node, or nvidia-smi listing one."""
+    if os.path.exists("/dev/nvidia0"):
+        return True
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.lstrip().startswith("GPU")
 
 
 def translate(cmd):
@@ -121,12 +133,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--build", required=True)
     ap.add_argument("--mpi", default="pmix", help="srun --mpi plugin")
-    ap.add_argument("--label", default="mpi")
+    ap.add_argument("--label", default=None,
+                    help="ctest label regex (default: ^mpi$, and ^gpu-mpi$ too where a GPU is visible)")
     ap.add_argument("--exclude-label", default="slurm")
     ap.add_argument("--alloc-tasks", type=int, default=2, help="tasks of the salloc for non-mpiexec tests")
     args = ap.parse_args()
+    why = ""
+    if args.label is None:
+        gpu = have_gpu()
+        args.label = "^(gpu-)?mpi$" if gpu else "^mpi$"
+        why = "" if gpu else " (no GPU here: the gpu-mpi tests are left out)"
     tests = load_tests(args.build, args.label, args.exclude_label)
-    print("srun_mpi_suite: %d tests labelled %s" % (len(tests), args.label), flush=True)
+    print("srun_mpi_suite: %d tests labelled %s%s" % (len(tests), args.label, why), flush=True)
     failed, skipped = [], []
     for t in tests:
         try:
