@@ -315,6 +315,7 @@ void *acxi_dev_poller_main(void *arg) {
       continue;
     }
     int64_t wake = (last_check ? last_check : now) + period;
+    if (wake <= now) wake = now + period; /* no check ran lately (CLOSING): still sleep, not spin */
     acxi_ring_consumer_wait(&dev->cv.cpls, wake);
   }
   pthread_mutex_unlock(&dev->poll_lock);
