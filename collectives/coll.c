@@ -770,23 +770,25 @@ acx_status_t acx_coll_abort(acx_coll_t *c, acx_status_t cause) {
 }
 
 /* Every rank's `mine` combined with MPI_MIN over the world, within the world's deadline. */
-acx_status_t acxc_coll_agree_min(acx_coll_t *c, int mine, int *all) {
+acx_status_t acxc_coll_agree_min_n(acx_coll_t *c, const int *mine, int *all, int n) {
   MPI_Request req;
   /* On the heap: a timed-out exchange is parked with its buffers, which MPI may still write. */
-  int *v = malloc(2 * sizeof *v);
+  int *v = malloc(2 * (size_t)n * sizeof *v);
   if (!v) return ACX_ERR_NO_MEMORY;
-  v[0] = mine;
-  if (MPI_Iallreduce(&v[0], &v[1], 1, MPI_INT, MPI_MIN, c->world->comm, &req) != MPI_SUCCESS) {
+  memcpy(v, mine, (size_t)n * sizeof *v);
+  if (MPI_Iallreduce(v, v + n, n, MPI_INT, MPI_MIN, c->world->comm, &req) != MPI_SUCCESS) {
     free(v);
     return ACX_ERR_MPI;
   }
   acx_status_t st = acxc_world_wait(req, v, acxi_deadline(c->world->timeout_ns));
   if (st == ACX_ERR_TIMEOUT) ACX_WARN(COLL, "acx_coll_create: a rank did not arrive within the world's timeout");
   if (st != ACX_OK) return st; /* v is parked */
-  *all = v[1];
+  memcpy(all, v + n, (size_t)n * sizeof *v);
   free(v);
   return ACX_OK;
 }
+
+acx_status_t acxc_coll_agree_min(acx_coll_t *c, int mine, int *all) { return acxc_coll_agree_min_n(c, &mine, all, 1); }
 
 #if ACX_HAVE_NCCL
 static int env_set(const char *name) {

@@ -105,6 +105,8 @@ uint64_t acxc_next_comm_id(void);
 /* Every rank's `mine` combined with MPI_MIN over the world, within the world's deadline
  * (collective: every rank calls it at the same point). */
 acx_status_t acxc_coll_agree_min(acx_coll_t *c, int mine, int *all);
+/* The same for n values at once (one exchange): all[i] is the smallest of every rank's mine[i]. */
+acx_status_t acxc_coll_agree_min_n(acx_coll_t *c, const int *mine, int *all, int n);
 /* f joins the watchdog's list (held; the operation's deadline is the coll's timeout). */
 acx_status_t acxc_coll_track(acx_coll_t *c, acx_future_t *f);
 /* An operation sent to the executor on `stream` (synchronize fences it), its future f (may be
@@ -122,7 +124,8 @@ void acxc_peer_destroy(acx_coll_t *c, int64_t timeout_ns);
 void acxc_peer_free(acx_coll_t *c);
 /* Raises the abort word: operations waiting for peers in the executors leave with `cause`. */
 void acxc_peer_abort(acx_coll_t *c, acx_status_t cause);
-/* 1 when d goes to the own path (an all-reduce of at most the slot's bytes, the set made). */
+/* 1 when d goes to the own path: an all-reduce of at most the slot's bytes where the small part is
+ * on, or of at least the two-shot's smallest where the large part is; the set made. */
 int acxc_peer_takes(const acx_coll_t *c, const acxc_opdesc_t *d);
 /* Sends d to the executor's set; under the submit lock. The NCCL path: the executor orders it on
  * d's stream with the coll's NCCL operations. */
@@ -136,6 +139,10 @@ acx_status_t acxc_peer_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadli
 acx_status_t acxc_peer_fence(acx_coll_t *c, acx_future_t **f);
 /* 1 while the set is made (the path is on). */
 int acxc_peer_on(const acx_coll_t *c);
+/* The parts of the path that are on (ACXC_PEER_SMALL: the all-reduces of at most *slot_bytes;
+ * ACXC_PEER_BIG: the two-shot, from *big_min bytes); 0 while the set is not made. */
+enum { ACXC_PEER_SMALL = 1, ACXC_PEER_BIG = 2 };
+int acxc_peer_parts(const acx_coll_t *c, uint64_t *slot_bytes, uint64_t *big_min);
 /* All-reduces sent down the own path since the coll was made (tests, statistics). */
 uint64_t acxc_peer_ops(const acx_coll_t *c);
 /* Asks dev's executor for a new ncclUniqueId, written into the nccl_id of `region` (an

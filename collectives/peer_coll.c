@@ -1,20 +1,26 @@
 /* acx's own all-reduce between the executors of one node (issue 17), the rank side: where the
- * world is one node of 2 to ACXP_MAX_RANKS ranks and every rank wants it (ACX_COLL_PEER: -1, the
- * default, on GPUs from 3 ranks, ranks sharing a GPU only under MPS; 1 also on the host kind, at 2
- * ranks and on shared GPUs without MPS; ranks sharing GPUs bypass the hierarchical collectives'
- * groups for the all-reduces it takes), acx_coll_create (and every rebuild) gives each rank an
- * area that every other rank's executor maps, and all-reduces of at most ACX_COLL_PEER_MAX_KB (with
- * ACX_COLL_PEER_BIG_KB, all of them) go to the extension "peer" (kernels/peer/) instead of NCCL or
- * MPI: one command, no host in the loop on CUDA. The protocol and its arithmetic:
- * runtime/proto/peer_ops.h.
+ * world is one node of 2 to ACXP_MAX_RANKS ranks and every rank wants it, acx_coll_create (and
+ * every rebuild) gives each rank an area that every other rank's executor maps, and the
+ * all-reduces it takes go to the extension "peer" (kernels/peer/) instead of NCCL or MPI: one
+ * command, no host in the loop on CUDA. Two parts, chosen per size:
+ *  - the small all-reduces, of at most ACX_COLL_PEER_MAX_KB (one-shot, push lines): ACX_COLL_PEER
+ *    -1 (the default) takes them on GPUs from 3 ranks, ranks sharing a GPU only under MPS; 1 also
+ *    on the host kind, at 2 ranks and on shared GPUs without MPS (ranks sharing GPUs bypass the
+ *    hierarchical collectives' groups for them);
+ *  - the large ones, of at least ACX_COLL_PEER_BIG_MIN_KB (the two-shot): ACX_COLL_PEER_BIG_KB -1
+ *    (the default) takes them on GPUs at exactly 2 ranks, one per GPU, where it was measured to
+ *    win; N > 0 wherever the path is on.
+ * Everything between, and everything where neither part is on, takes NCCL (or MPI). The protocol
+ * and its arithmetic: runtime/proto/peer_ops.h.
  *
- * Set-up is collective and all-or-nothing: every rank says whether it wants the path and whether
+ * Set-up is collective and all-or-nothing: every rank says whether it wants each part and whether
  * each step worked, and the ranks agree (MPI MIN) before any operation can take it, so either
  * every rank sends a given all-reduce to the peer path or none does. The set is made anew with
  * the communicator by a rebuild (fresh areas, the operation count back at 1), and its abort word
  * is raised when the coll breaks, so that executors waiting for a lost peer leave at once. */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -38,29 +44,20 @@ struct acxc_peer {
   uint64_t ll_bytes;                    /* every rank's: the smallest ACX_COLL_PEER_LL_KB */
   uint64_t big_bytes;                   /* every rank's: the smallest ACX_COLL_PEER_BIG_KB (0: off) */
   uint64_t big_blocks;                  /* every rank's: the smallest ACX_COLL_PEER_BIG_BLOCKS */
+  uint64_t big_min;                     /* every rank's: the smallest ACX_COLL_PEER_BIG_MIN_KB (bytes) */
+  int small_on;                         /* every rank takes the all-reduces of at most slot_bytes */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
                                            worker path: the worker's) */
   _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
 };
 
-/* Why this rank does not want the path, or NULL. ACX_COLL_PEER=-1 (the default, auto) takes it
- * where it was measured to win (docs/benchmark.md): GPUs of one node, 3 or more ranks, one rank
- * per GPU (three 4xH100 hosts) or ranks sharing GPUs under MPS (one), and NCCL not told to keep
- * off peer-to-peer. 1 takes it on the host kind, at 2 ranks and on shared GPUs without MPS too. */
+/* Why this rank wants no part of the path, or NULL. ACX_COLL_PEER=-1 (the default, auto) keeps it
+ * to GPUs whose peer-to-peer NCCL may use; 0 never. */
 static const char *unwanted(const acx_coll_t *c) {
   int64_t want = acxi_param_int("ACX_COLL_PEER");
   if (want == 0) return "ACX_COLL_PEER=0";
   if (want < 0) {
     if (c->host_kind) return "ACX_COLL_PEER=-1 (auto) takes it on GPUs only (1: on the host kind too)";
-    /* Two GPUs: NCCL's path is as fast on some hosts and faster on others (docs/benchmark.md). */
-    if (c->size < 3) return "ACX_COLL_PEER=-1 (auto) takes it from 3 ranks (1: at 2 too)";
-    /* Ranks sharing a GPU: under MPS their kernels run at once and the own path beat the ordered
-     * hierarchical path at every size measured (docs/benchmark.md); without MPS the GPU
-     * time-slices their contexts, and a kernel waiting for another context's waits for its slice. */
-    char mps[256];
-    if (acxc_world_gpu_sharers(c->world) > 1 && !acxc_hier_mps(mps, sizeof mps))
-      return "ACX_COLL_PEER=-1 (auto): ranks share a GPU without MPS (no control pipe in $CUDA_MPS_PIPE_DIRECTORY "
-             "or /tmp/nvidia-mps), the hierarchical collectives take them (1: the own path anyway)";
     const char *p2p = getenv("NCCL_P2P_DISABLE");
     if (p2p && *p2p && strcmp(p2p, "0"))
       return "ACX_COLL_PEER=-1 (auto): NCCL_P2P_DISABLE is set (1: the own path anyway)";
@@ -69,6 +66,42 @@ static const char *unwanted(const acx_coll_t *c) {
   if (c->size < 2 || c->size > ACXP_MAX_RANKS) return "the world is not 2 to 16 ranks";
   if (acxi_param_int("ACX_COLL_PEER_MAX_KB") <= 0) return "ACX_COLL_PEER_MAX_KB is not positive";
   return NULL;
+}
+
+/* Why this rank does not want the small all-reduces (up to ACX_COLL_PEER_MAX_KB) on the path, or
+ * NULL. Auto takes them where they were measured to win (docs/benchmark.md): 3 or more ranks, one
+ * per GPU (three 4xH100 hosts) or ranks sharing GPUs under MPS (one). */
+static const char *small_unwanted(const acx_coll_t *c) {
+  if (acxi_param_int("ACX_COLL_PEER") > 0) return NULL;
+  /* Two GPUs: NCCL's path is as fast on some hosts and faster on others (docs/benchmark.md). */
+  if (c->size < 3) return "ACX_COLL_PEER=-1 (auto) takes the small all-reduces from 3 ranks (1: at 2 too)";
+  /* Ranks sharing a GPU: under MPS their kernels run at once and the own path beat the ordered
+   * hierarchical path at every size measured (docs/benchmark.md); without MPS the GPU
+   * time-slices their contexts, and a kernel waiting for another context's waits for its slice. */
+  char mps[256];
+  if (acxc_world_gpu_sharers(c->world) > 1 && !acxc_hier_mps(mps, sizeof mps))
+    return "ACX_COLL_PEER=-1 (auto): ranks share a GPU without MPS (no control pipe in $CUDA_MPS_PIPE_DIRECTORY "
+           "or /tmp/nvidia-mps), the hierarchical collectives take the small all-reduces (1: the own path anyway)";
+  return NULL;
+}
+
+/* The two-shot's big slot this rank asks for (KiB, ACX_COLL_PEER_BIG_KB; 0: none, *why says why).
+ * -1 (the default, auto) asks for ACXP_BIG_AUTO_KB on GPUs at exactly 2 ranks, one per GPU:
+ * there it was measured above NCCL from 16 MiB (docs/benchmark.md); at 4 ranks it was not (0.98 to
+ * 1.02x NCCL's busbw from 256 MiB on 4xH200), and ranks sharing a GPU were never measured. */
+static int big_wanted(const acx_coll_t *c, const char **why) {
+  int64_t kb = acxi_param_int("ACX_COLL_PEER_BIG_KB");
+  *why = NULL;
+  if (kb == 0) *why = "ACX_COLL_PEER_BIG_KB=0";
+  else if (kb < 0 && c->host_kind) *why = "ACX_COLL_PEER_BIG_KB=-1 (auto) takes them on GPUs only (N: on the host kind too)";
+  else if (kb < 0 && c->size != 2)
+    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto) takes them at 2 ranks only (N: the two-shot with N KiB slots anyway)";
+  else if (kb < 0 && acxc_world_gpu_sharers(c->world) > 1)
+    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto): ranks share a GPU (N: the two-shot anyway)";
+  if (*why) return 0;
+  if (kb < 0) kb = ACXP_BIG_AUTO_KB;
+  if (kb < ACXP_BIG_MIN / 1024) kb = ACXP_BIG_MIN / 1024;
+  return kb > (1 << 20) ? 1 << 20 : (int)kb;
 }
 
 /* MPI_Allgather of `bytes` per rank over the world, within the deadline (a late exchange is
@@ -179,42 +212,44 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
 
 acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns) {
   const char *why = st == ACX_OK ? unwanted(c) : "the communicator's own set-up failed";
+  const char *swhy = why ? why : small_unwanted(c), *bwhy = why;
+  int bigkb = why ? 0 : big_wanted(c, &bwhy);
   int64_t kb = acxi_param_int("ACX_COLL_PEER_MAX_KB");
-  int mine = why ? 0 : (int)(kb > (1 << 20) ? (1 << 20) : kb), lo = 0;
-  /* One agreement says both whether every rank wants it and the smallest slot. */
-  acx_status_t ag = acxc_coll_agree_min(c, mine, &lo);
+  int64_t llkb = acxi_param_int("ACX_COLL_PEER_LL_KB");
+  int64_t bb = acxi_param_int("ACX_COLL_PEER_BIG_BLOCKS");
+  int64_t minkb = acxi_param_int("ACX_COLL_PEER_BIG_MIN_KB");
+  /* One agreement (MPI MIN) of everything the ranks must have alike: whether the path is on and
+   * its slot, whether each part is, the push lines' limit, the two-shot's slot, blocks and the
+   * smallest all-reduce it takes. Every rank takes part, also one whose communicator failed. */
+  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, NAGREE };
+  int mine[NAGREE] = {
+      [SLOT] = why ? 0 : (int)(kb > (1 << 20) ? (1 << 20) : kb),
+      [SMALL] = !swhy,
+      [LL] = llkb <= 0 ? 0 : llkb > ACXP_LL_MAX / 1024 ? ACXP_LL_MAX / 1024 : (int)llkb,
+      [BIG] = bigkb,
+      /* block b waits for the peers' blocks b, so every rank runs as many */
+      [BLOCKS] = bb < 1 ? 1 : bb > ACXP_BIG_MAX_BLOCKS ? ACXP_BIG_MAX_BLOCKS : (int)bb,
+      [BIGMIN] = minkb < 0 ? 0 : minkb > INT_MAX ? INT_MAX : (int)minkb,
+  };
+  int lo[NAGREE] = {0};
+  acx_status_t ag = acxc_coll_agree_min_n(c, mine, lo, NAGREE);
   if (ag != ACX_OK) return st != ACX_OK ? st : ag;
   if (st != ACX_OK) return st;
-  if (lo <= 0) {
+  if (lo[SLOT] <= 0 || (lo[SMALL] <= 0 && lo[BIG] <= 0)) {
     if (why) ACX_INFO(COLL, "own all-reduce off on rank %d: %s", c->rank, why);
+    else if (swhy && bwhy) ACX_INFO(COLL, "own all-reduce off on rank %d: small all-reduces: %s; large: %s", c->rank, swhy, bwhy);
     else ACX_INFO(COLL, "own all-reduce off: another rank does not want it (its log says why)");
     return ACX_OK;
   }
   acxc_peer_t *p = c->peer;
   if (!p && !(p = c->peer = calloc(1, sizeof *p))) return ACX_ERR_NO_MEMORY;
-  p->slot_bytes = (uint64_t)lo * 1024;
-  /* The small-message variant's limit: the smallest any rank has (a second agreement). */
-  int64_t llkb = acxi_param_int("ACX_COLL_PEER_LL_KB");
-  int llmine = llkb <= 0 ? 0 : llkb > ACXP_LL_MAX / 1024 ? ACXP_LL_MAX / 1024 : (int)llkb, lllo = 0;
-  ag = acxc_coll_agree_min(c, llmine, &lllo);
-  if (ag != ACX_OK) return ag;
-  p->ll_bytes = lllo > 0 ? (uint64_t)lllo * 1024 : 0;
+  p->slot_bytes = (uint64_t)lo[SLOT] * 1024;
+  p->small_on = lo[SMALL] > 0;
+  p->ll_bytes = lo[LL] > 0 ? (uint64_t)lo[LL] * 1024 : 0;
   if (p->ll_bytes > p->slot_bytes) p->ll_bytes = p->slot_bytes; /* nothing larger takes the own path */
-  /* The two-shot's big slots: the smallest any rank has (a third agreement; 0: off). */
-  int64_t bigkb = acxi_param_int("ACX_COLL_PEER_BIG_KB");
-  if (bigkb > 0 && bigkb < ACXP_BIG_MIN / 1024) bigkb = ACXP_BIG_MIN / 1024;
-  if (bigkb > (1 << 20)) bigkb = 1 << 20;
-  int bigmine = bigkb > 0 ? (int)bigkb : 0, biglo = 0;
-  ag = acxc_coll_agree_min(c, bigmine, &biglo);
-  if (ag != ACX_OK) return ag;
-  p->big_bytes = biglo > 0 ? (uint64_t)biglo * 1024 : 0;
-  /* Its blocks on GPUs (a fourth; block b waits for the peers' blocks b, so every rank runs as
-   * many). */
-  int64_t bb = acxi_param_int("ACX_COLL_PEER_BIG_BLOCKS");
-  int bbmine = bb < 1 ? 1 : bb > ACXP_BIG_MAX_BLOCKS ? ACXP_BIG_MAX_BLOCKS : (int)bb, bblo = 0;
-  ag = acxc_coll_agree_min(c, bbmine, &bblo);
-  if (ag != ACX_OK) return ag;
-  p->big_blocks = bblo > 0 ? (uint64_t)bblo : 1;
+  p->big_bytes = lo[BIG] > 0 ? (uint64_t)lo[BIG] * 1024 : 0;
+  p->big_blocks = lo[BLOCKS] > 0 ? (uint64_t)lo[BLOCKS] : 1;
+  p->big_min = (uint64_t)lo[BIGMIN] * 1024;
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   if (local != ACX_OK && local != ACX_ERR_PEER_LOST)
@@ -222,13 +257,19 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   int ok = 0;
   ag = acxc_coll_agree_min(c, local == ACX_OK, &ok);
   if (ag == ACX_OK && ok) {
-    if (p->big_bytes)
-      ACX_INFO(COLL, "own all-reduce on: rank %d of %d, all-reduces up to %" PRIu64 " KiB one-shot, larger ones "
-               "two-shot in chunks of %" PRIu64 " KiB (%" PRIu64 " blocks on GPUs), through the executors' areas (set %"
-               PRIu64 ")", c->rank, c->size, p->slot_bytes / 1024, p->big_bytes / 2048, p->big_blocks, p->id);
+    char small[160], big[200];
+    if (p->small_on)
+      snprintf(small, sizeof small, "all-reduces up to %" PRIu64 " KiB one-shot", p->slot_bytes / 1024);
     else
-      ACX_INFO(COLL, "own all-reduce on: rank %d of %d, all-reduces up to %" PRIu64 " KiB through the executors' "
-               "areas (set %" PRIu64 ")", c->rank, c->size, p->slot_bytes / 1024, p->id);
+      snprintf(small, sizeof small, "small all-reduces through %s (%s)", c->host_kind ? "MPI" : "NCCL",
+               swhy ? swhy : "another rank does not want them");
+    if (p->big_bytes)
+      snprintf(big, sizeof big, "from %" PRIu64 " KiB two-shot in chunks of %" PRIu64 " KiB (%" PRIu64 " blocks on GPUs)",
+               (p->big_min > p->slot_bytes ? p->big_min : p->slot_bytes + 1) / 1024, p->big_bytes / 2048, p->big_blocks);
+    else
+      snprintf(big, sizeof big, "larger ones through %s", c->host_kind ? "MPI" : "NCCL");
+    ACX_INFO(COLL, "own all-reduce on: rank %d of %d, %s, %s, through the executors' areas (set %" PRIu64 ")", c->rank,
+             c->size, small, big, p->id);
     return ACX_OK;
   }
   /* Off for every rank: a rank that could not make its part keeps the others from using theirs. */
@@ -278,8 +319,18 @@ void acxc_peer_abort(acx_coll_t *c, acx_status_t cause) {
 
 int acxc_peer_takes(const acx_coll_t *c, const acxc_opdesc_t *d) {
   const acxc_peer_t *p = c->peer;
-  return p && p->id && d->op == ACXC_OP_ALLREDUCE && d->count > 0 &&
-         (p->big_bytes || d->count * acx_dtype_size(d->dtype) <= p->slot_bytes);
+  if (!p || !p->id || d->op != ACXC_OP_ALLREDUCE || d->count == 0) return 0;
+  uint64_t bytes = (uint64_t)d->count * acx_dtype_size(d->dtype);
+  if (bytes <= p->slot_bytes) return p->small_on;
+  return p->big_bytes && bytes >= p->big_min;
+}
+
+int acxc_peer_parts(const acx_coll_t *c, uint64_t *slot_bytes, uint64_t *big_min) {
+  const acxc_peer_t *p = c->peer;
+  if (!p || !p->id) return 0;
+  if (slot_bytes) *slot_bytes = p->slot_bytes;
+  if (big_min) *big_min = p->big_bytes ? (p->big_min > p->slot_bytes ? p->big_min : p->slot_bytes + 1) : 0;
+  return (p->small_on ? ACXC_PEER_SMALL : 0) | (p->big_bytes ? ACXC_PEER_BIG : 0);
 }
 
 int acxc_peer_on(const acx_coll_t *c) { return c->peer && c->peer->id; }

@@ -121,6 +121,7 @@
   ((big_bytes) / 2 / (es) / ((uint64_t)(n) * (16 / (es))) * ((uint64_t)(n) * (16 / (es))))
 #define ACXP_BIG_PART(m, n, v) ((((m) + (uint64_t)(n) - 1) / (uint64_t)(n) + (v) - 1) / (v) * (v))
 #define ACXP_BIG_MIN 65536 /* the smallest big slot (bytes, a multiple of 16) */
+#define ACXP_BIG_AUTO_KB 65536 /* the big slot of ACX_COLL_PEER_BIG_KB=-1 (auto): the measured best */
 
 /* The rest is C (the CUDA kernel needs only the layout above). */
 #ifndef __cplusplus

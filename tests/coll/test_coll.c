@@ -466,25 +466,56 @@ static int run_kill(int k) {
 }
 
 /* The layout the collectives run over: on a (simulated) cluster they cross nodes. */
-/* ---- --peer: acx's own all-reduce (ACX_COLL_PEER=1, or its default on GPUs) takes exactly the small all-reduces ---- */
+/* ---- --peer: acx's own all-reduce takes exactly the all-reduces its parts should ---- */
+/* The parts expected (main sets them from the options, the environment and the layout): the small
+ * all-reduces (ACX_COLL_PEER=1, or its default from 3 ranks on GPUs) and the two-shot
+ * (ACX_COLL_PEER_BIG_KB > 0, or its default: GPUs, exactly 2 ranks, one per GPU). */
+static int want_small, want_big;
+
 static void test_own_path(void) {
   if (!peer) return;
-  CU_ASSERT_FATAL(acxc_peer_on(coll));
-  size_t slot = (size_t)(getenv("ACX_COLL_PEER_MAX_KB") ? atoi(getenv("ACX_COLL_PEER_MAX_KB")) : 256) * 1024;
-  size_t big = slot / 4 + 1; /* f32 elements: one more than a slot holds */
-  float *v = malloc(big * sizeof *v), *o = malloc(big * sizeof *o);
+  uint64_t slot = 0, big_min = 0;
+  int parts = acxc_peer_parts(coll, &slot, &big_min);
+  CU_ASSERT_FATAL(parts != 0);
+  CU_ASSERT_EQUAL(!!(parts & ACXC_PEER_SMALL), want_small);
+  CU_ASSERT_EQUAL(!!(parts & ACXC_PEER_BIG), want_big);
+  const char *e = getenv("ACX_COLL_PEER_MAX_KB");
+  CU_ASSERT_EQUAL(slot, (uint64_t)(e ? atoi(e) : 256) * 1024);
+  if (parts & ACXC_PEER_BIG) {
+    e = getenv("ACX_COLL_PEER_BIG_MIN_KB");
+    uint64_t m = (uint64_t)(e ? atoi(e) : 16384) * 1024;
+    CU_ASSERT_EQUAL(big_min, m > slot ? m : slot + 1);
+  }
+  /* f32 counts: one element, a full slot, one more; where the two-shot starts above that, one
+   * element less than its smallest (NCCL's) and its smallest. */
+  struct { size_t count; int own; } cases[5];
+  size_t ncases = 0, most = slot / 4 + 1;
+  cases[ncases++].count = 1;
+  cases[ncases++].count = slot / 4;
+  cases[ncases++].count = slot / 4 + 1;
+  if ((parts & ACXC_PEER_BIG) && big_min > slot + 4) {
+    cases[ncases++].count = (size_t)(big_min + 3) / 4 - 1;
+    cases[ncases++].count = (size_t)(big_min + 3) / 4;
+    most = (size_t)(big_min + 3) / 4;
+  }
+  for (size_t k = 0; k < ncases; k++) {
+    uint64_t bytes = (uint64_t)cases[k].count * 4;
+    cases[k].own = bytes <= slot ? want_small : want_big && bytes >= big_min;
+  }
+  float *v = malloc(most * sizeof *v), *o = malloc(most * sizeof *o);
   CU_ASSERT_PTR_NOT_NULL_FATAL(v && o);
-  acx_buffer_t *a = alloc(big, ACX_DTYPE_F32), *b = alloc(big, ACX_DTYPE_F32);
-  for (size_t i = 0; i < big; i++) v[i] = (float)(rank + 1) * (float)(i % 1000);
-  put(a, 0, v, big, ACX_DTYPE_F32);
+  acx_buffer_t *a = alloc(most, ACX_DTYPE_F32), *b = alloc(most, ACX_DTYPE_F32);
+  for (size_t i = 0; i < most; i++) v[i] = (float)(rank + 1) * (float)(i % 1000);
+  put(a, 0, v, most, ACX_DTYPE_F32);
   const float s = (float)(nranks * (nranks + 1) / 2);
-  /* With ACX_COLL_PEER_BIG_KB the larger ones take it too (the two-shot). */
-  const int big_on = getenv("ACX_COLL_PEER_BIG_KB") && atoi(getenv("ACX_COLL_PEER_BIG_KB")) > 0;
-  struct { size_t count; int own; } cases[] = {{1, 1}, {slot / 4, 1}, {big, big_on}};
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+  for (size_t k = 0; k < ncases; k++) {
     uint64_t before = acxc_peer_ops(coll);
     ACX_ASSERT_STATUS(acx_allreduce_sync(coll, a, b, cases[k].count, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1), ACX_OK);
+    if (acxc_peer_ops(coll) - before != (uint64_t)cases[k].own)
+      fprintf(stderr, "rank %d: an all-reduce of %zu f32 %s the own path, should %s\n", rank, cases[k].count,
+              cases[k].own ? "did not take" : "took", cases[k].own ? "" : "not");
     CU_ASSERT_EQUAL(acxc_peer_ops(coll) - before, (uint64_t)cases[k].own);
+    memset(o, 0, cases[k].count * sizeof *o);
     get(b, 0, o, cases[k].count, ACX_DTYPE_F32);
     size_t bad = 0;
     for (size_t i = 0; i < cases[k].count; i++) bad += o[i] != s * (float)(i % 1000);
@@ -505,7 +536,7 @@ static void test_own_path(void) {
   for (int k = 0; k < CHAIN; k++)
     ACX_ASSERT_STATUS(acx_allreduce(coll, a, a, 64, ACX_DTYPE_F32, ACX_REDOP_SUM, (uint32_t)(k % 2), NULL), ACX_OK);
   ACX_ASSERT_STATUS(acx_coll_synchronize(coll, -1), ACX_OK);
-  CU_ASSERT_EQUAL(acxc_peer_ops(coll) - before, CHAIN);
+  CU_ASSERT_EQUAL(acxc_peer_ops(coll) - before, want_small ? CHAIN : 0);
   get(a, 0, o, 64, ACX_DTYPE_F32);
   float want = 1.0f;
   for (int k = 0; k < CHAIN; k++) {
@@ -596,23 +627,29 @@ int main(int argc, char **argv) {
              coll->hier_on ? "hierarchical (ranks share a GPU)" : "flat (a GPU per rank)");
     hier = coll->hier_on;
   }
-  /* --peer-auto: ACX_COLL_PEER left at its default, the own path must be on exactly where auto
-   * takes it (GPUs of one node, 3 or more ranks, one per GPU or sharing under MPS), and is then
-   * tested as with --peer. */
-  if (peer_auto) {
+  /* The parts of the own path to expect. --peer: ACX_COLL_PEER=1, the small all-reduces; the
+   * two-shot by ACX_COLL_PEER_BIG_KB or its default. --peer-auto: ACX_COLL_PEER left at its
+   * default, the small part on GPUs of one node from 3 ranks, one per GPU or sharing under MPS; the
+   * path must be on exactly where one of the parts is, and is then tested as with --peer. */
+  if (peer || peer_auto) {
     int nodes = 0, node = 0, mine = 0, sharers = 0, mps_mine = acxc_hier_mps(NULL, 0), mps = 0;
     if (acx_world_gpu_peers(world, NULL, 0, &mine) != ACX_OK || acx_world_node(world, &node, &nodes) != ACX_OK)
       MPI_Abort(MPI_COMM_WORLD, 2);
     MPI_Allreduce(&mine, &sharers, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(&mps_mine, &mps, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    int want = use_cuda && nranks >= 3 && (sharers == 1 || mps) && nodes == 1;
+    const char *bk = getenv("ACX_COLL_PEER_BIG_KB");
+    int one_node = nodes == 1 && nranks <= 16;
+    want_small = one_node && (peer || (use_cuda && nranks >= 3 && (sharers == 1 || mps)));
+    want_big = one_node && (bk && atoi(bk) >= 0 ? atoi(bk) > 0 : use_cuda && nranks == 2 && sharers == 1);
+    int want = want_small || want_big;
     if (rank == 0)
-      printf("test_coll: --peer-auto: %d ranks on %d node(s), at most %d per GPU, MPS %s: the own path should be %s, "
-             "is %s\n", nranks, nodes, sharers, mps ? "on" : "off", want ? "on" : "off",
+      printf("test_coll: %s: %d ranks on %d node(s), at most %d per GPU, MPS %s: the own path should be %s (small "
+             "all-reduces %s, two-shot %s), is %s\n", peer ? "--peer" : "--peer-auto", nranks, nodes, sharers,
+             mps ? "on" : "off", want ? "on" : "off", want_small ? "on" : "off", want_big ? "on" : "off",
              acxc_peer_on(coll) ? "on" : "off");
     if (!!acxc_peer_on(coll) != want) {
-      fprintf(stderr, "rank %d: --peer-auto: the own path is %s, should be %s\n", rank, acxc_peer_on(coll) ? "on" : "off",
-              want ? "on" : "off");
+      fprintf(stderr, "rank %d: %s: the own path is %s, should be %s\n", rank, peer ? "--peer" : "--peer-auto",
+              acxc_peer_on(coll) ? "on" : "off", want ? "on" : "off");
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     peer = want;
