@@ -483,7 +483,7 @@ static void test_own_path(void) {
   CU_ASSERT_EQUAL(slot, (uint64_t)(e ? atoi(e) : 256) * 1024);
   if (parts & ACXC_PEER_BIG) {
     e = getenv("ACX_COLL_PEER_BIG_MIN_KB");
-    uint64_t m = (uint64_t)(e ? atoi(e) : 16384) * 1024;
+    uint64_t m = (uint64_t)(e ? atoi(e) : 2048) * 1024;
     CU_ASSERT_EQUAL(big_min, m > slot ? m : slot + 1);
   }
   /* f32 counts: one element, a full slot, one more; where the two-shot starts above that, one
