@@ -5,7 +5,7 @@
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT. Steps run on the GPUs that
 # CUDA_VISIBLE_DEVICES names (all when unset): NG below; two batches on disjoint GPU sets can run at
 # once with their own OUT. Steps for every visible GPU (issue 18): stests sres srb sbench sbig smn.
-# Issue 17 (acx's own all-reduce, ACX_COLL_PEER): peer peermps.
+# Issue 17 (acx's own all-reduce, ACX_COLL_PEER): peer peermps; issue 16's large sizes through it: mpsbig.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 S=/tmp/acx-clean; B=$S/build-gpu
 export PATH="/usr/local/cuda/bin:$PATH"
@@ -150,6 +150,15 @@ for step in "$@"; do
       for rep in $(seq ${PEER_REPS:-3}); do for v in 1:1 2:1 2:0; do IFS=: read -r k on <<<"$v"; np=$((NG * k))
         ACX_COLL_PEER=$on timeout 120 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench -b 8 -e 256K -f 4 -n 200 -w 20 -d float >$OUT/peermps-$k-$on-$rep.txt 2>&1; echo "ranks/GPU=$k peer=$on rep=$rep rc=$?"
         grep -E "^ +[0-9]+ " $OUT/peermps-$k-$on-$rep.txt | sed "s/^/k=$k peer=$on rep=$rep /"; done; done
+      echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+    mpsbig) el mpsbig  # issue 16's large all-reduces under MPS through the own two-shot (stores; session 17): 1 rank per GPU (the default: two-shot at 2 ranks), 2 per GPU through the ordered hierarchical path (the default) and through the two-shot with 128 and 64 blocks (ACX_COLL_PEER=1 ACX_COLL_PEER_BIG_KB=65536), 16 MiB - 1 GiB, interleaved rounds
+      if ! command -v nvidia-cuda-mps-control >/dev/null; then echo "no nvidia-cuda-mps-control on PATH: skipped"; continue; fi
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-mps/log
+      mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
+      for rep in $(seq ${MPSBIG_REPS:-2}); do for v in 1:-1:128 2:-1:128 2:1:128 2:1:64; do IFS=: read -r k on bb <<<"$v"; np=$((NG * k))
+        kb=-1; [ "$on" = 1 ] && kb=65536
+        ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=$kb ACX_COLL_PEER_BIG_BLOCKS=$bb timeout 150 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_BIG_BLOCKS -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench ${MPSBIG_CMP:-} -b 16M -e 1G -f 4 -n 10 -w 3 -d float >$OUT/mpsbig-$k-$on-$bb-$rep.txt 2>&1; echo "ranks/GPU=$k peer=$on blocks=$bb rep=$rep rc=$?"
+        grep -E "^ +[0-9]+ " $OUT/mpsbig-$k-$on-$bb-$rep.txt | sed "s/^/k=$k peer=$on bb=$bb rep=$rep /"; done; done
       echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
     randoff) el randoff  # cuRAND normals, raw and acx: drawing on (never) and back to position 0 before each call (each), interleaved
