@@ -87,8 +87,9 @@ static const char *small_unwanted(const acx_coll_t *c) {
 
 /* The two-shot's big slot this rank asks for (KiB, ACX_COLL_PEER_BIG_KB; 0: none, *why says why).
  * -1 (the default, auto) asks for ACXP_BIG_AUTO_KB on GPUs at exactly 2 ranks, one per GPU:
- * there it was measured above NCCL from 16 MiB (docs/benchmark.md); at 4 ranks it was not (0.98 to
- * 1.02x NCCL's busbw from 256 MiB on 4xH200), and ranks sharing a GPU were never measured. */
+ * there it was measured above NCCL from 2 MiB on 2xH100 and 2xH200 (1.1-1.7x, docs/benchmark.md);
+ * at 4 ranks it was not (0.98 to 1.02x NCCL's busbw from 256 MiB on 4xH200), and ranks sharing a
+ * GPU were never measured. */
 static int big_wanted(const acx_coll_t *c, const char **why) {
   int64_t kb = acxi_param_int("ACX_COLL_PEER_BIG_KB");
   *why = NULL;
