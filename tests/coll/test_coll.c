@@ -512,8 +512,8 @@ static void test_own_path(void) {
     uint64_t before = acxc_peer_ops(coll);
     ACX_ASSERT_STATUS(acx_allreduce_sync(coll, a, b, cases[k].count, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1), ACX_OK);
     if (acxc_peer_ops(coll) - before != (uint64_t)cases[k].own)
-      fprintf(stderr, "rank %d: an all-reduce of %zu f32 %s the own path, should %s\n", rank, cases[k].count,
-              cases[k].own ? "did not take" : "took", cases[k].own ? "" : "not");
+      fprintf(stderr, "rank %d: an all-reduce of %zu f32 %s the own path, which it should %s\n", rank,
+              cases[k].count, cases[k].own ? "did not take" : "took", cases[k].own ? "take" : "not take");
     CU_ASSERT_EQUAL(acxc_peer_ops(coll) - before, (uint64_t)cases[k].own);
     memset(o, 0, cases[k].count * sizeof *o);
     get(b, 0, o, cases[k].count, ACX_DTYPE_F32);
