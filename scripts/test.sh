@@ -44,7 +44,12 @@ mpich_run() {
   grep "acx: MPI launcher" "$dir.configure.log" || true
   cmake --build "$dir" -j "$ACX_JOBS" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
   local rc=0
-  (cd "$dir" && ctest -L '^mpi$' --output-on-failure -j "$ACX_JOBS") >"$dir.ctest.log" 2>&1 || rc=1
+  # One test at a time: MPICH 4 over UCX busy-polls in blocking calls, so two 4-rank tests with
+  # their executors and standbys on a 2-core CI machine starved processes for 20-150 s (session 17:
+  # 3 of 6 runs of this stage at -j2 failed on c3b0f7b and later trees, standby executors "lost"
+  # without a heartbeat, a buffer read past 30 s); at -j1 it takes about as long (94-101 s against
+  # 70-120 s) and passed every run (docs/status.md).
+  (cd "$dir" && ctest -L '^mpi$' --output-on-failure -j 1) >"$dir.ctest.log" 2>&1 || rc=1
   if [ $rc -ne 0 ]; then grep -v "^ *[0-9]*/[0-9]* Test.*Passed" "$dir.ctest.log" | tail -150
   else grep -E "tests passed|Total Test time" "$dir.ctest.log"; fi
   return $rc
