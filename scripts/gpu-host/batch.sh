@@ -21,6 +21,14 @@ hier_rounds() {
     echo "ranks/GPU=$k ordered=$o rep=$rep rc=$rc wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms"
     grep -E "^ +[0-9]+ " $OUT/$1-$k-$o-$rep.txt | sed "s/^/k=$k o=$o rep=$rep /"; done; done
 }
+# A private MPS control daemon for one step (own pipe directory; the executors inherit it): mps_on
+# starts it (fails, saying so, where the host has no nvidia-cuda-mps-control), mps_off quits it.
+mps_on() {
+  command -v nvidia-cuda-mps-control >/dev/null || { echo "no nvidia-cuda-mps-control on PATH: skipped"; return 1; }
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-mps/log
+  mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
+}
+mps_off() { echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; }
 for step in "$@"; do
   case "$step" in
     build) el build
@@ -91,19 +99,15 @@ for step in "$@"; do
     hiero) el hiero  # ranks sharing a GPU: the ordered path against the step protocol (ACX_COLL_HIER_ORDERED=0, direct path up to 64 KiB), 1 rank per GPU beside, interleaved rounds
       hier_rounds hiero ;;
     hiermps) el hiermps  # hiero's rounds under MPS (a control daemon of this step's own, private pipe directory, quit at the end): the executors' contexts share the GPU instead of time-slicing
-      if ! command -v nvidia-cuda-mps-control >/dev/null; then echo "no nvidia-cuda-mps-control on PATH: skipped"; continue; fi
-      export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-mps/log
-      mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
+      mps_on || continue
       HB_X="-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY ${HB_X:-}" hier_rounds hiermps
-      echo quit | nvidia-cuda-mps-control; tail -5 $CUDA_MPS_LOG_DIRECTORY/control.log; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+      tail -5 $CUDA_MPS_LOG_DIRECTORY/control.log; mps_off ;;
     hierov) el hierov  # issue 16's large all-reduces under MPS: 2 ranks per GPU with ACX_COLL_HIER_OVERLAP 0 and 1, 1 rank per GPU beside, 16 MiB - 512 MiB, interleaved rounds
-      if ! command -v nvidia-cuda-mps-control >/dev/null; then echo "no nvidia-cuda-mps-control on PATH: skipped"; continue; fi
-      export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-mps/log
-      mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
+      mps_on || continue
       for rep in $(seq ${HO_REPS:-2}); do for v in 1:0 2:0 2:1; do IFS=: read -r k ov <<<"$v"; np=$((NG * k))
         ACX_COLL_HIER_OVERLAP=$ov timeout 150 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_HIER_OVERLAP -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench -b 16M -e 512M -f 4 -n 10 -w 3 -d float >$OUT/hierov-$k-$ov-$rep.txt 2>&1; echo "ranks/GPU=$k overlap=$ov rep=$rep rc=$?"
         grep -E "^ +[0-9]+ " $OUT/hierov-$k-$ov-$rep.txt | sed "s/^/k=$k ov=$ov rep=$rep /"; done; done
-      echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+      mps_off ;;
     sm80) el sm80  # a build for sm_80 only, run on this GPU: the no-kernel-image error
       cmake -S $S -B $S/build-sm80 -G Ninja -DCMAKE_CUDA_ARCHITECTURES=80-real -DACX_BUILD_BENCH=OFF >$OUT/sm80-cfg.txt 2>&1 && cmake --build $S/build-sm80 -j 32 --target acx-info test_engine_cuda acx-executor >$OUT/sm80-build.txt 2>&1 || { tail -20 $OUT/sm80-build.txt; }
       $S/build-sm80/tools/acx-info 2>&1 | grep -iE "architectures|compute capability" | head -4
@@ -144,22 +148,18 @@ for step in "$@"; do
     pfloor) el pfloor  # raw NCCL's floor (direct calls, graph replays) at the own path's sizes, at 2 and NG ranks
       for np in 2 $NG; do for sz in ${PFLOOR_SZ:-8 65536}; do timeout 60 mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE $B/bench/allreduce/acx-nccl-floor $sz ${FLOOR_N:-3000} >$OUT/pfloor-$np-$sz.txt 2>&1; echo "np=$np bytes=$sz rc=$?"; grep -v "^#  Rank" $OUT/pfloor-$np-$sz.txt | sed "s/^/np=$np $sz /" | tail -12; done; done ;;
     peermps) el peermps  # issue 16 through the own path: 2 ranks per GPU under MPS, small all-reduces with ACX_COLL_PEER 1 and 0 (the ordered path), 1 rank per GPU beside, interleaved
-      if ! command -v nvidia-cuda-mps-control >/dev/null; then echo "no nvidia-cuda-mps-control on PATH: skipped"; continue; fi
-      export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-mps/log
-      mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
+      mps_on || continue
       for rep in $(seq ${PEER_REPS:-3}); do for v in 1:1 2:1 2:0; do IFS=: read -r k on <<<"$v"; np=$((NG * k))
         ACX_COLL_PEER=$on timeout 120 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench -b 8 -e 256K -f 4 -n 200 -w 20 -d float >$OUT/peermps-$k-$on-$rep.txt 2>&1; echo "ranks/GPU=$k peer=$on rep=$rep rc=$?"
         grep -E "^ +[0-9]+ " $OUT/peermps-$k-$on-$rep.txt | sed "s/^/k=$k peer=$on rep=$rep /"; done; done
-      echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+      mps_off ;;
     mpsbig) el mpsbig  # issue 16's large all-reduces under MPS through the own two-shot (stores; session 17): 1 rank per GPU (the default: two-shot at 2 ranks), 2 per GPU through the ordered hierarchical path (the default) and through the two-shot with 128 and 64 blocks (ACX_COLL_PEER=1 ACX_COLL_PEER_BIG_KB=65536), 16 MiB - 1 GiB, interleaved rounds
-      if ! command -v nvidia-cuda-mps-control >/dev/null; then echo "no nvidia-cuda-mps-control on PATH: skipped"; continue; fi
-      export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-mps/log
-      mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d && echo "MPS control daemon started"
+      mps_on || continue
       for rep in $(seq ${MPSBIG_REPS:-2}); do for v in 1:-1:128 2:-1:128 2:1:128 2:1:64; do IFS=: read -r k on bb <<<"$v"; np=$((NG * k))
         kb=-1; [ "$on" = 1 ] && kb=65536
         ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=$kb ACX_COLL_PEER_BIG_BLOCKS=$bb timeout 150 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_BIG_BLOCKS -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench ${MPSBIG_CMP:-} -b 16M -e 1G -f 4 -n 10 -w 3 -d float >$OUT/mpsbig-$k-$on-$bb-$rep.txt 2>&1; echo "ranks/GPU=$k peer=$on blocks=$bb rep=$rep rc=$?"
         grep -E "^ +[0-9]+ " $OUT/mpsbig-$k-$on-$bb-$rep.txt | sed "s/^/k=$k peer=$on bb=$bb rep=$rep /"; done; done
-      echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+      mps_off ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
     randoff) el randoff  # cuRAND normals, raw and acx: drawing on (never) and back to position 0 before each call (each), interleaved
       for rep in 1 2; do for w in never each; do timeout 120 $B/bench/libs/acx-lib-bench --only rand_normal -r 5 --raw-rand-offset $w >$OUT/randoff-$w-$rep.txt 2>&1; echo "raw-rand-offset=$w rep=$rep rc=$?"; grep -E "rand_normal" $OUT/randoff-$w-$rep.txt | tail -1; done; done ;;
