@@ -130,10 +130,12 @@ int acxc_peer_takes(const acx_coll_t *c, const acxc_opdesc_t *d);
 /* Sends d to the executor's set; under the submit lock. The NCCL path: the executor orders it on
  * d's stream with the coll's NCCL operations. */
 acx_status_t acxc_peer_submit(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done);
-/* The worker path (host kind, hierarchical): the coll's worker thread runs d through the set and
- * waits for it until `deadline`; past it the coll breaks (the abort word ends the executor's part)
- * and the wait goes on briefly for the executor to let go of the buffers. */
-acx_status_t acxc_peer_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadline);
+/* The worker path (host kind, hierarchical): the coll's worker thread sends d to the set
+ * (acxc_peer_start, *f its reply) and, once it has sent what may follow it, waits for it until
+ * `deadline` (acxc_peer_finish, which releases f); past it the coll breaks (the abort word ends the
+ * executor's part) and the wait goes on briefly for the executor to let go of the buffers. */
+acx_status_t acxc_peer_start(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **f);
+acx_status_t acxc_peer_finish(acx_coll_t *c, acx_future_t *f, int64_t deadline);
 /* Sends the set's FENCE (NCCL path): *f completes once the set's operations sent before it have,
  * with the set's first failure. Under the submit lock. */
 acx_status_t acxc_peer_fence(acx_coll_t *c, acx_future_t **f);
@@ -207,7 +209,9 @@ void acxc_coll_actor_stop(acx_coll_t *c);
 acx_status_t acxc_mpi_create(acx_coll_t *c);
 /* Queues op for the MPI worker. *done (may be NULL) completes with its status. */
 /* The own all-reduce d (buffers held, as for acxc_mpi_submit) in the worker's order: the worker
- * runs it with acxc_peer_run. */
+ * sends it to the set and keeps up to ACXC_PEER_WINDOW of them in flight while the requests
+ * queued behind them are own all-reduces too (the executor runs a set's operations in order);
+ * anything else waits until they have finished. */
 acx_status_t acxc_mpi_submit_peer(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **done);
 acx_status_t acxc_mpi_submit(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, acx_future_t **member_futs,
                              acx_future_t **done);

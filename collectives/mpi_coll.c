@@ -15,6 +15,7 @@
 #include "runtime/base/clock.h"
 #include "runtime/device/device_internal.h"
 #include "runtime/base/log.h"
+#include "runtime/actor/future.h"
 
 #define P2P_TAG 0x6163 /* one tag: MPI matches in order per (peer, tag, comm), as NCCL does */
 
@@ -33,7 +34,13 @@ typedef struct mreq {
   acx_future_t *future; /* the request's own, held; NULL: fire-and-forget */
   int64_t deadline_ns;
   int peer;             /* the own all-reduce (peer_coll.c): one operation, run by the executors */
+  acx_future_t *pf;     /* ... its reply once sent (the worker's, till it finishes the request) */
+  int landed;           /* ... set under the lock when pf completed */
+  struct acxc_mpi *m;   /* ... whose lock and condition the reply's callback takes */
 } mreq_t;
+
+/* Own all-reduces the worker keeps in flight at most (the executor's set holds ACXP_PENDING). */
+#define ACXC_PEER_WINDOW 64
 
 struct acxc_mpi {
   MPI_Comm comm;
@@ -247,19 +254,45 @@ static void run_hier(acx_coll_t *c, mreq_t *r) {
 }
 
 /* The own all-reduce, in this worker's order with the coll's other operations: the executor runs
- * it without blocking, this thread waits for it. */
-static void run_peer(acx_coll_t *c, mreq_t *r) {
-  acx_status_t st = acxc_coll_broken(c);
-  if (st == ACX_OK) st = acxc_peer_run(c, &r->ops[0].d, r->deadline_ns);
+ * the set's operations one after another, so the worker sends the next own all-reduce before the
+ * previous one has finished (back-to-back small ones then reach the executor together, and it
+ * batches them as on the NCCL path) and finishes them in order (finish_peer) before it runs
+ * anything else. */
+static void peer_landed(void *arg, acx_future_t *f, uint64_t cookie) {
+  (void)f, (void)cookie;
+  mreq_t *r = arg;
+  acxc_mpi_t *m = r->m;
+  pthread_mutex_lock(&m->lock);
+  r->landed = 1;
+  pthread_cond_signal(&m->cond);
+  pthread_mutex_unlock(&m->lock);
+}
+
+static void finish_peer(acx_coll_t *c, mreq_t *r) {
+  acx_status_t st = acxc_peer_finish(c, r->pf, r->deadline_ns);
+  r->pf = NULL;
   req_complete(c, r, st);
   req_free(r, 1);
 }
 
-static void run_request(acx_coll_t *c, mreq_t *r) {
-  if (r->peer) {
-    run_peer(c, r);
-    return;
+/* 1: r is in flight (the worker finishes it later); 0: r is done with (it failed to start). */
+static int start_peer(acx_coll_t *c, mreq_t *r) {
+  acx_status_t st = acxc_coll_broken(c);
+  if (st == ACX_OK) st = acxc_peer_start(c, &r->ops[0].d, &r->pf);
+  if (st != ACX_OK) {
+    req_complete(c, r, st);
+    req_free(r, 1);
+    return 0;
   }
+  r->m = c->mpi;
+  if (acxi_future_on_complete(r->pf, peer_landed, NULL, r, 0) != ACX_OK) {
+    finish_peer(c, r); /* no memory for the callback: wait for it here */
+    return 0;
+  }
+  return 1;
+}
+
+static void run_request(acx_coll_t *c, mreq_t *r) {
   if (c->hier_on) {
     run_hier(c, r);
     return;
@@ -344,11 +377,15 @@ static int test_orphans(acxc_mpi_t *m) {
 static void *worker(void *arg) {
   acx_coll_t *c = arg;
   acxc_mpi_t *m = c->mpi;
+  mreq_t *fly = NULL, *fly_tail = NULL; /* own all-reduces in flight, oldest first */
+  int nfly = 0;
   pthread_mutex_lock(&m->lock);
   for (;;) {
-    while (!m->head && !m->stop) {
+    while (!m->head && !m->stop && !(fly && (fly->landed || acxi_now_ns() >= fly->deadline_ns))) {
       int has_orphans = m->orphans != NULL;
-      struct timespec ts = acxi_ts_from_ns(acxi_now_ns() + (has_orphans ? 1000000 : 100000000));
+      int64_t until = acxi_now_ns() + (has_orphans ? 1000000 : 100000000);
+      if (fly && fly->deadline_ns < until) until = fly->deadline_ns;
+      struct timespec ts = acxi_ts_from_ns(until);
       pthread_cond_timedwait(&m->cond, &m->lock, &ts);
       if (m->orphans) {
         pthread_mutex_unlock(&m->lock);
@@ -356,15 +393,39 @@ static void *worker(void *arg) {
         pthread_mutex_lock(&m->lock);
       }
     }
-    if (!m->head) break; /* stop with nothing queued */
+    /* The oldest in flight is finished when it is done or late, before anything but another own
+     * all-reduce (the coll's order), when the window is full, and before stopping. */
+    if (fly && (fly->landed || !m->head || !m->head->peer || m->stop || nfly >= ACXC_PEER_WINDOW)) {
+      mreq_t *r = fly;
+      fly = r->next;
+      if (!fly) fly_tail = NULL;
+      nfly--;
+      pthread_mutex_unlock(&m->lock);
+      finish_peer(c, r);
+      pthread_mutex_lock(&m->lock);
+      m->finished++;
+      pthread_cond_broadcast(&m->idle);
+      continue;
+    }
+    if (!m->head) break; /* stop with nothing queued or in flight */
     mreq_t *r = m->head;
     m->head = r->next;
     if (!m->head) m->tail = NULL;
+    r->next = NULL;
     int stopping = m->stop;
     pthread_mutex_unlock(&m->lock);
     if (stopping) {
       req_complete(c, r, ACX_ERR_CANCELLED);
       req_free(r, 1);
+    } else if (r->peer) {
+      if (start_peer(c, r)) {
+        pthread_mutex_lock(&m->lock);
+        if (fly_tail) fly_tail->next = r;
+        else fly = r;
+        fly_tail = r;
+        nfly++;
+        continue; /* counted as finished once finish_peer has run */
+      }
     } else {
       run_request(c, r);
     }

@@ -363,11 +363,10 @@ static acx_status_t send_op(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t 
   return ACX_OK;
 }
 
-acx_status_t acxc_peer_run(acx_coll_t *c, const acxc_opdesc_t *d, int64_t deadline) {
-  acx_future_t *f = NULL;
-  acx_status_t st = send_op(c, d, &f);
-  if (st != ACX_OK) return st;
-  st = acx_future_wait(f, acxi_left_ns(deadline), NULL, 0, NULL);
+acx_status_t acxc_peer_start(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **f) { return send_op(c, d, f); }
+
+acx_status_t acxc_peer_finish(acx_coll_t *c, acx_future_t *f, int64_t deadline) {
+  acx_status_t st = acx_future_wait(f, acxi_left_ns(deadline), NULL, 0, NULL);
   if (st == ACX_ERR_TIMEOUT) {
     acxc_coll_break(c, ACX_ERR_COLL_TIMEOUT, 1, "an all-reduce of the own path passed its deadline "
                     "(ACX_COLL_TIMEOUT): a peer did not take part");

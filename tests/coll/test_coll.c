@@ -547,6 +547,33 @@ static void test_own_path(void) {
   size_t bad = 0;
   for (size_t i = 0; i < 64; i++) bad += o[i] != want;
   CU_ASSERT_EQUAL(bad, 0);
+  /* More than the worker path's window (ACXC_PEER_WINDOW, 64) back to back, fire-and-forget, with
+   * a broadcast between (another path) that must read what the sums before it wrote: 8 sums (n^8),
+   * the root's value broadcast, 70 maxima (the value stays), 4 sums: n^12 everywhere, exact in f32
+   * for n <= 8. On the worker path (host kind, hierarchical) the broadcast goes on another stream,
+   * where only the coll's order (the worker finishes the own all-reduces in flight before it) puts
+   * it behind the sums; the NCCL path orders it by the stream. */
+  const uint32_t bstream = !use_cuda || hier ? 1u : 0u;
+  for (size_t i = 0; i < 64; i++) v[i] = 1.0f;
+  put(a, 0, v, 64, ACX_DTYPE_F32);
+  before = acxc_peer_ops(coll);
+  for (int k = 0; k < 8; k++) ACX_ASSERT_STATUS(acx_allreduce(coll, a, a, 64, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, NULL), ACX_OK);
+  ACX_ASSERT_STATUS(acx_broadcast(coll, a, a, 64, ACX_DTYPE_F32, nranks - 1, bstream, NULL), ACX_OK);
+  for (int k = 0; k < 70; k++) ACX_ASSERT_STATUS(acx_allreduce(coll, a, a, 64, ACX_DTYPE_F32, ACX_REDOP_MAX, 0, NULL), ACX_OK);
+  acx_future_t *last = NULL;
+  for (int k = 0; k < 4; k++)
+    ACX_ASSERT_STATUS(acx_allreduce(coll, a, a, 64, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, k == 3 ? &last : NULL), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_wait(coll, last, -1), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_synchronize(coll, -1), ACX_OK);
+  CU_ASSERT_EQUAL(acxc_peer_ops(coll) - before, want_small ? 82 : 0);
+  get(a, 0, o, 64, ACX_DTYPE_F32);
+  want = 1.0f;
+  for (int k = 0; k < 12; k++) want *= (float)nranks;
+  bad = 0;
+  for (size_t i = 0; i < 64; i++) bad += o[i] != want;
+  if (bad) fprintf(stderr, "rank %d: 82 own all-reduces around a broadcast: %zu of 64 wrong (o[0] %g, want %g)\n", rank,
+                   bad, (double)o[0], (double)want);
+  CU_ASSERT_EQUAL(bad, 0);
   acx_buffer_release(a);
   acx_buffer_release(b);
   free(v);
