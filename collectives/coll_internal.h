@@ -122,6 +122,9 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
 void acxc_peer_destroy(acx_coll_t *c, int64_t timeout_ns);
 /* acxc_peer_destroy's buffers and the control block, for good (the coll goes). */
 void acxc_peer_free(acx_coll_t *c);
+/* The hierarchical collectives' group of this rank (hier_coll.c), as a number equal on the ranks of
+ * one group: the lowest rank of its GPU, or on the host kind its node's ACX_COLL_HIER_GROUP block. */
+int acxc_hier_color(const acx_coll_t *c);
 /* Raises the abort word: operations waiting for peers in the executors leave with `cause`. */
 void acxc_peer_abort(acx_coll_t *c, acx_status_t cause);
 /* 1 when d goes to the own path: an all-reduce of at most the slot's bytes where the small part is

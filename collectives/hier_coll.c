@@ -808,6 +808,8 @@ static int group_color(const acx_coll_t *c) {
   return w->node * 65536 + block;
 }
 
+int acxc_hier_color(const acx_coll_t *c) { return group_color(c); }
+
 /* A blocking MPI call that has no non-blocking form: only once every rank of `comm` has arrived
  * (the barrier, with a deadline), so it waits for no absent rank. */
 static acx_status_t arrive(acx_coll_t *c, acxc_hier_t *h, MPI_Comm comm, int64_t deadline, const char *what) {

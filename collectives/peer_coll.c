@@ -46,6 +46,7 @@ struct acxc_peer {
   uint64_t big_blocks;                  /* every rank's: the smallest ACX_COLL_PEER_BIG_BLOCKS */
   uint64_t big_min;                     /* every rank's: the smallest ACX_COLL_PEER_BIG_MIN_KB (bytes) */
   int small_on;                         /* every rank takes the all-reduces of at most slot_bytes */
+  int groups_on;                        /* every rank has ACX_COLL_PEER_BIG_GROUPS on */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
                                            worker path: the worker's) */
   _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
@@ -126,6 +127,48 @@ static acx_status_t allgather(acx_coll_t *c, const void *mine, size_t bytes, voi
   return ACX_OK;
 }
 
+/* The two-shot's group of this rank (runtime/proto/peer_ops.h), as a number its group's ranks
+ * share: the ranks of its GPU; on the host kind the hierarchical collectives' groups where the coll
+ * is hierarchical (ACX_COLL_HIER_GROUP), else each rank its own. */
+static int32_t big_color(const acx_coll_t *c, const acxc_peer_t *p) {
+  if (!p->groups_on) return c->rank;
+  if (!c->host_kind) return c->world->n_gpu_peers > 0 ? c->world->gpu_peers[0] : c->rank;
+  return c->hier_on ? acxc_hier_color(c) : c->rank;
+}
+
+/* The groups from every rank's color into the control block: groups of equal size, at least 2,
+ * in the order of their lowest ranks, places in rank order. Returns 0 (no groups: ctl's groups
+ * stays 0) where they are not, saying why when some ranks share a color. */
+static int big_groups(const acx_coll_t *c, const int32_t *color, acxp_ctl_t *ctl) {
+  const int n = c->size;
+  int grp[ACXP_MAX_RANKS], size[ACXP_MAX_RANKS] = {0}, G = 0;
+  for (int q = 0; q < n; q++) {
+    int g = 0;
+    while (g < G && color[ctl->at[g]] != color[q]) g++; /* at[g]: group g's first rank, for now */
+    if (g == G) ctl->at[G++] = (int8_t)q;
+    grp[q] = g;
+    size[g]++;
+  }
+  if (G == n) return 0;
+  const int K = size[0];
+  for (int g = 1; g < G; g++)
+    if (size[g] != K) {
+      ACX_INFO(COLL, "own all-reduce: the groups (ranks of one GPU%s) have different sizes (%d and %d): the two-shot "
+               "sends every rank's parts separately", c->host_kind ? "; host kind: ACX_COLL_HIER_GROUP" : "", K, size[g]);
+      memset(ctl->at, 0, sizeof ctl->at);
+      return 0;
+    }
+  int placed[ACXP_MAX_RANKS] = {0};
+  for (int q = 0; q < n; q++) {
+    ctl->grp[q] = (int8_t)grp[q];
+    ctl->lane[q] = (int8_t)placed[grp[q]]++;
+    ctl->at[grp[q] * K + ctl->lane[q]] = (int8_t)q;
+  }
+  ctl->groups = G;
+  ctl->per_group = K;
+  return 1;
+}
+
 /* Releases what this rank holds of the set; the executor's side was destroyed or is gone. */
 static void release(acxc_peer_t *p) {
   for (int q = 0; q < ACXP_MAX_RANKS; q++)
@@ -154,26 +197,33 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   if (st == ACX_OK && p->big_bytes) /* the two-shot's flags */
     st = acx_buffer_fill(p->mine, ACXP_BIG_OFF(p->slot_bytes), 2 * ACXP_BIG_FLAG_BYTES, 0, 4, 0,
                          acxi_left_ns(deadline));
-  acxi_ipc_handle_t h;
-  memset(&h, 0, sizeof h);
-  if (st == ACX_OK) st = acxi_buffer_ipc_export(p->mine, &h, acxi_left_ns(deadline));
+  /* The area's handle and the rank's two-shot group. */
+  struct {
+    acxi_ipc_handle_t h;
+    int32_t color;
+  } me, *all;
+  memset(&me, 0, sizeof me);
+  me.color = big_color(c, p);
+  if (st == ACX_OK) st = acxi_buffer_ipc_export(p->mine, &me.h, acxi_left_ns(deadline));
   /* Every rank takes part in the exchange, an empty handle where its own steps failed. */
-  acxi_ipc_handle_t *all = calloc((size_t)c->size, sizeof *all);
+  all = calloc((size_t)c->size, sizeof *all);
   if (!all) return ACX_ERR_NO_MEMORY;
-  acx_status_t x = allgather(c, &h, sizeof h, all, deadline);
+  acx_status_t x = allgather(c, &me, sizeof me, all, deadline);
   if (x != ACX_OK) {
     free(all);
     return x;
   }
+  int32_t color[ACXP_MAX_RANKS];
+  for (int q = 0; q < c->size; q++) color[q] = all[q].color;
   acxi_ipc_handle_t none;
   memset(&none, 0, sizeof none);
   for (int q = 0; st == ACX_OK && q < c->size; q++) {
     if (q == c->rank) continue;
-    if (!memcmp(&all[q], &none, sizeof none)) {
+    if (!memcmp(&all[q].h, &none, sizeof none)) {
       st = ACX_ERR_PEER_LOST; /* that rank's own steps failed: it says so in its log */
       break;
     }
-    st = acxi_buffer_ipc_import(dev, &all[q], ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->imp[q]);
+    st = acxi_buffer_ipc_import(dev, &all[q].h, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->imp[q]);
     /* Asked for (1): a warning; auto (-1) falls back quietly, the GPUs may just not be peers. */
     if (st != ACX_OK && acxi_param_int("ACX_COLL_PEER") > 0)
       ACX_WARN(COLL, "own all-reduce set-up: rank %d's area cannot be mapped by this rank's executor: %s (are the "
@@ -199,6 +249,7 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   p->ctl->big_bytes = p->big_bytes;
   p->ctl->big_blocks = p->big_blocks;
   for (int q = 0; q < c->size; q++) p->ctl->area[q] = q == c->rank ? p->mine->id : p->imp[q]->id;
+  if (p->big_bytes) big_groups(c, color, p->ctl);
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
   uint64_t id = acxc_next_comm_id();
   uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_acquire);
@@ -220,9 +271,9 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   int64_t bb = acxi_param_int("ACX_COLL_PEER_BIG_BLOCKS");
   int64_t minkb = acxi_param_int("ACX_COLL_PEER_BIG_MIN_KB");
   /* One agreement (MPI MIN) of everything the ranks must have alike: whether the path is on and
-   * its slot, whether each part is, the push lines' limit, the two-shot's slot, blocks and the
-   * smallest all-reduce it takes. Every rank takes part, also one whose communicator failed. */
-  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, NAGREE };
+   * its slot, whether each part is, the push lines' limit, the two-shot's slot, blocks, the
+   * smallest all-reduce it takes and whether it works in groups. Every rank takes part, also one whose communicator failed. */
+  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, GROUPS, NAGREE };
   int mine[NAGREE] = {
       [SLOT] = why ? 0 : (int)(kb > (1 << 20) ? (1 << 20) : kb),
       [SMALL] = !swhy,
@@ -231,6 +282,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
       /* block b waits for the peers' blocks b, so every rank runs as many */
       [BLOCKS] = bb < 1 ? 1 : bb > ACXP_BIG_MAX_BLOCKS ? ACXP_BIG_MAX_BLOCKS : (int)bb,
       [BIGMIN] = minkb < 0 ? 0 : minkb > INT_MAX ? INT_MAX : (int)minkb,
+      [GROUPS] = acxi_param_int("ACX_COLL_PEER_BIG_GROUPS") > 0,
   };
   int lo[NAGREE] = {0};
   acx_status_t ag = acxc_coll_agree_min_n(c, mine, lo, NAGREE);
@@ -251,6 +303,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   p->big_bytes = lo[BIG] > 0 ? (uint64_t)lo[BIG] * 1024 : 0;
   p->big_blocks = lo[BLOCKS] > 0 ? (uint64_t)lo[BLOCKS] : 1;
   p->big_min = (uint64_t)lo[BIGMIN] * 1024;
+  p->groups_on = lo[GROUPS] > 0;
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   if (local != ACX_OK && local != ACX_ERR_PEER_LOST)
@@ -258,15 +311,17 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   int ok = 0;
   ag = acxc_coll_agree_min(c, local == ACX_OK, &ok);
   if (ag == ACX_OK && ok) {
-    char small[160], big[200];
+    char small[160], big[280];
     if (p->small_on)
       snprintf(small, sizeof small, "all-reduces up to %" PRIu64 " KiB one-shot", p->slot_bytes / 1024);
     else
       snprintf(small, sizeof small, "small all-reduces through %s (%s)", c->host_kind ? "MPI" : "NCCL",
                swhy ? swhy : "another rank does not want them");
     if (p->big_bytes)
-      snprintf(big, sizeof big, "from %" PRIu64 " KiB two-shot in chunks of %" PRIu64 " KiB (%" PRIu64 " blocks on GPUs)",
-               (p->big_min > p->slot_bytes ? p->big_min : p->slot_bytes + 1) / 1024, p->big_bytes / 2048, p->big_blocks);
+      snprintf(big, sizeof big, "from %" PRIu64 " KiB two-shot in chunks of %" PRIu64 " KiB (%" PRIu64 " blocks on GPUs%s)",
+               (p->big_min > p->slot_bytes ? p->big_min : p->slot_bytes + 1) / 1024, p->big_bytes / 2048, p->big_blocks,
+               p->ctl->groups ? (c->host_kind ? ", the hierarchical groups summed first" : ", the ranks of a GPU summed first")
+                              : "");
     else
       snprintf(big, sizeof big, "larger ones through %s", c->host_kind ? "MPI" : "NCCL");
     ACX_INFO(COLL, "own all-reduce on: rank %d of %d, %s, %s, through the executors' areas (set %" PRIu64 ")", c->rank,

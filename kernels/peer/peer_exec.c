@@ -51,7 +51,7 @@ typedef struct pend {
   int ll;           /* host kind: the small-message variant (lines pushed to the peers) */
   int big;          /* host kind: the two-shot variant (larger than a slot) */
   uint64_t big_t;   /* ... its chunk */
-  int big_phase;    /* ... 0: chunk not started, 1: waiting for phase 0, 2: waiting for phase 1 */
+  int big_phase;    /* ... 0: chunk not started, 1-4: waiting for the peers' A, B, C, D (host_big) */
   unsigned char *big_in; /* ... the input as it was at the start (the host engine runs a later write
                             on the stream at once; the chunks read it over time) */
 } pend_t;
@@ -67,6 +67,10 @@ typedef struct pset {
   uint64_t ll_bytes; /* all-reduces of at most this many bytes push lines (peer_ops.h) */
   uint64_t big_bytes; /* the big slots (0: no two-shot; all-reduces larger than a slot refused) */
   uint64_t big_blocks; /* cuda: the two-shot's blocks */
+  /* The two-shot's groups (peer_ops.h; without groups: G = nranks, K = 1, grp[q] = q, lane[q] = 0,
+   * at[q] = q) */
+  int G, K;
+  int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
   unsigned ev_every; /* cuda: ACX_COLL_PEER_EVENT_EVERY, read at SETUP */
   unsigned since_ev; /* cuda: operations launched without an event since the last one with */
@@ -162,10 +166,29 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
              ACXP_BIG_MAX_BLOCKS);
     goto out;
   }
+  if (ctl->groups) {
+    /* Groups of equal size covering the set, at[] the inverse of (grp, lane). */
+    int G = ctl->groups, K = ctl->per_group, okg = G >= 1 && K >= 2 && G * K == n;
+    for (int q = 0; okg && q < n; q++)
+      okg = ctl->grp[q] >= 0 && ctl->grp[q] < G && ctl->lane[q] >= 0 && ctl->lane[q] < K &&
+            ctl->at[ctl->grp[q] * K + ctl->lane[q]] == q;
+    if (!okg) {
+      ACX_WARN(COLL, "peer SETUP: the control block's groups (%d groups of %d for %d ranks) are not groups of equal "
+               "size covering the set, each rank once", G, K, n);
+      goto out;
+    }
+  }
   pset_t *s = calloc(1, sizeof *s);
   if (!s) {
     st = ACX_ERR_NO_MEMORY;
     goto out;
+  }
+  s->G = ctl->groups ? ctl->groups : n;
+  s->K = ctl->groups ? ctl->per_group : 1;
+  for (int q = 0; q < n; q++) {
+    s->grp[q] = (int8_t)(ctl->groups ? ctl->grp[q] : q);
+    s->lane[q] = (int8_t)(ctl->groups ? ctl->lane[q] : 0);
+    s->at[q] = (int8_t)(ctl->groups ? ctl->at[q] : q);
   }
   s->id = id;
   s->nranks = n;
@@ -309,7 +332,7 @@ static acx_status_t host_ready(pset_t *s, uint64_t seq, int64_t deadline_ns) {
     T *o_ = (T *)out;                                                                         \
     for (uint64_t i_ = 0; i_ < count; i_++) {                                                 \
       A acc = LD(((const T *)(const void *)src[0])[i_]);                                      \
-      for (int q_ = 1; q_ < s->nranks; q_++) {                                                \
+      for (int q_ = 1; q_ < nsrc; q_++) {                                                     \
         A b = LD(((const T *)(const void *)src[q_])[i_]);                                     \
         acc = COMB(acc, b);                                                                   \
       }                                                                                       \
@@ -328,10 +351,13 @@ static inline int64_t div_i64(uint64_t a, int64_t n, int is_signed, int bits) {
   return v / n;
 }
 
-/* src[q]: rank q's elements (its data slot, or its unpacked lines). */
-static void host_reduce(pset_t *s, const unsigned char *const *src, void *out, uint64_t count, uint32_t dtype,
-                        uint32_t op) {
+/* out := the reduction of src[0..nsrc-1] in that order (src[q]: rank q's elements, its data slot or
+ * its unpacked lines; or the two-shot's partial sums). fin: avg divides by the set's ranks (else an
+ * avg is the plain sum: a partial sum of the two-shot with groups). */
+static void host_reduce_n(pset_t *s, const unsigned char *const *src, int nsrc, int fin, void *out, uint64_t count,
+                          uint32_t dtype, uint32_t op) {
   const int64_t n = s->nranks;
+  if (!fin && op == ACX_REDOP_AVG) op = ACX_REDOP_SUM;
 #define FIN_F(a) (op == ACX_REDOP_AVG ? (a) / (float)n : (a))
 #define FIN_D(a) (op == ACX_REDOP_AVG ? (a) / (double)n : (a))
 #define FCOMB(a, b) (op == ACX_REDOP_SUM || op == ACX_REDOP_AVG ? (a) + (b) : op == ACX_REDOP_PROD ? (a) * (b) \
@@ -357,7 +383,7 @@ static void host_reduce(pset_t *s, const unsigned char *const *src, void *out, u
       T *o_ = (T *)out;                                                                       \
       for (uint64_t i_ = 0; i_ < count; i_++) {                                               \
         U acc = 0;                                                                            \
-        for (int q_ = 0; q_ < s->nranks; q_++)                                                \
+        for (int q_ = 0; q_ < nsrc; q_++)                                                     \
           acc = (U)(acc + (U)((const T *)(const void *)src[q_])[i_]);                         \
         o_[i_] = (T)div_i64((uint64_t)acc, n, SIGNED, (int)(8 * sizeof(T)));                  \
       }                                                                                       \
@@ -373,6 +399,11 @@ static void host_reduce(pset_t *s, const unsigned char *const *src, void *out, u
   }
 #undef ICOMB
 #undef INT_TYPE
+}
+
+static void host_reduce(pset_t *s, const unsigned char *const *src, void *out, uint64_t count, uint32_t dtype,
+                        uint32_t op) {
+  host_reduce_n(s, src, s->nranks, 1, out, count, dtype, op);
 }
 
 /* Steps 1 and 2 of the head operation: its input into the slot, then the flags (release) into
@@ -451,22 +482,38 @@ static acx_status_t host_ready_ll(pset_t *s, pend_t *pd) {
   return ACX_OK;
 }
 
-/* The two-shot on the host kind (one block, runtime/proto/peer_ops.h): this rank's phase flag
- * [rank][0] to every peer. */
-static void big_signal(pset_t *s, int phase, uint64_t val) {
-  for (int p = 0; p < s->nranks; p++)
-    if (p != s->rank)
-      atomic_store_explicit(
-          (_Atomic uint64_t *)(void *)(s->area[p] + ACXP_BIG_FLAG_OFF(phase, s->rank, 0, s->slot_bytes)), val,
-          memory_order_release);
+/* The two-shot on the host kind (one block, runtime/proto/peer_ops.h). The ranks a step talks to:
+ * who 0, this rank's group (the other ranks of its GPU); who 1, its lane (the ranks at its place
+ * in the other groups; without groups every other rank). */
+static int big_peers(const pset_t *s, int who, int *peer) {
+  const int g = s->grp[s->rank], j = s->lane[s->rank];
+  int np = 0;
+  if (who == 0) {
+    for (int jl = 0; jl < s->K; jl++)
+      if (jl != j) peer[np++] = s->at[g * s->K + jl];
+  } else {
+    for (int gq = 0; gq < s->G; gq++)
+      if (gq != g) peer[np++] = s->at[gq * s->K + j];
+  }
+  return np;
 }
 
-/* ACX_OK once every peer's phase flag [p][0] in this rank's area has reached val; NOT_YET, the
- * abort word's status or ACX_ERR_COLL_TIMEOUT as host_ready. */
-static acx_status_t big_ready(pset_t *s, const pend_t *pd, int phase, uint64_t val) {
+/* This rank's phase flag [rank][0] to the ranks of `who`. */
+static void big_signal(pset_t *s, int phase, int who, uint64_t val) {
+  int peer[ACXP_MAX_RANKS], np = big_peers(s, who, peer);
+  for (int k = 0; k < np; k++)
+    atomic_store_explicit(
+        (_Atomic uint64_t *)(void *)(s->area[peer[k]] + ACXP_BIG_FLAG_OFF(phase, s->rank, 0, s->slot_bytes)), val,
+        memory_order_release);
+}
+
+/* ACX_OK once the phase flag [p][0] in this rank's area has reached val for every rank p of `who`;
+ * NOT_YET, the abort word's status or ACX_ERR_COLL_TIMEOUT as host_ready. */
+static acx_status_t big_ready(pset_t *s, const pend_t *pd, int phase, int who, uint64_t val) {
   unsigned char *own = s->area[s->rank];
-  for (int p = 0; p < s->nranks; p++) {
-    if (p == s->rank) continue;
+  int peer[ACXP_MAX_RANKS], np = big_peers(s, who, peer);
+  for (int k = 0; k < np; k++) {
+    const int p = peer[k];
     _Atomic uint64_t *f = (_Atomic uint64_t *)(void *)(own + ACXP_BIG_FLAG_OFF(phase, p, 0, s->slot_bytes));
     if ((int64_t)(atomic_load_explicit(f, memory_order_acquire) - val) >= 0) continue;
     int32_t ab = atomic_load_explicit(&s->ctl->abort, memory_order_relaxed);
@@ -487,11 +534,25 @@ static void big_part(uint64_t m, uint64_t pp, int q, uint64_t *lo, uint64_t *hi)
   *hi = *lo + pp < m ? *lo + pp : m;
 }
 
+/* The sum over this rank's group, in place order, of its elements [lo, hi) of the part of group
+ * gq's rank at this rank's place (this rank's input, the others' pieces from its first half), into
+ * `to`: a partial sum (avg not divided; f16/bf16 rounded to the type). */
+static void big_group_sum(pset_t *s, const pend_t *pd, const unsigned char *first, uint64_t base, uint64_t pp,
+                          uint64_t lo, uint64_t hi, uint64_t p0, int gq, void *to) {
+  const uint64_t es = pd->es;
+  const unsigned char *src[ACXP_MAX_RANKS];
+  for (int jl = 0; jl < s->K; jl++)
+    src[jl] = jl == s->lane[s->rank] ? pd->big_in + (base + lo) * es
+                                     : first + ((uint64_t)(jl * s->G + gq) * pp + (lo - p0)) * es;
+  host_reduce_n(s, src, s->K, 0, to, hi - lo, pd->cmd.dtype, (uint32_t)pd->cmd.arg[1]);
+}
+
 /* Runs the two-shot's steps as far as the peers allow: ACX_OK when the output is complete,
- * NOT_YET, or a failure. Never waits. */
+ * NOT_YET, or a failure. Never waits. big_phase: 0 the chunk not started, 1 waiting for the group
+ * (A), 2 for the lane (B), 3 for the lane (C), 4 for the group (D). */
 static acx_status_t host_big(pset_t *s, pend_t *pd) {
   if (!pd->big_in) return ACX_ERR_NO_MEMORY;
-  const int n = s->nranks, r = s->rank;
+  const int n = s->nranks, r = s->rank, G = s->G, K = s->K, g = s->grp[r], j = s->lane[r];
   const uint64_t seq = pd->cmd.arg[3], es = pd->es, count = pd->cmd.bytes, half = s->big_bytes / 2;
   const uint64_t cpe = ACXP_BIG_CHUNK(s->big_bytes, es, n), chunks = (count + cpe - 1) / cpe;
   const uint32_t dtype = pd->cmd.dtype, op = (uint32_t)pd->cmd.arg[1];
@@ -501,35 +562,65 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
     unsigned char *first[ACXP_MAX_RANKS]; /* rank q's first half; its second: first[q] + half */
     for (int q = 0; q < n; q++) first[q] = s->area[q] + ACXP_BIG_SLOT_OFF(t & 1u, s->slot_bytes, s->big_bytes);
     uint64_t lo, hi;
-    if (pd->big_phase == 0) { /* 1. my piece of every peer's part into its first half; 2. phase 0 raised */
-      for (int q = 0; q < n; q++) {
-        big_part(m, pp, q, &lo, &hi);
-        if (q != r && hi > lo) memcpy(first[q] + (uint64_t)r * pp * es, pd->big_in + (base + lo) * es, (hi - lo) * es);
+    acx_status_t st;
+    if (pd->big_phase == 0) { /* 1. my pieces for my group's proxies; A raised */
+      for (int jl = 0; jl < K; jl++) {
+        const int l = s->at[g * K + jl];
+        if (jl == j) continue;
+        for (int gq = 0; gq < G; gq++) {
+          big_part(m, pp, s->at[gq * K + jl], &lo, &hi);
+          if (hi > lo)
+            memcpy(first[l] + (uint64_t)(j * G + gq) * pp * es, pd->big_in + (base + lo) * es, (hi - lo) * es);
+        }
       }
-      big_signal(s, 0, val);
+      big_signal(s, 0, 0, val);
       pd->big_phase = 1;
     }
-    if (pd->big_phase == 1) {
-      acx_status_t st = big_ready(s, pd, 0, val);
-      if (st != ACX_OK) return st;
-      /* 3. my part over ranks 0..n-1 into the output and every peer's second half; 4. phase 1 */
+    if (pd->big_phase == 1) { /* 3. my group's partial sums for my lane's owners; B raised */
+      if ((st = big_ready(s, pd, 0, 0, val)) != ACX_OK) return st;
+      for (int gq = 0; gq < G; gq++) {
+        const int q = s->at[gq * K + j];
+        if (gq == g) continue;
+        big_part(m, pp, q, &lo, &hi);
+        if (hi <= lo) continue;
+        unsigned char *to = first[q] + (uint64_t)(j * G + g) * pp * es;
+        if (K == 1) memcpy(to, pd->big_in + (base + lo) * es, (hi - lo) * es);
+        else big_group_sum(s, pd, first[r], base, pp, lo, hi, lo, gq, to);
+      }
+      big_signal(s, 0, 1, val);
+      pd->big_phase = 2;
+    }
+    if (pd->big_phase == 2) { /* 5. my part over the groups into the output and second halves; C raised */
+      if ((st = big_ready(s, pd, 0, 1, val)) != ACX_OK) return st;
       big_part(m, pp, r, &lo, &hi);
       if (hi > lo) {
         const unsigned char *src[ACXP_MAX_RANKS];
-        for (int q = 0; q < n; q++) src[q] = q == r ? pd->big_in + (base + lo) * es : first[r] + (uint64_t)q * pp * es;
+        unsigned char *mine = NULL;
+        if (K > 1 && !(mine = malloc((hi - lo) * es))) return ACX_ERR_NO_MEMORY;
+        for (int gq = 0; gq < G; gq++)
+          src[gq] = gq != g ? first[r] + ((uint64_t)(j * G + gq) * pp) * es
+                    : K == 1 ? pd->big_in + (base + lo) * es : mine;
+        if (K > 1) big_group_sum(s, pd, first[r], base, pp, lo, hi, lo, g, mine);
         unsigned char *o = pd->out + (base + lo) * es;
-        host_reduce(s, src, o, hi - lo, dtype, op);
-        for (int q = 0; q < n; q++)
-          if (q != r) memcpy(first[q] + half + lo * es, o, (hi - lo) * es);
+        host_reduce_n(s, src, G, 1, o, hi - lo, dtype, op);
+        free(mine);
+        if (K > 1) memcpy(first[r] + half + lo * es, o, (hi - lo) * es);
+        for (int gq = 0; gq < G; gq++)
+          if (gq != g) memcpy(first[s->at[gq * K + j]] + half + lo * es, o, (hi - lo) * es);
       }
-      big_signal(s, 1, val);
-      pd->big_phase = 2;
+      big_signal(s, 1, 1, val);
+      pd->big_phase = 3;
     }
-    acx_status_t st = big_ready(s, pd, 1, val);
-    if (st != ACX_OK) return st;
-    for (int q = 0; q < n; q++) { /* 5. the peers' reduced parts, from my second half */
+    if (pd->big_phase == 3) { /* 6. C awaited; D raised */
+      if ((st = big_ready(s, pd, 1, 1, val)) != ACX_OK) return st;
+      big_signal(s, 1, 0, val);
+      pd->big_phase = 4;
+    }
+    if ((st = big_ready(s, pd, 1, 0, val)) != ACX_OK) return st;
+    for (int q = 0; q < n; q++) { /* 8. the other parts, from my group's second halves */
       big_part(m, pp, q, &lo, &hi);
-      if (q != r && hi > lo) memcpy(pd->out + (base + lo) * es, first[r] + half + lo * es, (hi - lo) * es);
+      const int from = s->at[g * K + s->lane[q]];
+      if (q != r && hi > lo) memcpy(pd->out + (base + lo) * es, first[from] + half + lo * es, (hi - lo) * es);
     }
     pd->big_t++;
     pd->big_phase = 0;
@@ -684,8 +775,13 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
   }
   acxk_peer_args_t a = {.nranks = s->nranks, .rank = s->rank, .abort = (const int32_t *)(const void *)&s->ctl_dev->abort,
                         .slot_bytes = s->slot_bytes, .big_bytes = s->big_bytes, .pdl = s->pdl,
-                        .big_blocks = (int32_t)s->big_blocks};
-  for (int q = 0; q < s->nranks; q++) a.flags[q] = s->area[q];
+                        .big_blocks = (int32_t)s->big_blocks, .groups = s->G, .per_group = s->K};
+  for (int q = 0; q < s->nranks; q++) {
+    a.flags[q] = s->area[q];
+    a.grp[q] = s->grp[q];
+    a.lane[q] = s->lane[q];
+    a.at[q] = s->at[q];
+  }
   acxk_peer_batch_t bt;
   const int ll = p0->cmd.bytes * p0->es <= s->ll_bytes;
   if (ll) {

@@ -372,27 +372,33 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a, acxk
 // an earlier version that loaded the peers' parts from their areas ran at 0.80-1.08x
 // (docs/benchmark.md, session 15).
 
+// This thread's part of a block's flag step: this rank's phase flag [rank][b] raised in peer q's
+// area, then q's [q][b] in this rank's awaited, within the timeout and the abort word (fail set
+// when it gave up, or when another thread of the block did).
+__device__ __forceinline__ void flag_step(const acxk_peer_args_t &a, int phase, int q, int b, uint64_t val,
+                                          int32_t *fail) {
+  flag_release((uint64_t *)(a.flags[q] + ACXP_BIG_FLAG_OFF(phase, a.rank, b, a.slot_bytes)), val);
+  const uint64_t *f = (const uint64_t *)(a.flags[a.rank] + ACXP_BIG_FLAG_OFF(phase, q, b, a.slot_bytes));
+  const uint64_t start = global_ns();
+  for (unsigned spin = 0;; spin++) {
+    if ((int64_t)(flag_acquire(f) - val) >= 0) break;
+    if ((spin & 255) == 255) {
+      int32_t ab = *(volatile const int32_t *)a.abort;  // host memory: looked at now and then
+      if (!ab && global_ns() - start > a.timeout_ns) ab = ACX_ERR_COLL_TIMEOUT;
+      if (!ab) ab = *(volatile int32_t *)fail;  // another thread of the block gave up
+      if (ab) {
+        *(volatile int32_t *)fail = ab;
+        break;
+      }
+    }
+  }
+}
+
 // This rank's phase flag [rank][b] to every peer, then the peers' [p][b] awaited (one thread per
 // peer), within the timeout and the abort word; false (fail set) when it failed.
 __device__ bool big_sync(const acxk_peer_args_t &a, int phase, int b, uint64_t val, int32_t *fail) {
   const int p = threadIdx.x;
-  if (p < a.nranks && p != a.rank) {
-    flag_release((uint64_t *)(a.flags[p] + ACXP_BIG_FLAG_OFF(phase, a.rank, b, a.slot_bytes)), val);
-    const uint64_t *f = (const uint64_t *)(a.flags[a.rank] + ACXP_BIG_FLAG_OFF(phase, p, b, a.slot_bytes));
-    const uint64_t start = global_ns();
-    for (unsigned spin = 0;; spin++) {
-      if ((int64_t)(flag_acquire(f) - val) >= 0) break;
-      if ((spin & 255) == 255) {
-        int32_t ab = *(volatile const int32_t *)a.abort;  // host memory: looked at now and then
-        if (!ab && global_ns() - start > a.timeout_ns) ab = ACX_ERR_COLL_TIMEOUT;
-        if (!ab) ab = *(volatile int32_t *)fail;  // another thread of the block gave up
-        if (ab) {
-          *(volatile int32_t *)fail = ab;
-          break;
-        }
-      }
-    }
-  }
+  if (p < a.nranks && p != a.rank) flag_step(a, phase, p, b, val, fail);
   __syncthreads();
   return *(volatile int32_t *)fail == 0;
 }
@@ -537,6 +543,190 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
   }
 }
 
+// The two-shot with groups (runtime/proto/peer_ops.h; issue 16: the ranks of one GPU are a group):
+// every byte crosses between GPUs once each way, as with one rank per GPU. Per chunk: the pieces a
+// rank's group peers stand for go to them (within the GPU), A; each rank sums its group's pieces of
+// its lane's parts and stores the partial sums to their owners (across GPUs), B; each owner sums
+// the groups' partial sums into its output, its own second half and its lane's second halves, C,
+// D; then each rank copies the other parts from its group's second halves (within the GPU).
+
+// Who a flag step talks to, one per thread p: who 0, the other ranks of this rank's group; 1, the
+// ranks at its place in the other groups.
+__device__ __forceinline__ int grp_peer(const acxk_peer_args_t &a, int who, int p) {
+  const int g = a.grp[a.rank], j = a.lane[a.rank], K = a.per_group;
+  if (who == 0) return a.at[g * K + (p < j ? p : p + 1)];
+  return a.at[(p < g ? p : p + 1) * K + j];
+}
+
+__device__ bool grp_sync(const acxk_peer_args_t &a, int phase, int who, int b, uint64_t val, int32_t *fail) {
+  const int p = threadIdx.x, np = who == 0 ? a.per_group - 1 : a.groups - 1;
+  if (p < np) flag_step(a, phase, grp_peer(a, who, p), b, val, fail);
+  __syncthreads();
+  return *(volatile int32_t *)fail == 0;
+}
+
+// acc := the sum (avg: the sum; OP's combine) over this rank's group, in place order, of vector i
+// of the part whose lane is this rank's and whose group is gq: its own input at its place, the
+// group peers' pieces from its first half (slot jl * G + gq, d: the offset in the part); loads
+// four at a time.
+template <typename E, int OP>
+__device__ __forceinline__ void group_sum_vec(const acxk_peer_args_t &a, const typename E::S *first,
+                                              const typename E::S *in, uint64_t i, uint64_t d, int gq, uint64_t pp,
+                                              typename E::A *acc) {
+  using S = typename E::S;
+  constexpr int V = Vec<E>::V, BATCH = 4;
+  const int K = a.per_group, G = a.groups, j = a.lane[a.rank];
+  for (int j0 = 0; j0 < K; j0 += BATCH) {
+    uint4 v[BATCH];
+#pragma unroll
+    for (int k = 0; k < BATCH; k++)
+      if (j0 + k < K)
+        v[k] = j0 + k == j ? *(const uint4 *)(in + i)
+                           : __ldcg((const uint4 *)(first + (uint64_t)((j0 + k) * G + gq) * pp + d));
+#pragma unroll
+    for (int k = 0; k < BATCH; k++) {
+      if (j0 + k < K) {
+        const S *sq = (const S *)&v[k];
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[e] = j0 + k == 0 ? E::up(sq[e]) : E::template comb<OP>(acc[e], E::up(sq[e]));
+      }
+    }
+  }
+}
+
+template <typename E, int OP>
+__device__ __forceinline__ typename E::A group_sum_one(const acxk_peer_args_t &a, const typename E::S *first,
+                                                       const typename E::S *in, uint64_t i, uint64_t d, int gq,
+                                                       uint64_t pp) {
+  using A = typename E::A;
+  const int K = a.per_group, G = a.groups, j = a.lane[a.rank];
+  A acc = E::up(j == 0 ? in[i] : __ldcg(first + (uint64_t)gq * pp + d));
+  for (int jl = 1; jl < K; jl++)
+    acc = E::template comb<OP>(acc, E::up(jl == j ? in[i] : __ldcg(first + (uint64_t)(jl * G + gq) * pp + d)));
+  return acc;
+}
+
+template <typename E, int OP>
+__global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a) {
+  using S = typename E::S;
+  using A = typename E::A;
+  constexpr int V = Vec<E>::V;
+  const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank, G = a.groups, K = a.per_group;
+  const int g = a.grp[r], j = a.lane[r];
+  const uint64_t half = a.big_bytes / 2 / sizeof(S), cpe = ACXP_BIG_CHUNK(a.big_bytes, sizeof(S), n);
+  const uint64_t chunks = (a.count + cpe - 1) / cpe;
+  const bool vec = aligned16(a.send) && aligned16(a.recv);
+  __shared__ int32_t fail;
+  if (threadIdx.x == 0) fail = 0;
+  pdl_enter();
+  __syncthreads();
+  for (uint64_t t = 0; t < chunks; t++) {
+    const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
+    const uint64_t m = a.count - base < cpe ? a.count - base : cpe;
+    const uint64_t pp = ACXP_BIG_PART(m, n, V);
+    const uint64_t off = ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);
+    const S *in = (const S *)a.send + base;
+    S *out = (S *)a.recv + base;
+    const S *first = (const S *)(a.flags[r] + off);
+    uint64_t lo, hi;
+    // 1. my pieces of the parts my group's peers stand for, into their first halves
+    for (int k = 1; k < K; k++) {
+      const int jl = (j + k) % K, l = a.at[g * K + jl];
+      for (int gq = 0; gq < G; gq++) {
+        const int q = a.at[gq * K + jl];
+        big_piece<V>(m, n, q, nb, b, &lo, &hi);
+        const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;
+        big_copy<S>((S *)(a.flags[l] + off) + (uint64_t)(j * G + gq) * pp + (lo - p0), in + lo, hi - lo, vec);
+      }
+    }
+    __syncthreads();
+    if (!grp_sync(a, 0, 0, b, val, &fail)) break;
+    // 2. my group's partial sums of my lane's parts, into their owners' first halves (the next
+    // groups first, so that the groups spread their stores over the links)
+    for (int k = 1; k < G; k++) {
+      const int gq = (g + k) % G, q = a.at[gq * K + j];
+      big_piece<V>(m, n, q, nb, b, &lo, &hi);
+      const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;
+      S *to = (S *)(a.flags[q] + off) + (uint64_t)(j * G + g) * pp;
+      const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
+      for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
+        A acc[V];
+        group_sum_vec<E, OP>(a, first, in, i, i - p0, gq, pp, acc);
+        uint4 o;
+        S *so = (S *)&o;
+#pragma unroll
+        for (int e = 0; e < V; e++) so[e] = E::down(acc[e]);
+        *(uint4 *)(to + (i - p0)) = o;
+      }
+      for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads)
+        to[i - p0] = E::down(group_sum_one<E, OP>(a, first, in, i, i - p0, gq, pp));
+    }
+    __syncthreads();
+    if (!grp_sync(a, 0, 1, b, val, &fail)) break;
+    // 3. my part over the groups in order (each group's sum rounded to the type alike), into the
+    // output, my second half and my lane's second halves
+    big_piece<V>(m, n, r, nb, b, &lo, &hi);
+    const uint64_t p0 = (uint64_t)r * pp < m ? (uint64_t)r * pp : m;
+    const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
+    for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
+      A acc[V], part[V];
+      for (int gq = 0; gq < G; gq++) {
+        if (gq == g) {
+          group_sum_vec<E, OP>(a, first, in, i, i - p0, g, pp, part);
+#pragma unroll
+          for (int e = 0; e < V; e++) part[e] = E::up(E::down(part[e]));
+        } else {
+          const uint4 v = __ldcg((const uint4 *)(first + (uint64_t)(j * G + gq) * pp + (i - p0)));
+          const S *sv = (const S *)&v;
+#pragma unroll
+          for (int e = 0; e < V; e++) part[e] = E::up(sv[e]);
+        }
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[e] = gq == 0 ? part[e] : E::template comb<OP>(acc[e], part[e]);
+      }
+      uint4 o;
+      S *so = (S *)&o;
+#pragma unroll
+      for (int e = 0; e < V; e++) {
+        if constexpr (OP == ACX_REDOP_AVG) so[e] = E::fin(acc[e], n);
+        else so[e] = E::down(acc[e]);
+      }
+      *(uint4 *)(out + i) = o;
+      *(uint4 *)((S *)(a.flags[r] + off) + half + i) = o;
+      for (int k = 1; k < G; k++) *(uint4 *)((S *)(a.flags[a.at[((g + k) % G) * K + j]] + off) + half + i) = o;
+    }
+    for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) {
+      A acc = A();
+      for (int gq = 0; gq < G; gq++) {
+        const A part = gq == g ? E::up(E::down(group_sum_one<E, OP>(a, first, in, i, i - p0, g, pp)))
+                               : E::up(__ldcg(first + (uint64_t)(j * G + gq) * pp + (i - p0)));
+        acc = gq == 0 ? part : E::template comb<OP>(acc, part);
+      }
+      S o;
+      if constexpr (OP == ACX_REDOP_AVG) o = E::fin(acc, n);
+      else o = E::down(acc);
+      out[i] = o;
+      ((S *)(a.flags[r] + off) + half)[i] = o;
+      for (int k = 1; k < G; k++) ((S *)(a.flags[a.at[((g + k) % G) * K + j]] + off) + half)[i] = o;
+    }
+    __syncthreads();
+    // 4. C: my lane's parts are in my second half; D: my group's are in theirs
+    if (!grp_sync(a, 1, 1, b, val, &fail)) break;
+    if (!grp_sync(a, 1, 0, b, val, &fail)) break;
+    // 5. every other part, from the second half of my group's rank at its place
+    for (int k = 1; k < n; k++) {
+      const int q = (r + k) % n, from = a.at[g * K + a.lane[q]];
+      big_piece<V>(m, n, q, nb, b, &lo, &hi);
+      big_copy<S>(out + lo, (const S *)(a.flags[from] + off) + half + lo, hi - lo, vec);
+    }
+  }
+  __syncthreads();
+  if (fail && threadIdx.x == 0) {
+    *(volatile int32_t *)a.status = fail;
+    __threadfence_system();
+  }
+}
+
 // Calls launch(std::integral_constant<int, OP>) for the op: the kernels are templates on it.
 
 template <typename L>
@@ -579,7 +769,9 @@ cudaError_t launch(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int o
     // The two-shot: every block takes part in every chunk's flags, so the grid is the same on
     // every rank whatever the size.
     dim3 grid((unsigned)a->big_blocks), block(kThreads);
-    cudaError_t r = by_op(op, [&](auto o) { err = launch_k(two_shot<E, decltype(o)::value>, grid, block, stream, a); });
+    cudaError_t r = a->per_group > 1
+        ? by_op(op, [&](auto o) { err = launch_k(two_shot_grouped<E, decltype(o)::value>, grid, block, stream, a); })
+        : by_op(op, [&](auto o) { err = launch_k(two_shot<E, decltype(o)::value>, grid, block, stream, a); });
     return err != cudaSuccess ? err : r;
   }
   if (bt) {

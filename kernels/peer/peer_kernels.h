@@ -30,6 +30,9 @@ typedef struct acxk_peer_args {
   int32_t big;                      /* 1: the two-shot variant (flags[q]: rank q's area; data unused) */
   uint64_t slot_bytes, big_bytes;   /* the set's slot and big slot sizes (the two-shot's layout) */
   int32_t big_blocks;               /* the two-shot's grid (the set's, the same on every rank) */
+  int32_t groups, per_group;        /* the two-shot's groups (peer_ops.h): G groups of K ranks; K = 1
+                                       (G = nranks): without groups */
+  int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
   int32_t pdl;                      /* 1: launched with programmatic stream serialization (sm_90+: the
                                        kernel may be scheduled while the previous one on the stream
                                        ends, and waits for it before touching memory) */

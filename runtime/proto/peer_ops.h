@@ -106,6 +106,40 @@
  * pieces that the peers' blocks b wrote), with no closing round. Each element is reduced once,
  * by its part's owner, in rank order: the results are bit-identical on every rank, as the
  * one-shot's, and each rank sends 2 (n - 1) / n of the data over the links, as a ring does. */
+/* The two-shot with groups (issue 16: ranks that share a GPU). Where the set's ranks form G groups
+ * of K > 1 ranks each (the ranks of one GPU; acxp_ctl_t's groups, per_group, grp, lane, at), every
+ * byte crosses between GPUs once each way, as with one rank per GPU, instead of once per rank: the
+ * ranks of a group sum their parts on their GPU first. Parts, pieces, chunks, big slots and flag
+ * values are as above; rank r = at[g * K + j] is in group g at place j (its lane), and part q's
+ * lane is lane[q]. In rank x's first half, the pieces sent by its group's rank at place jl for
+ * group gq's rank at place lane[x] (the "proxy" x stands for) sit at slot jl * G + gq, and the
+ * partial sum that group gq's proxy sends for x's own part at slot lane[x] * G + gq (offset
+ * slot * pp plus the piece's offset in its part: n slots, as before). Block b of rank r, per chunk:
+ *   1. (within the GPU) for every other rank l of its group and every group gq: stores its piece
+ *      of the part of at[gq * K + lane[l]] into l's first half, at slot lane[r] * G + gq;
+ *   2. A: raises its phase-0 flag in its group's areas, waits for its group's;
+ *   3. (across GPUs) for every other group gq: sums its piece of the part of q = at[gq * K + lane[r]]
+ *      over its group in place order (its own input at its place, the others from its first half),
+ *      and stores that partial sum into q's first half at slot lane[r] * G + grp[r];
+ *   4. B: raises its phase-0 flag in the areas of its lane's ranks (at[gq * K + lane[r]]), waits
+ *      for theirs (group and lane peers are disjoint, so one flag array serves A and B);
+ *   5. reduces its piece of part r over the groups in order, each group's partial sum in place
+ *      order (its own group's from its input and first half, as in 3.; f16/bf16 partial sums are
+ *      rounded to the type, each group's alike), into the output, its own second half and its lane
+ *      ranks' second halves;
+ *   6. C: raises its phase-1 flag in its lane's areas, waits for theirs: its second half now has
+ *      every part of its lane;
+ *   7. D: raises its phase-1 flag in its group's areas, waits for theirs;
+ *   8. copies every other part's piece into the output from the second half of its group's rank at
+ *      that part's place (its own, or a group peer's on the same GPU: a load, but not across GPUs).
+ * Reuse of the halves two chunks later: a group peer stores into r's first half for chunk t + 2
+ * after its D of t + 1, which r raises after its step 5 of t + 1; a lane peer after its C of t + 1
+ * (likewise); a lane peer stores into r's second half for t + 2 after its B of t + 2, which r
+ * raises after its A of t + 2, which r's group peers raise after their step 8 of t + 1, the last
+ * reads of r's second half for t. Each element is still reduced once, by its part's owner: results
+ * are bit-identical on every rank; the order is (group 0's ranks in place order) then group 1's
+ * partial, and so on, and for f16/bf16 each group's sum is rounded once. With K = 1 (G = n) steps 1,
+ * 2, 7 are empty, the partial sum is the input, and this is the protocol above. */
 #define ACXP_BIG_OFF(slot_bytes) ACXP_AREA_BYTES(slot_bytes)
 #define ACXP_BIG_MAX_BLOCKS 128 /* the two-shot's blocks per operation at most (ACX_COLL_PEER_BIG_BLOCKS) */
 #define ACXP_BIG_FLAG_BYTES ((uint64_t)ACXP_MAX_RANKS * ACXP_BIG_MAX_BLOCKS * 8) /* one phase's flags */
@@ -165,6 +199,11 @@ typedef struct acxp_ctl {
                                      the peers' blocks b) */
   uint64_t area[ACXP_MAX_RANKS];  /* buffer ids in this rank's executor: [rank] its own area, the
                                      others the peers' areas imported */
+  /* The two-shot's groups (above): groups * per_group == nranks, per_group > 1; grp[q] and lane[q]
+   * rank q's group and place in it, at[g * per_group + j] the rank at place j of group g.
+   * groups == 0: no groups (each rank its own, the two-shot without groups). */
+  int32_t groups, per_group;
+  int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
   /* Nonzero (an acx_status_t): operations waiting for peers leave at once with it. The rank sets
    * it when the coll breaks (a peer lost, a rebuild), so that no executor waits out its deadline
    * for a peer that will never come; cleared by the rank before a new SETUP. */

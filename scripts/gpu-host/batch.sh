@@ -147,18 +147,17 @@ for step in "$@"; do
         grep -E "^ +[0-9]+ " $OUT/peer-$np-$on-$ll-$rep.txt | sed "s/^/np=$np peer=$on ll=$ll rep=$rep /"; done; done; done ;;
     pfloor) el pfloor  # raw NCCL's floor (direct calls, graph replays) at the own path's sizes, at 2 and NG ranks
       for np in 2 $NG; do for sz in ${PFLOOR_SZ:-8 65536}; do timeout 60 mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE $B/bench/allreduce/acx-nccl-floor $sz ${FLOOR_N:-3000} >$OUT/pfloor-$np-$sz.txt 2>&1; echo "np=$np bytes=$sz rc=$?"; grep -v "^#  Rank" $OUT/pfloor-$np-$sz.txt | sed "s/^/np=$np $sz /" | tail -12; done; done ;;
-    peermps) el peermps  # issue 16 through the own path: 2 ranks per GPU under MPS, small all-reduces with ACX_COLL_PEER 1 and 0 (the ordered path), 1 rank per GPU beside, interleaved
+    peermps) el peermps  # issue 16 through the own path: 2 ranks per GPU under MPS, small all-reduces with ACX_COLL_PEER 1 and 0 (the ordered path), 1 rank per GPU beside (the default -1: NCCL at 2 ranks; and 1), interleaved (PEERMPS_V: k:peer)
       mps_on || continue
-      for rep in $(seq ${PEER_REPS:-3}); do for v in 1:1 2:1 2:0; do IFS=: read -r k on <<<"$v"; np=$((NG * k))
+      for rep in $(seq ${PEER_REPS:-3}); do for v in ${PEERMPS_V:-1:-1 1:1 2:1 2:0}; do IFS=: read -r k on <<<"$v"; np=$((NG * k))
         ACX_COLL_PEER=$on timeout 120 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench -b 8 -e 256K -f 4 -n 200 -w 20 -d float >$OUT/peermps-$k-$on-$rep.txt 2>&1; echo "ranks/GPU=$k peer=$on rep=$rep rc=$?"
         grep -E "^ +[0-9]+ " $OUT/peermps-$k-$on-$rep.txt | sed "s/^/k=$k peer=$on rep=$rep /"; done; done
       mps_off ;;
-    mpsbig) el mpsbig  # issue 16's large all-reduces under MPS through the own two-shot (stores; session 17): 1 rank per GPU (the default: two-shot at 2 ranks), 2 per GPU through the ordered hierarchical path (the default) and through the two-shot with 128 and 64 blocks (ACX_COLL_PEER=1 ACX_COLL_PEER_BIG_KB=65536), 16 MiB - 1 GiB, interleaved rounds
+    mpsbig) el mpsbig  # issue 16's large all-reduces under MPS through the own two-shot: 1 rank per GPU (the default: two-shot at 2 ranks), 2 per GPU through the ordered hierarchical path (ACX_COLL_PEER_BIG_KB=0), the two-shot with groups (the ranks of a GPU sum first; session 18) with 128 and 64 blocks and without groups (ACX_COLL_PEER_BIG_GROUPS=0), 16 MiB - 1 GiB, interleaved rounds (MPSBIG_REPS; MPSBIG_V: the variants k:peer:bigkb:blocks:groups)
       mps_on || continue
-      for rep in $(seq ${MPSBIG_REPS:-2}); do for v in 1:-1:128 2:-1:128 2:1:128 2:1:64; do IFS=: read -r k on bb <<<"$v"; np=$((NG * k))
-        kb=-1; [ "$on" = 1 ] && kb=65536
-        ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=$kb ACX_COLL_PEER_BIG_BLOCKS=$bb timeout 150 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_BIG_BLOCKS -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench ${MPSBIG_CMP:-} -b 16M -e 1G -f 4 -n 10 -w 3 -d float >$OUT/mpsbig-$k-$on-$bb-$rep.txt 2>&1; echo "ranks/GPU=$k peer=$on blocks=$bb rep=$rep rc=$?"
-        grep -E "^ +[0-9]+ " $OUT/mpsbig-$k-$on-$bb-$rep.txt | sed "s/^/k=$k peer=$on bb=$bb rep=$rep /"; done; done
+      for rep in $(seq ${MPSBIG_REPS:-2}); do for v in ${MPSBIG_V:-1:-1:-1:128:1 2:-1:0:128:1 2:1:65536:128:1 2:1:65536:64:1 2:1:65536:128:0}; do IFS=: read -r k on kb bb gr <<<"$v"; np=$((NG * k))
+        ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=$kb ACX_COLL_PEER_BIG_BLOCKS=$bb ACX_COLL_PEER_BIG_GROUPS=$gr timeout 150 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_BIG_BLOCKS -x ACX_COLL_PEER_BIG_GROUPS -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench ${MPSBIG_CMP:-} -b ${MPSBIG_B:-16M} -e 1G -f 4 -n 10 -w 3 -d float >$OUT/mpsbig-$k-$on-$kb-$bb-$gr-$rep.txt 2>&1; echo "ranks/GPU=$k peer=$on bigkb=$kb blocks=$bb groups=$gr rep=$rep rc=$?"
+        grep -E "^ +[0-9]+ " $OUT/mpsbig-$k-$on-$kb-$bb-$gr-$rep.txt | sed "s/^/k=$k peer=$on kb=$kb bb=$bb gr=$gr rep=$rep /"; done; done
       mps_off ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
     randoff) el randoff  # cuRAND normals, raw and acx: drawing on (never) and back to position 0 before each call (each), interleaved

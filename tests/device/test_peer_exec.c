@@ -9,7 +9,8 @@
  * with ACX_ERR_COLL_TIMEOUT; bad commands are refused with a log line. The set has big slots, so
  * all-reduces beyond a slot take the two-shot (in chunks, the last one short). Usage: test_peer_exec
  * process|inline (host kind) | test_peer_exec --cuda (three executors on GPU 0, through CUDA IPC:
- * the kernel; exits 77 without a GPU). */
+ * the kernel; exits 77 without a GPU); --group: the three are one group of the two-shot (as ranks of
+ * one GPU are). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,10 @@ static acx_host_mem_t *ctlmem[NR];
 static acxp_ctl_t *ctl[NR];
 static uint64_t seq; /* the operation number, the same for every "rank" */
 static int inline_mode, cuda_mode;
+/* --group: the three are one group of the two-shot (runtime/proto/peer_ops.h: ranks of one GPU),
+ * so it sums within the group first; its arithmetic differs only in rounding the group's sum of
+ * f16/bf16 to the type before avg divides it. */
+static int group_mode;
 static const uint64_t SET = 77;
 /* The push lines' limit: ACX_COLL_PEER_LL_KB KiB (64 by default, where every all-reduce up to a
  * slot pushes lines; the _ll16 variants take 16, where 32 KiB takes the one-shot). */
@@ -70,6 +75,11 @@ static void setup_set(void) {
     ctl[r]->big_bytes = BIG;        /* beyond a slot the two-shot, in chunks of BIG */
     ctl[r]->big_blocks = 32;
     for (int q = 0; q < NR; q++) ctl[r]->area[q] = q == r ? area[r]->id : imp[r][q]->id;
+    if (group_mode) {
+      ctl[r]->groups = 1;
+      ctl[r]->per_group = NR;
+      for (int q = 0; q < NR; q++) ctl[r]->grp[q] = 0, ctl[r]->lane[q] = (int8_t)q, ctl[r]->at[q] = (int8_t)q;
+    }
     acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET, NR, (uint64_t)r, ctlmem[r]->id}};
     ACX_ASSERT_STATUS(acxi_device_call(dev[r], &cmd, NULL, 0, 0, -1, T, NULL), ACX_OK);
   }
@@ -161,13 +171,15 @@ static void fill_input(void *p, acx_dtype_t d, int r, size_t n) {
         else if (op == ACX_REDOP_MIN) acc = x < acc ? x : acc;                                    \
         else acc = acc + x;                                                                       \
       }                                                                                           \
+      if (group_mode && big) acc = LD(ST(acc)); /* the group's sum, rounded to the type */        \
       if (op == ACX_REDOP_AVG) acc = acc / (A)NR;                                                 \
       o[i] = ST(acc);                                                                             \
     }                                                                                             \
   } while (0)
 #define SAME(x) (x)
 
-static void reference(void *const in[NR], void *out, acx_dtype_t d, int op, size_t n) {
+/* big: the two-shot's size (larger than a slot). */
+static void reference(void *const in[NR], void *out, acx_dtype_t d, int op, size_t n, int big) {
   switch (d) {
   case ACX_DTYPE_I8: REF_INT(int8_t, uint8_t, 1); break;
   case ACX_DTYPE_U8: REF_INT(uint8_t, uint8_t, 0); break;
@@ -214,7 +226,7 @@ static void test_every_dtype_and_op(void) {
           }
           acx_status_t st[NR];
           allreduce_on(all, s, o, n, d, op, 10000, st);
-          reference(in, want, d, op, n);
+          reference(in, want, d, op, n, n * es > SLOT);
           for (int r = 0; r < NR; r++) {
             CU_ASSERT_EQUAL(st[r], ACX_OK);
             memset(out, 0x5a, n * es);
@@ -553,8 +565,9 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "inline")) inline_mode = 1;
     else if (!strcmp(argv[i], "--cuda")) cuda_mode = 1;
+    else if (!strcmp(argv[i], "--group")) group_mode = 1;
     else if (strcmp(argv[i], "process")) {
-      fprintf(stderr, "usage: test_peer_exec process|inline | --cuda\n");
+      fprintf(stderr, "usage: test_peer_exec process|inline | --cuda [--group]\n");
       return 2;
     }
   }
