@@ -35,8 +35,6 @@ typedef struct mreq {
   int64_t deadline_ns;
   int peer;             /* the own all-reduce (peer_coll.c): one operation, run by the executors */
   acx_future_t *pf;     /* ... its reply once sent (the worker's, till it finishes the request) */
-  int landed;           /* ... set under the lock when pf completed */
-  struct acxc_mpi *m;   /* ... whose lock and condition the reply's callback takes */
 } mreq_t;
 
 /* Own all-reduces the worker keeps in flight at most (the executor's set holds ACXP_PENDING). */
@@ -258,16 +256,6 @@ static void run_hier(acx_coll_t *c, mreq_t *r) {
  * previous one has finished (back-to-back small ones then reach the executor together, and it
  * batches them as on the NCCL path) and finishes them in order (finish_peer) before it runs
  * anything else. */
-static void peer_landed(void *arg, acx_future_t *f, uint64_t cookie) {
-  (void)f, (void)cookie;
-  mreq_t *r = arg;
-  acxc_mpi_t *m = r->m;
-  pthread_mutex_lock(&m->lock);
-  r->landed = 1;
-  pthread_cond_signal(&m->cond);
-  pthread_mutex_unlock(&m->lock);
-}
-
 static void finish_peer(acx_coll_t *c, mreq_t *r) {
   acx_status_t st = acxc_peer_finish(c, r->pf, r->deadline_ns);
   r->pf = NULL;
@@ -282,11 +270,6 @@ static int start_peer(acx_coll_t *c, mreq_t *r) {
   if (st != ACX_OK) {
     req_complete(c, r, st);
     req_free(r, 1);
-    return 0;
-  }
-  r->m = c->mpi;
-  if (acxi_future_on_complete(r->pf, peer_landed, NULL, r, 0) != ACX_OK) {
-    finish_peer(c, r); /* no memory for the callback: wait for it here */
     return 0;
   }
   return 1;
@@ -381,11 +364,9 @@ static void *worker(void *arg) {
   int nfly = 0;
   pthread_mutex_lock(&m->lock);
   for (;;) {
-    while (!m->head && !m->stop && !(fly && (fly->landed || acxi_now_ns() >= fly->deadline_ns))) {
+    while (!m->head && !m->stop && !fly) {
       int has_orphans = m->orphans != NULL;
-      int64_t until = acxi_now_ns() + (has_orphans ? 1000000 : 100000000);
-      if (fly && fly->deadline_ns < until) until = fly->deadline_ns;
-      struct timespec ts = acxi_ts_from_ns(until);
+      struct timespec ts = acxi_ts_from_ns(acxi_now_ns() + (has_orphans ? 1000000 : 100000000));
       pthread_cond_timedwait(&m->cond, &m->lock, &ts);
       if (m->orphans) {
         pthread_mutex_unlock(&m->lock);
@@ -393,19 +374,32 @@ static void *worker(void *arg) {
         pthread_mutex_lock(&m->lock);
       }
     }
-    /* The oldest in flight is finished when it is done or late, before anything but another own
-     * all-reduce (the coll's order), when the window is full, and before stopping. */
-    if (fly && (fly->landed || !m->head || !m->head->peer || m->stop || nfly >= ACXC_PEER_WINDOW)) {
-      mreq_t *r = fly;
-      fly = r->next;
-      if (!fly) fly_tail = NULL;
-      nfly--;
-      pthread_mutex_unlock(&m->lock);
-      finish_peer(c, r);
-      pthread_mutex_lock(&m->lock);
-      m->finished++;
-      pthread_cond_broadcast(&m->idle);
-      continue;
+    /* The oldest in flight is finished once it is done, and before anything but another own
+     * all-reduce (the coll's order), when the window is full and before stopping; with nothing
+     * queued the worker waits for it a millisecond at a time, taking what comes meanwhile. */
+    if (fly) {
+      int done = acxi_future_is_done(fly->pf);
+      int must = m->stop || (m->head && !m->head->peer) || nfly >= ACXC_PEER_WINDOW;
+      if (!done && !must && !m->head && acxi_now_ns() < fly->deadline_ns) {
+        acx_future_t *f = fly->pf;
+        int64_t left = acxi_left_ns(fly->deadline_ns);
+        pthread_mutex_unlock(&m->lock);
+        (void)acx_future_wait(f, left < 1000000 ? left : 1000000, NULL, 0, NULL);
+        pthread_mutex_lock(&m->lock);
+        continue;
+      }
+      if (done || must || !m->head) {
+        mreq_t *r = fly;
+        fly = r->next;
+        if (!fly) fly_tail = NULL;
+        nfly--;
+        pthread_mutex_unlock(&m->lock);
+        finish_peer(c, r);
+        pthread_mutex_lock(&m->lock);
+        m->finished++;
+        pthread_cond_broadcast(&m->idle);
+        continue;
+      }
     }
     if (!m->head) break; /* stop with nothing queued or in flight */
     mreq_t *r = m->head;

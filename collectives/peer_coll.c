@@ -47,6 +47,8 @@ struct acxc_peer {
   uint64_t big_min;                     /* every rank's: the smallest ACX_COLL_PEER_BIG_MIN_KB (bytes) */
   int small_on;                         /* every rank takes the all-reduces of at most slot_bytes */
   int groups_on;                        /* every rank has ACX_COLL_PEER_BIG_GROUPS on */
+  int big_auto;                         /* every rank has ACX_COLL_PEER_BIG_KB=-1 (auto) */
+  acxp_ctl_t grp;                       /* the two-shot's groups (groups, per_group, grp, lane, at) */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
                                            worker path: the worker's) */
   _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
@@ -87,19 +89,26 @@ static const char *small_unwanted(const acx_coll_t *c) {
 }
 
 /* The two-shot's big slot this rank asks for (KiB, ACX_COLL_PEER_BIG_KB; 0: none, *why says why).
- * -1 (the default, auto) asks for ACXP_BIG_AUTO_KB on GPUs at exactly 2 ranks, one per GPU:
- * there it was measured above NCCL from 2 MiB on 2xH100 and 2xH200 (1.1-1.7x, docs/benchmark.md);
- * at 4 ranks it was not (0.98 to 1.02x NCCL's busbw from 256 MiB on 4xH200), and ranks sharing a
- * GPU were never measured. */
+ * -1 (the default, auto) asks for ACXP_BIG_AUTO_KB on GPUs where the ranks are on 2 GPUs: one rank
+ * each, where it was measured above NCCL from 2 MiB on 2xH100 and 2xH200 (1.1-1.7x,
+ * docs/benchmark.md), or as many each under MPS, through the two-shot with groups (2 each on
+ * 2xH100: 0.96-1.06x the busbw of 1 rank per GPU from 64 MiB, where the hierarchical path has
+ * 0.48x; session 18). At 4 ranks on 4 GPUs it was not above NCCL (0.98 to 1.02x its busbw from 256
+ * MiB on 4xH200). */
 static int big_wanted(const acx_coll_t *c, const char **why) {
   int64_t kb = acxi_param_int("ACX_COLL_PEER_BIG_KB");
+  char mps[256];
   *why = NULL;
   if (kb == 0) *why = "ACX_COLL_PEER_BIG_KB=0";
   else if (kb < 0 && c->host_kind) *why = "ACX_COLL_PEER_BIG_KB=-1 (auto) takes them on GPUs only (N: on the host kind too)";
-  else if (kb < 0 && c->size != 2)
-    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto) takes them at 2 ranks only (N: the two-shot with N KiB slots anyway)";
-  else if (kb < 0 && acxc_world_gpu_sharers(c->world) > 1)
-    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto): ranks share a GPU (N: the two-shot anyway)";
+  else if (kb < 0 && acxc_world_gpu_sharers(c->world) <= 1 && c->size != 2)
+    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto) takes them on 2 GPUs only (N: the two-shot with N KiB slots anyway)";
+  else if (kb < 0 && acxc_world_gpu_sharers(c->world) > 1 &&
+           (c->size != 2 * acxc_world_gpu_sharers(c->world) || acxi_param_int("ACX_COLL_PEER_BIG_GROUPS") <= 0))
+    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto): ranks share GPUs, but not as 2 GPUs with as many ranks each and "
+           "ACX_COLL_PEER_BIG_GROUPS on (N: the two-shot anyway)";
+  else if (kb < 0 && acxc_world_gpu_sharers(c->world) > 1 && !acxc_hier_mps(mps, sizeof mps))
+    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto): ranks share GPUs without MPS (N: the two-shot anyway)";
   if (*why) return 0;
   if (kb < 0) kb = ACXP_BIG_AUTO_KB;
   if (kb < ACXP_BIG_MIN / 1024) kb = ACXP_BIG_MIN / 1024;
@@ -183,9 +192,30 @@ static void release(acxc_peer_t *p) {
   p->id = 0;
 }
 
+/* The two-shot's groups (every rank takes part: p->big_bytes is agreed), before the areas are
+ * made: auto (every rank -1) takes the two-shot on 2 GPUs only, so where the ranks turn out to be on
+ * more, or on GPUs with different numbers of ranks, it goes (on every rank alike: they decide from
+ * the same colors). */
+static acx_status_t make_groups(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
+  memset(&p->grp, 0, sizeof p->grp);
+  if (!p->big_bytes) return ACX_OK;
+  int32_t me = big_color(c, p), color[ACXP_MAX_RANKS];
+  acx_status_t st = allgather(c, &me, sizeof me, color, deadline);
+  if (st != ACX_OK) return st;
+  int grouped = big_groups(c, color, &p->grp);
+  if (p->big_auto && acxc_world_gpu_sharers(c->world) > 1 && (!grouped || p->grp.groups != 2)) {
+    ACX_INFO(COLL, "own all-reduce: ACX_COLL_PEER_BIG_KB=-1 (auto): the ranks are not on 2 GPUs with as many ranks "
+             "each: large all-reduces through %s", c->host_kind ? "MPI" : "NCCL");
+    memset(&p->grp, 0, sizeof p->grp);
+    p->big_bytes = 0;
+  }
+  return ACX_OK;
+}
+
 /* This rank's half of the set-up; the caller agrees with the others afterwards. */
 static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   acx_device_t *dev = c->dev;
+  ACXCHECK(make_groups(c, p, deadline));
   size_t area = (size_t)ACXP_AREA_BYTES_BIG(p->slot_bytes, p->big_bytes);
   acx_status_t st = acxi_buffer_alloc_shareable(dev, area, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->mine);
   /* Flags and lines start at 0: operation numbers start at 1 (a line left by an earlier user of
@@ -197,33 +227,26 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   if (st == ACX_OK && p->big_bytes) /* the two-shot's flags */
     st = acx_buffer_fill(p->mine, ACXP_BIG_OFF(p->slot_bytes), 2 * ACXP_BIG_FLAG_BYTES, 0, 4, 0,
                          acxi_left_ns(deadline));
-  /* The area's handle and the rank's two-shot group. */
-  struct {
-    acxi_ipc_handle_t h;
-    int32_t color;
-  } me, *all;
-  memset(&me, 0, sizeof me);
-  me.color = big_color(c, p);
-  if (st == ACX_OK) st = acxi_buffer_ipc_export(p->mine, &me.h, acxi_left_ns(deadline));
+  acxi_ipc_handle_t h;
+  memset(&h, 0, sizeof h);
+  if (st == ACX_OK) st = acxi_buffer_ipc_export(p->mine, &h, acxi_left_ns(deadline));
   /* Every rank takes part in the exchange, an empty handle where its own steps failed. */
-  all = calloc((size_t)c->size, sizeof *all);
+  acxi_ipc_handle_t *all = calloc((size_t)c->size, sizeof *all);
   if (!all) return ACX_ERR_NO_MEMORY;
-  acx_status_t x = allgather(c, &me, sizeof me, all, deadline);
+  acx_status_t x = allgather(c, &h, sizeof h, all, deadline);
   if (x != ACX_OK) {
     free(all);
     return x;
   }
-  int32_t color[ACXP_MAX_RANKS];
-  for (int q = 0; q < c->size; q++) color[q] = all[q].color;
   acxi_ipc_handle_t none;
   memset(&none, 0, sizeof none);
   for (int q = 0; st == ACX_OK && q < c->size; q++) {
     if (q == c->rank) continue;
-    if (!memcmp(&all[q].h, &none, sizeof none)) {
+    if (!memcmp(&all[q], &none, sizeof none)) {
       st = ACX_ERR_PEER_LOST; /* that rank's own steps failed: it says so in its log */
       break;
     }
-    st = acxi_buffer_ipc_import(dev, &all[q].h, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->imp[q]);
+    st = acxi_buffer_ipc_import(dev, &all[q], ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->imp[q]);
     /* Asked for (1): a warning; auto (-1) falls back quietly, the GPUs may just not be peers. */
     if (st != ACX_OK && acxi_param_int("ACX_COLL_PEER") > 0)
       ACX_WARN(COLL, "own all-reduce set-up: rank %d's area cannot be mapped by this rank's executor: %s (are the "
@@ -249,7 +272,17 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   p->ctl->big_bytes = p->big_bytes;
   p->ctl->big_blocks = p->big_blocks;
   for (int q = 0; q < c->size; q++) p->ctl->area[q] = q == c->rank ? p->mine->id : p->imp[q]->id;
-  if (p->big_bytes) big_groups(c, color, p->ctl);
+  /* With groups a GPU runs K kernels of the two-shot at once, whose blocks must all be resident
+   * (block b waits for its group's blocks b): K x 128 blocks did not fit an H100 under MPS and ran
+   * 15x slower (session 18), K x 64 did. So each rank runs big_blocks / K. */
+  if (p->grp.groups) {
+    p->ctl->groups = p->grp.groups;
+    p->ctl->per_group = p->grp.per_group;
+    memcpy(p->ctl->grp, p->grp.grp, sizeof p->ctl->grp);
+    memcpy(p->ctl->lane, p->grp.lane, sizeof p->ctl->lane);
+    memcpy(p->ctl->at, p->grp.at, sizeof p->ctl->at);
+    p->ctl->big_blocks = p->big_blocks / (uint64_t)p->grp.per_group ? p->big_blocks / (uint64_t)p->grp.per_group : 1;
+  }
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
   uint64_t id = acxc_next_comm_id();
   uint64_t gen = atomic_load_explicit(&dev->generation, memory_order_acquire);
@@ -273,7 +306,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   /* One agreement (MPI MIN) of everything the ranks must have alike: whether the path is on and
    * its slot, whether each part is, the push lines' limit, the two-shot's slot, blocks, the
    * smallest all-reduce it takes and whether it works in groups. Every rank takes part, also one whose communicator failed. */
-  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, GROUPS, NAGREE };
+  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, GROUPS, BIGAUTO, NAGREE };
   int mine[NAGREE] = {
       [SLOT] = why ? 0 : (int)(kb > (1 << 20) ? (1 << 20) : kb),
       [SMALL] = !swhy,
@@ -283,6 +316,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
       [BLOCKS] = bb < 1 ? 1 : bb > ACXP_BIG_MAX_BLOCKS ? ACXP_BIG_MAX_BLOCKS : (int)bb,
       [BIGMIN] = minkb < 0 ? 0 : minkb > INT_MAX ? INT_MAX : (int)minkb,
       [GROUPS] = acxi_param_int("ACX_COLL_PEER_BIG_GROUPS") > 0,
+      [BIGAUTO] = acxi_param_int("ACX_COLL_PEER_BIG_KB") < 0,
   };
   int lo[NAGREE] = {0};
   acx_status_t ag = acxc_coll_agree_min_n(c, mine, lo, NAGREE);
@@ -304,6 +338,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   p->big_blocks = lo[BLOCKS] > 0 ? (uint64_t)lo[BLOCKS] : 1;
   p->big_min = (uint64_t)lo[BIGMIN] * 1024;
   p->groups_on = lo[GROUPS] > 0;
+  p->big_auto = lo[BIGAUTO] > 0;
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   if (local != ACX_OK && local != ACX_ERR_PEER_LOST)
@@ -319,7 +354,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
                swhy ? swhy : "another rank does not want them");
     if (p->big_bytes)
       snprintf(big, sizeof big, "from %" PRIu64 " KiB two-shot in chunks of %" PRIu64 " KiB (%" PRIu64 " blocks on GPUs%s)",
-               (p->big_min > p->slot_bytes ? p->big_min : p->slot_bytes + 1) / 1024, p->big_bytes / 2048, p->big_blocks,
+               (p->big_min > p->slot_bytes ? p->big_min : p->slot_bytes + 1) / 1024, p->big_bytes / 2048, p->ctl->big_blocks,
                p->ctl->groups ? (c->host_kind ? ", the hierarchical groups summed first" : ", the ranks of a GPU summed first")
                               : "");
     else

@@ -82,10 +82,12 @@ typedef struct acxi_ext_ops {
   int (*progress)(acxi_engine_t *e, const acxi_engine_api_t *api);
   /* Optional: releases the extension's per-engine state before the engine goes. */
   void (*engine_destroy)(acxi_engine_t *e, const acxi_engine_api_t *api);
-  /* Optional (the cuda engine calls it): launches work the extension has accepted but holds back
-   * to launch it together with what may follow (acx's own all-reduce batches small ones). Called
-   * before the engine runs any command outside [op_first, op_last]; the extension itself launches
-   * what it holds before its own progress hook returns, so nothing is held past a loop turn. */
+  /* Optional (the cuda engine calls it): puts into the streams the work the extension has accepted
+   * but not launched yet: what it holds back to launch together with what may follow (acx's own
+   * all-reduce batches small ones), or what a library still enqueues on a thread of its own (NCCL's
+   * non-blocking communicators: this waits for it, within its deadline). Called before the engine
+   * runs any command outside [op_first, op_last], so that the streams keep the commands' order; the
+   * extension launches what it holds back before its own progress hook returns. */
   void (*flush)(acxi_engine_t *e, const acxi_engine_api_t *api);
 } acxi_ext_ops_t;
 

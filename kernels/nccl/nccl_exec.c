@@ -1800,6 +1800,33 @@ static int nccl_progress(acxi_engine_t *e, const acxi_engine_api_t *api) {
   return n;
 }
 
+/* The hook `flush` (engine.h): the engine is about to run a command that is not this extension's
+ * (the engine's own, or another extension's: acx's own all-reduce). A collective in ISSUING is not
+ * in its stream yet (NCCL puts it there later, from a thread of its own), nor are the commands
+ * queued behind it; a command that ran now would land in the stream before them on this rank
+ * alone, and where a peer's order differs, two ranks wait in each other's kernels: session 18's
+ * test_coll --peer on 2xH100 deadlocked so (an own all-reduce overtook an NCCL broadcast on one
+ * rank). So every communicator's enqueue in progress, and its queue, goes into the streams first:
+ * this waits for them, each within its own deadline (ACX_COLL_TIMEOUT fails the communicator). It
+ * also orders that command after the collective's kernel on any stream (docs/collectives.md). */
+static void nccl_flush(acxi_engine_t *e, const acxi_engine_api_t *api) {
+  ext_t *x = ext_get(e, api, 0);
+  if (!x) return;
+  for (;;) {
+    ncomm_t *c = NULL;
+    for (int i = 0; i < x->n && !c; i++)
+      if (x->v[i]->state == C_ISSUING || (x->v[i]->state == C_READY && x->v[i]->qcount)) c = x->v[i];
+    if (!c) return;
+    /* Either may issue again, or take c away (a DESTROY drained): c is found anew above. */
+    if (c->state == C_READY) {
+      drain(e, api, x, c);
+    } else {
+      (void)progress_state(e, api, x, c, acxi_now_ns());
+      acxi_cpu_relax();
+    }
+  }
+}
+
 static void nccl_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) {
   void **slot = api->ext_state(e, ACXC_EXT_SLOT);
   if (!slot || !*slot) return;
@@ -1824,6 +1851,7 @@ static const acxi_ext_ops_t nccl_ext_ops = {
     .submit = nccl_submit,
     .progress = nccl_progress,
     .engine_destroy = nccl_engine_destroy,
+    .flush = nccl_flush,
 };
 
 __attribute__((constructor)) static void nccl_ext_register(void) { acxi_ext_register(&nccl_ext_ops); }
