@@ -33,6 +33,12 @@
 #include "runtime/device/device_internal.h"
 #include "runtime/proto/peer_ops.h"
 
+/* The two-shot's groups, as acxp_ctl_t's fields of these names (runtime/proto/peer_ops.h). */
+typedef struct groups {
+  int32_t groups, per_group; /* 0, 0: none */
+  int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
+} groups_t;
+
 struct acxc_peer {
   uint64_t id;                          /* the set in the executor (0: not registered) */
   uint64_t generation;                  /* device generation it was registered in */
@@ -48,7 +54,7 @@ struct acxc_peer {
   int small_on;                         /* every rank takes the all-reduces of at most slot_bytes */
   int groups_on;                        /* every rank has ACX_COLL_PEER_BIG_GROUPS on */
   int big_auto;                         /* every rank has ACX_COLL_PEER_BIG_KB=-1 (auto) */
-  acxp_ctl_t grp;                       /* the two-shot's groups (groups, per_group, grp, lane, at) */
+  groups_t grp;                         /* the two-shot's groups */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
                                            worker path: the worker's) */
   _Atomic uint64_t ops;                 /* operations sent down the path (acxc_peer_ops) */
@@ -145,36 +151,40 @@ static int32_t big_color(const acx_coll_t *c, const acxc_peer_t *p) {
   return c->hier_on ? acxc_hier_color(c) : c->rank;
 }
 
-/* The groups from every rank's color into the control block: groups of equal size, at least 2,
- * in the order of their lowest ranks, places in rank order. Returns 0 (no groups: ctl's groups
- * stays 0) where they are not, saying why when some ranks share a color. */
-static int big_groups(const acx_coll_t *c, const int32_t *color, acxp_ctl_t *ctl) {
+/* The groups from every rank's color into p->grp: groups of equal size, at least 2, in the order
+ * of their lowest ranks, places in rank order. Returns 0 (no groups: p->grp all 0) where they are
+ * not, saying why when some ranks share a color. */
+static int big_groups(const acx_coll_t *c, const int32_t *color, acxc_peer_t *p) {
+  groups_t *gp = &p->grp;
   const int n = c->size;
   int grp[ACXP_MAX_RANKS], size[ACXP_MAX_RANKS] = {0}, G = 0;
   for (int q = 0; q < n; q++) {
     int g = 0;
-    while (g < G && color[ctl->at[g]] != color[q]) g++; /* at[g]: group g's first rank, for now */
-    if (g == G) ctl->at[G++] = (int8_t)q;
+    while (g < G && color[gp->at[g]] != color[q]) g++; /* at[g]: group g's first rank, for now */
+    if (g == G) gp->at[G++] = (int8_t)q;
     grp[q] = g;
     size[g]++;
   }
-  if (G == n) return 0;
+  if (G == n) {
+    memset(gp, 0, sizeof *gp);
+    return 0;
+  }
   const int K = size[0];
   for (int g = 1; g < G; g++)
     if (size[g] != K) {
       ACX_INFO(COLL, "own all-reduce: the groups (ranks of one GPU%s) have different sizes (%d and %d): the two-shot "
                "sends every rank's parts separately", c->host_kind ? "; host kind: ACX_COLL_HIER_GROUP" : "", K, size[g]);
-      memset(ctl->at, 0, sizeof ctl->at);
+      memset(gp, 0, sizeof *gp);
       return 0;
     }
   int placed[ACXP_MAX_RANKS] = {0};
   for (int q = 0; q < n; q++) {
-    ctl->grp[q] = (int8_t)grp[q];
-    ctl->lane[q] = (int8_t)placed[grp[q]]++;
-    ctl->at[grp[q] * K + ctl->lane[q]] = (int8_t)q;
+    gp->grp[q] = (int8_t)grp[q];
+    gp->lane[q] = (int8_t)placed[grp[q]]++;
+    gp->at[grp[q] * K + gp->lane[q]] = (int8_t)q;
   }
-  ctl->groups = G;
-  ctl->per_group = K;
+  gp->groups = G;
+  gp->per_group = K;
   return 1;
 }
 
@@ -202,7 +212,7 @@ static acx_status_t make_groups(acx_coll_t *c, acxc_peer_t *p, int64_t deadline)
   int32_t me = big_color(c, p), color[ACXP_MAX_RANKS];
   acx_status_t st = allgather(c, &me, sizeof me, color, deadline);
   if (st != ACX_OK) return st;
-  int grouped = big_groups(c, color, &p->grp);
+  int grouped = big_groups(c, color, p);
   if (p->big_auto && acxc_world_gpu_sharers(c->world) > 1 && (!grouped || p->grp.groups != 2)) {
     ACX_INFO(COLL, "own all-reduce: ACX_COLL_PEER_BIG_KB=-1 (auto): the ranks are not on 2 GPUs with as many ranks "
              "each: large all-reduces through %s", c->host_kind ? "MPI" : "NCCL");
