@@ -8,8 +8,9 @@
  *    on the host kind, at 2 ranks and on shared GPUs without MPS (ranks sharing GPUs bypass the
  *    hierarchical collectives' groups for them);
  *  - the large ones, of at least ACX_COLL_PEER_BIG_MIN_KB (the two-shot): ACX_COLL_PEER_BIG_KB -1
- *    (the default) takes them on GPUs at exactly 2 ranks, one per GPU, where it was measured to
- *    win; N > 0 wherever the path is on.
+ *    (the default) takes them on 2 GPUs, one rank each or as many each under MPS (then with
+ *    groups: the ranks of a GPU sum first), where it was measured to win; N > 0 wherever the path
+ *    is on.
  * Everything between, and everything where neither part is on, takes NCCL (or MPI). The protocol
  * and its arithmetic: runtime/proto/peer_ops.h.
  *
