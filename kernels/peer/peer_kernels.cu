@@ -548,7 +548,10 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
 // rank's group peers stand for go to them (within the GPU), A; each rank sums its group's pieces of
 // its lane's parts and stores the partial sums to their owners (across GPUs), B; each owner sums
 // the groups' partial sums into its output, its own second half and its lane's second halves, C,
-// D; then each rank copies the other parts from its group's second halves (within the GPU).
+// D; then each rank copies the other parts from its group's second halves (within the GPU). Its
+// prologue and chunk set-up repeat two_shot's: merging them (a K = 1 path in one kernel) would
+// change the generated code of the kernel measured at one rank per GPU, so the two stay apart
+// until a GPU pass can time the merged one (as reduce_big and reduce_vec above).
 
 // Who a flag step talks to, one per thread p: who 0, the other ranks of this rank's group; 1, the
 // ranks at its place in the other groups.
