@@ -99,8 +99,8 @@ static const char *small_unwanted(const acx_coll_t *c) {
  * -1 (the default, auto) asks for ACXP_BIG_AUTO_KB on GPUs where the ranks are on 2 GPUs: one rank
  * each, where it was measured above NCCL from 2 MiB on 2xH100 and 2xH200 (1.1-1.7x,
  * docs/benchmark.md), or as many each under MPS, through the two-shot with groups (2 each on
- * 2xH100: 0.96-1.06x the busbw of 1 rank per GPU from 64 MiB, where the hierarchical path has
- * 0.48x; session 18). At 4 ranks on 4 GPUs it was not above NCCL (0.98 to 1.02x its busbw from 256
+ * 2xH100 and 2xH200 from 64 MiB: 0.64-0.80x the bandwidth per GPU of 1 rank per GPU, where the
+ * hierarchical path has 0.32-0.37x; session 18). At 4 ranks on 4 GPUs it was not above NCCL (0.98 to 1.02x its busbw from 256
  * MiB on 4xH200). */
 static int big_wanted(const acx_coll_t *c, const char **why) {
   int64_t kb = acxi_param_int("ACX_COLL_PEER_BIG_KB");
