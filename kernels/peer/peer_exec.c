@@ -536,14 +536,14 @@ static void big_part(uint64_t m, uint64_t pp, int q, uint64_t *lo, uint64_t *hi)
 
 /* The sum over this rank's group, in place order, of its elements [lo, hi) of the part of group
  * gq's rank at this rank's place (this rank's input, the others' pieces from its first half), into
- * `to`: a partial sum (avg not divided; f16/bf16 rounded to the type). */
+ * `to`: a partial sum (avg not divided; f16/bf16 rounded to the type). [lo, hi) is the whole part:
+ * the host kind runs one block, so a piece is a part and starts at its slot's start. */
 static void big_group_sum(pset_t *s, const pend_t *pd, const unsigned char *first, uint64_t base, uint64_t pp,
-                          uint64_t lo, uint64_t hi, uint64_t p0, int gq, void *to) {
+                          uint64_t lo, uint64_t hi, int gq, void *to) {
   const uint64_t es = pd->es;
   const unsigned char *src[ACXP_MAX_RANKS];
   for (int jl = 0; jl < s->K; jl++)
-    src[jl] = jl == s->lane[s->rank] ? pd->big_in + (base + lo) * es
-                                     : first + ((uint64_t)(jl * s->G + gq) * pp + (lo - p0)) * es;
+    src[jl] = jl == s->lane[s->rank] ? pd->big_in + (base + lo) * es : first + (uint64_t)(jl * s->G + gq) * pp * es;
   host_reduce_n(s, src, s->K, 0, to, hi - lo, pd->cmd.dtype, (uint32_t)pd->cmd.arg[1]);
 }
 
@@ -585,7 +585,7 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
         if (hi <= lo) continue;
         unsigned char *to = first[q] + (uint64_t)(j * G + g) * pp * es;
         if (K == 1) memcpy(to, pd->big_in + (base + lo) * es, (hi - lo) * es);
-        else big_group_sum(s, pd, first[r], base, pp, lo, hi, lo, gq, to);
+        else big_group_sum(s, pd, first[r], base, pp, lo, hi, gq, to);
       }
       big_signal(s, 0, 1, val);
       pd->big_phase = 2;
@@ -600,7 +600,7 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
         for (int gq = 0; gq < G; gq++)
           src[gq] = gq != g ? first[r] + ((uint64_t)(j * G + gq) * pp) * es
                     : K == 1 ? pd->big_in + (base + lo) * es : mine;
-        if (K > 1) big_group_sum(s, pd, first[r], base, pp, lo, hi, lo, g, mine);
+        if (K > 1) big_group_sum(s, pd, first[r], base, pp, lo, hi, g, mine);
         unsigned char *o = pd->out + (base + lo) * es;
         host_reduce_n(s, src, G, 1, o, hi - lo, dtype, op);
         free(mine);

@@ -550,9 +550,11 @@ static void test_own_path(void) {
   /* More than the worker path's window (ACXC_PEER_WINDOW, 64) back to back, fire-and-forget, with
    * a broadcast between (another path) that must read what the sums before it wrote: 8 sums (n^8),
    * the root's value broadcast, 70 maxima (the value stays), 4 sums: n^12 everywhere, exact in f32
-   * for n <= 8. On the worker path (host kind, hierarchical) the broadcast goes on another stream,
-   * where only the coll's order (the worker finishes the own all-reduces in flight before it) puts
-   * it behind the sums; the NCCL path orders it by the stream. */
+   * for n <= 8. On the NCCL path the broadcast shares the sums' stream: an own all-reduce that
+   * overtook it in the executor deadlocked there (session 18, the NCCL extension's flush hook). On
+   * the worker path (host kind, hierarchical) it goes on another stream, so that the coll's order
+   * must hold across streams; on the host kind the executor's order keeps it too (a worker that
+   * did not drain its own all-reduces first still passed here), so that rule is not isolated. */
   const uint32_t bstream = !use_cuda || hier ? 1u : 0u;
   for (size_t i = 0; i < 64; i++) v[i] = 1.0f;
   put(a, 0, v, 64, ACX_DTYPE_F32);
