@@ -21,6 +21,16 @@
 _Static_assert(sizeof(((acx_device_t *)0)->sb_losses) == STANDBY_MAX_LOSSES * sizeof(int64_t),
                "acx_device_t.sb_losses holds STANDBY_MAX_LOSSES timestamps");
 
+/* A standby's silence is counted from `t`, or from the end of this rank's last stall if later: the
+ * poller notes when it was not scheduled for a while (poller.c, stall_resumed_ns), and the standby,
+ * on the same node, most likely was not either. Without it a standby that had beaten every period
+ * was discarded after every such stall ("no heartbeat for 27516 ms" on two ranks at once, their
+ * pollers not scheduled as long: session 19) and a new one spawned on the loaded node. */
+static int64_t after_stall(acx_device_t *dev, int64_t t) {
+  int64_t resumed = atomic_load_explicit(&dev->stall_resumed_ns, memory_order_relaxed);
+  return t > resumed ? t : resumed;
+}
+
 /* Poller, with poll_lock held (sb_* cannot change): tells the DeviceActor once when the standby
  * died, reported an error, stopped beating, or did not get ready within ACX_EXEC_TIMEOUT_MS. */
 void acxi_dev_standby_watch(acx_device_t *dev, int64_t now) {
@@ -41,11 +51,11 @@ void acxi_dev_standby_watch(acx_device_t *dev, int64_t now) {
   } else if (atomic_load_explicit(&c->sticky, memory_order_acquire) == 1) {
     snprintf(loss.reason, sizeof loss.reason, "reported: %.100s", c->sticky_msg);
   } else if (es == ACXI_EXEC_STANDBY) {
-    int64_t beat = atomic_load_explicit(&c->heartbeat_ns, memory_order_relaxed);
+    int64_t beat = after_stall(dev, atomic_load_explicit(&c->heartbeat_ns, memory_order_relaxed));
     if (now - beat <= dev->heartbeat_ns) return;
     snprintf(loss.reason, sizeof loss.reason, "no heartbeat for %" PRId64 " ms", (now - beat) / 1000000);
   } else if (es == ACXI_EXEC_STARTING) {
-    if (now - dev->sb_spawned_ns <= dev->exec_timeout_ns) return;
+    if (now - after_stall(dev, dev->sb_spawned_ns) <= dev->exec_timeout_ns) return;
     snprintf(loss.reason, sizeof loss.reason, "not ready within %" PRId64 " ms", dev->exec_timeout_ns / 1000000);
   } else {
     snprintf(loss.reason, sizeof loss.reason, "in executor state %u", es);
@@ -157,8 +167,8 @@ void acxi_dev_standby_lost(acx_device_t *dev, const char *reason) {
 static int standby_usable(acx_device_t *dev, char *why, size_t cap) {
   acxi_ctrl_t *c = dev->sb_ctrl;
   pid_t pid = atomic_load_explicit(&dev->sb_pid, memory_order_relaxed);
-  int64_t deadline = dev->sb_spawned_ns + dev->exec_timeout_ns;
   for (;;) {
+    int64_t deadline = after_stall(dev, dev->sb_spawned_ns) + dev->exec_timeout_ns;
     siginfo_t si;
     memset(&si, 0, sizeof si);
     /* acquire: pairs with the standby's release stores of state and sticky. */
@@ -173,7 +183,7 @@ static int standby_usable(acx_device_t *dev, char *why, size_t cap) {
       return 0;
     }
     if (es == ACXI_EXEC_STANDBY) {
-      int64_t age = now - atomic_load_explicit(&c->heartbeat_ns, memory_order_relaxed);
+      int64_t age = now - after_stall(dev, atomic_load_explicit(&c->heartbeat_ns, memory_order_relaxed));
       if (age <= dev->heartbeat_ns) return 1;
       snprintf(why, cap, "no heartbeat for %" PRId64 " ms", age / 1000000);
       return 0;
