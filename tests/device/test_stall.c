@@ -35,8 +35,8 @@ static void sleep_ns(int64_t ns) {
  * by, says its executor's pid on `out`, waits for the go on `in` (after the stall), then reports
  * the restarts it saw as its exit status (0: none; 1 + restarts otherwise; 50 + n: no restart, but
  * n standbys spawned after the stall, i.e. the standby was discarded; 100 + n: a setup step
- * failed). `expect_loss`: the executor is left stopped past the limit, and the rank must see it
- * lost (exit 0 then means one restart). */
+ * failed, or 110: the supervision never noticed the stall). `expect_loss`: the executor is left
+ * stopped past the limit, and the rank must see it lost (exit 0 then means one restart). */
 static int rank_main(int in, int out, int expect_loss) {
   if (setpgid(0, 0) != 0) return 100;
   acx_system_t *sys = NULL;
@@ -69,8 +69,12 @@ static int rank_main(int in, int out, int expect_loss) {
     rc = st.restarts == 1 ? 0 : 1 + (int)st.restarts;
   } else {
     if (acx_device_ping(dev, T_LONG) != ACX_OK) return 108;
-    /* A discarded standby would be at the poller's next look after the resume (~20 ms); the
-     * checks run every period for two limits here, long past it. */
+    /* The supervision must have seen the stall (else this round tests nothing): it notes the
+     * resume in the same look that judges the standby. A standby discarded there is respawned by
+     * the DeviceActor a moment later; two limits leave room for that, and for the looks after. */
+    int64_t seen_by = acxi_now_ns() + T_LONG;
+    while (!atomic_load(&dev->stall_resumed_ns) && acxi_now_ns() < seen_by) sleep_ns(10000000);
+    if (!atomic_load(&dev->stall_resumed_ns)) return 110;
     sleep_ns(2 * HB_NS);
     if (acx_device_stats(dev, &st) != ACX_OK) return 107;
     rc = st.restarts != 0 ? 1 + (int)st.restarts : st.standby_spawns != spawns ? 50 + (int)(st.standby_spawns - spawns) : 0;
