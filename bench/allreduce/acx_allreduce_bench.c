@@ -28,6 +28,9 @@
 
 typedef enum { MODE_ACTOR, MODE_NCCL, MODE_MPI, MODE_NONE } bench_mode_t;
 static const char *const mode_names[] = {"actor", "nccl", "mpi"};
+/* The baseline's name when it is the mode itself (--mode nccl --baseline nccl): two communicators of
+ * one kind, measured as acx is against its peer, show the comparison's own noise floor. */
+static const char *const twin_names[] = {"actor2", "nccl2", "mpi2"};
 
 typedef struct opts {
   size_t min_bytes, max_bytes;
@@ -84,13 +87,14 @@ typedef struct result {
   long wrong; /* -1: not checked */
 } result_t;
 
+#define MAX_REPS 99
+
 typedef struct row {
   size_t bytes, count;
   result_t r[2][2]; /* [backend: primary, baseline][0 out-of-place, 1 in-place]: medians over rounds */
   double rmin[2], rmax[2]; /* per placement: the smallest and largest ratio of one round's pair */
+  double rq[2][MAX_REPS];  /* per placement: every round's ratio, in round order */
 } row_t;
-
-#define MAX_REPS 99
 
 static int g_rank;
 
@@ -491,10 +495,16 @@ static result_t median_of(result_t *v, int n) {
   return m;
 }
 
+/* The name of side k (0: --mode, 1: --baseline) in the tables, JSON, CSV and plot. */
+static const char *side_name(const opts_t *o, int k) {
+  if (k == 0) return mode_names[o->mode];
+  return o->baseline == o->mode ? twin_names[o->baseline] : mode_names[o->baseline];
+}
+
 static void print_header(const bench_t *b, const char *const *devs) {
   const opts_t *o = &b->o;
   printf("# acx-allreduce-bench  mode: %s%s%s  nranks: %d  nodes: %d\n", mode_names[o->mode],
-         o->compare ? "  baseline: " : "", o->compare ? mode_names[o->baseline] : "", b->nranks, b->nodes);
+         o->compare ? "  baseline: " : "", o->compare ? side_name(o, 1) : "", b->nranks, b->nodes);
   printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %u(factor) warmup iters: %d iters: %d agg iters: 1 "
          "validation: %d graph: 0\n#\n# Using devices\n",
          o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->check);
@@ -510,7 +520,7 @@ static void print_header(const bench_t *b, const char *const *devs) {
     printf("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
     printf("  %7s  %6s  %6s  %6s\n", "(us)", "(GB/s)", "(GB/s)", "");
   } else {
-    const char *a = mode_names[o->mode], *bl = mode_names[o->baseline];
+    const char *a = side_name(o, 0), *bl = side_name(o, 1);
     printf("# out-of-place, then in-place; each: %s time, algbw, busbw, #wrong, then %s time, busbw, and\n"
            "# ratio = %s busbw / %s busbw (> 1: %s is faster)\n", a, bl, a, bl, a);
     if (o->reps > 1)
@@ -557,22 +567,21 @@ static void write_json(const bench_t *b, const row_t *rows, int nrows, const dou
     return;
   }
   int nb = b->o.compare ? 2 : 1;
-  bench_mode_t modes[2] = {b->o.mode, b->o.baseline};
   fprintf(f, "{\n  \"benchmark\": \"acx-allreduce-bench\",\n  \"collective\": \"all_reduce\",\n");
   fprintf(f, "  \"mode\": \"%s\",\n  \"baseline\": %s%s%s,\n", mode_names[b->o.mode], nb > 1 ? "\"" : "",
-          nb > 1 ? mode_names[b->o.baseline] : "null", nb > 1 ? "\"" : "");
+          nb > 1 ? side_name(&b->o, 1) : "null", nb > 1 ? "\"" : "");
   fprintf(f, "  \"nranks\": %d,\n  \"nodes\": %d,\n  \"dtype\": \"%s\",\n  \"op\": \"%s\",\n", b->nranks, b->nodes,
           bench_dtype_name(b->o.dtype), bench_op_name(b->o.op));
   fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"check\": %d,\n  \"busbw_factor\": %.6f,\n", b->o.iters,
           b->o.warmup, b->o.check, bench_allreduce_busbw(1.0, b->nranks));
   fprintf(f, "  \"avg_busbw\": {");
-  for (int k = 0; k < nb; k++) fprintf(f, "%s\"%s\": %.6f", k ? ", " : "", mode_names[modes[k]], avg[k]);
+  for (int k = 0; k < nb; k++) fprintf(f, "%s\"%s\": %.6f", k ? ", " : "", side_name(&b->o, k), avg[k]);
   fprintf(f, "},\n  \"results\": [\n");
   for (int i = 0; i < nrows; i++) {
     fprintf(f, "    {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": -1", rows[i].bytes,
             rows[i].count, bench_dtype_name(b->o.dtype), bench_op_name(b->o.op));
     for (int k = 0; k < nb; k++) {
-      fprintf(f, ",\n     \"%s\": {", mode_names[modes[k]]);
+      fprintf(f, ",\n     \"%s\": {", side_name(&b->o, k));
       for (int p = 0; p < 2; p++) {
         const result_t *r = &rows[i].r[k][p];
         fprintf(f, "%s\"%s\": {\"time_us\": %.3f, \"issue_us\": %.3f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": ",
@@ -590,6 +599,15 @@ static void write_json(const bench_t *b, const row_t *rows, int nrows, const dou
     if (nb > 1 && b->o.reps > 1)
       fprintf(f, ",\n     \"ratio_min\": {\"out_of_place\": %.4f, \"in_place\": %.4f}, \"ratio_max\": {\"out_of_place\": "
               "%.4f, \"in_place\": %.4f}", rows[i].rmin[0], rows[i].rmin[1], rows[i].rmax[0], rows[i].rmax[1]);
+    if (nb > 1 && b->o.reps > 1) { /* every round's ratio, for pooling rounds over runs */
+      fprintf(f, ",\n     \"ratio_rounds\": {");
+      for (int p = 0; p < 2; p++) {
+        fprintf(f, "%s\"%s\": [", p ? ", " : "", p ? "in_place" : "out_of_place");
+        for (int r = 0; r < b->o.reps; r++) fprintf(f, "%s%.4f", r ? ", " : "", rows[i].rq[p][r]);
+        fprintf(f, "]");
+      }
+      fprintf(f, "}");
+    }
     fprintf(f, "}%s\n", i + 1 < nrows ? "," : "");
   }
   fprintf(f, "  ]\n}\n");
@@ -602,14 +620,13 @@ static void write_csv(const bench_t *b, const row_t *rows, int nrows) {
     FAIL("--csv: cannot write '%s'", b->o.csv);
     return;
   }
-  bench_mode_t modes[2] = {b->o.mode, b->o.baseline};
   fprintf(f, "size,count,type,redop,root,mode,placement,time_us,algbw_GBps,busbw_GBps,wrong,nranks\n");
   for (int i = 0; i < nrows; i++)
     for (int k = 0; k < (b->o.compare ? 2 : 1); k++)
       for (int p = 0; p < 2; p++) {
         const result_t *r = &rows[i].r[k][p];
         fprintf(f, "%zu,%zu,%s,%s,-1,%s,%s,%.3f,%.4f,%.4f,", rows[i].bytes, rows[i].count, bench_dtype_name(b->o.dtype),
-                bench_op_name(b->o.op), mode_names[modes[k]], p ? "in-place" : "out-of-place", r->time_us, r->algbw,
+                bench_op_name(b->o.op), side_name(&b->o, k), p ? "in-place" : "out-of-place", r->time_us, r->algbw,
                 r->busbw);
         if (r->wrong >= 0) fprintf(f, "%ld", r->wrong);
         fprintf(f, ",%d\n", b->nranks);
@@ -650,7 +667,6 @@ static void write_plot(const bench_t *b, const row_t *rows, int nrows) {
     return;
   }
   int nb = b->o.compare ? 2 : 1;
-  bench_mode_t modes[2] = {b->o.mode, b->o.baseline};
   fprintf(g, "$D << EOD\n");
   for (int i = 0; i < nrows; i++) {
     fprintf(g, "%zu", rows[i].bytes);
@@ -673,7 +689,7 @@ static void write_plot(const bench_t *b, const row_t *rows, int nrows) {
     for (int k = 0; k < nb; k++)
       for (int p = 0; p < 2; p++) {
         int col = 2 + (k * 2 + p) * 2 + panel;
-        fprintf(g, "%s$D using 1:%d with linespoints title '%s %s'", k || p ? ", " : "", col, mode_names[modes[k]],
+        fprintf(g, "%s$D using 1:%d with linespoints title '%s %s'", k || p ? ", " : "", col, side_name(&b->o, k),
                 p ? "in-place" : "out-of-place");
       }
     fprintf(g, "\n");
@@ -706,7 +722,9 @@ static void usage(void) {
          "                           mpi (MPI_Allreduce on host-staged buffers)\n"
          "      --transport T        actor mode's executor: process (default, ACX_EXECUTOR) or inline\n"
          "      --compare            run --mode and --baseline alternately per size, with a ratio column\n"
-         "      --baseline M         the mode compared against (default nccl)\n"
+         "      --baseline M         the mode compared against (default nccl); nccl or mpi may also be\n"
+         "                           compared with itself (--mode nccl --baseline nccl: two communicators,\n"
+         "                           the second named nccl2): the comparison's noise floor on this machine\n"
          "      --json FILE          write the results as JSON\n"
          "      --csv FILE           write the results as CSV\n"
          "      --plot FILE.png      plot busbw and time against size (needs gnuplot)\n"
@@ -780,7 +798,8 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
   size_t probe[1];
   if (!bad && bench_sizes(o->min_bytes, o->max_bytes, o->factor, bench_dtype_size(o->dtype), probe, 0) <= 0)
     bad = "-b/-e/-f: need 0 < minbytes <= maxbytes, a factor >= 2 when they differ, and at least one element";
-  if (!bad && o->compare && o->mode == o->baseline) bad = "--compare: --mode and --baseline must differ";
+  if (!bad && o->compare && o->baseline == (o->mode == MODE_NONE ? MODE_ACTOR : o->mode) && o->baseline == MODE_ACTOR)
+    bad = "--compare: --mode and --baseline may be equal for nccl and mpi only (acx runs one device per rank)";
   if (bad) {
     if (rank == 0) {
       fprintf(stderr, "acx-allreduce-bench: %s\n", bad);
@@ -932,6 +951,7 @@ int main(int argc, char **argv) {
           }
           if (nb > 1) {
             double q = ratio(&rr[0][rep], &rr[1][rep]);
+            row->rq[p][rep] = q;
             if (q < row->rmin[p]) row->rmin[p] = q;
             if (q > row->rmax[p]) row->rmax[p] = q;
           }
@@ -947,8 +967,8 @@ int main(int argc, char **argv) {
     }
     if (b.rank == 0) {
       printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-      printf("# Avg bus bandwidth    : %g %s\n", avg[0], nb > 1 ? mode_names[o->mode] : "");
-      if (nb > 1) printf("# Avg bus bandwidth    : %g %s\n", avg[1], mode_names[o->baseline]);
+      printf("# Avg bus bandwidth    : %g %s\n", avg[0], nb > 1 ? side_name(o, 0) : "");
+      if (nb > 1) printf("# Avg bus bandwidth    : %g %s\n", avg[1], side_name(o, 1));
       printf("#\n");
       if (o->json) write_json(&b, rows, nsizes, avg);
       if (o->csv) write_csv(&b, rows, nsizes);

@@ -76,7 +76,7 @@ for step in "$@"; do
       (cd $B && env ${CTEST_ENV:-} timeout ${CTEST_T:-300} ctest -R "${CTEST_R:-.}" -E "${CTEST_E:-^$}" ${CTEST_I:+-I $CTEST_I} -L gpu --output-on-failure --timeout 200 >$OUT/ctest-r.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-r.txt | tail -30) ;;
     mtests) el mtests  # the gpu-multinode tests: 2 simulated nodes x 1 GPU (docs/multinode.md)
       (cd $B && timeout ${MT_T:-420} ctest -L gpu-multinode --output-on-failure --timeout 300 >$OUT/ctest-gpu-multinode.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-gpu-multinode.txt | tail -30) ;;
-    mbench) el mbench  # acx vs raw NCCL f32 8 B - 1 GiB: 2 simulated nodes x 1 GPU, and 1 node with NCCL's network transport forced; rounds ABBA (-r; MB_R overrides, MB_N the large sizes' iterations), medians; MB_LE: the largest size, MB_SE: the small range's largest, MB_RANGES: which of small mid large, MB_CFGS: which of sim2 net1; MB_ENV="NAME=VALUE ...": set for acx and raw NCCL alike (issue 13's 256-512 B gap across simulated nodes: NCCL_CUMEM_ENABLE=0 as acx's executor sets it, NCCL_SOCKET_INLINE=1024 past the socket transport's 128 B inline limit, NCCL_ALGO=Ring NCCL_PROTO=LL, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,NET)
+    mbench) el mbench  # acx vs raw NCCL f32 8 B - 1 GiB: 2 simulated nodes x 1 GPU, and 1 node with NCCL's network transport forced; rounds ABBA (-r; MB_R overrides, MB_N the large sizes' iterations), medians; MB_LE: the largest size, MB_SE: the small range's largest, MB_RANGES: which of small mid large, MB_CFGS: which of sim2 net1; MB_ARGS: more bench options (MB_ARGS="--mode nccl --baseline nccl": raw NCCL against itself, the comparison's noise floor); MB_ENV="NAME=VALUE ...": set for acx and raw NCCL alike (issue 13's 256-512 B gap across simulated nodes: NCCL_CUMEM_ENABLE=0 as acx's executor sets it, NCCL_SOCKET_INLINE=1024 past the socket transport's 128 B inline limit, NCCL_ALGO=Ring NCCL_PROTO=LL, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,NET)
       MBX=(); MBN=(); for kv in ${MB_ENV:-}; do export "${kv?}"; MBX+=(--mpirun -x --mpirun "${kv%%=*}"); MBN+=(-x "${kv%%=*}"); done
       SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r 1 -g 1 --mpirun -x --mpirun ACX_EXECUTOR_PATH ${MBX[*]} --"
       NET="env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE ${MBN[*]}"
@@ -84,7 +84,7 @@ for step in "$@"; do
         name=${rg%%:*} args=${rg#*:}
         case " ${MB_RANGES:-small mid large} " in *" $name "*) ;; *) continue ;; esac
         for cfg in ${MB_CFGS:-sim2 net1}; do if [ $cfg = sim2 ]; then L=$SIM; else L=$NET; fi
-          timeout ${MB_T:-200} $L $B/bench/allreduce/acx-allreduce-bench --compare $args -d float --json $OUT/mb-$cfg-$name.json >$OUT/mb-$cfg-$name.txt 2>&1; echo "$cfg $name rc=$?"
+          timeout ${MB_T:-200} $L $B/bench/allreduce/acx-allreduce-bench --compare $args ${MB_ARGS:-} -d float --json $OUT/mb-$cfg-$name.json >$OUT/mb-$cfg-$name.txt 2>&1; echo "$cfg $name rc=$?"
           grep -E "nodes:|^ +[0-9]+ " $OUT/mb-$cfg-$name.txt | sed "s/^/$cfg /"; done; done ;;
     mprobe) el mprobe  # small sizes across 2 simulated nodes: is acx's extra time per operation or per batch? -n 20 vs -n 200, interleaved
       SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r 1 -g 1 --mpirun -x --mpirun ACX_EXECUTOR_PATH --"
