@@ -9,6 +9,10 @@ against itself, and ask whether acx against raw NCCL differs from raw NCCL again
 
     scripts/pool-allreduce-json.py --ab 'res/*-AB/mb-sim2-large.json' --aa 'res/*-AA/mb-sim2-large.json'
 
+--ba takes runs made with the two sides swapped (`--mode nccl --baseline actor`: raw NCCL's
+communicator made first): their ratios are inverted and their time differences negated, so that
+they read as the AB runs do; AB against BA shows whether the order of set-up matters.
+
 Per size and placement it prints, for each group, the number of runs and rounds, the median round
 ratio (mode busbw / baseline busbw: > 1, the first mode is faster), its quartiles and range, and
 for sizes up to --us-below bytes the median time difference per operation (first mode minus
@@ -37,8 +41,9 @@ def rounds_of(row, place):
     return [lo, hi] if lo != hi else [lo]
 
 
-def load(patterns):
-    """{(size, place): {"runs": [median per run], "q": [round ratios], "dt": [us per round]}}"""
+def load(patterns, swapped=False):
+    """{(size, place): {"runs": [median per run], "q": [round ratios], "dt": [us per round]}};
+    swapped: the files compare the sides the other way round (ratios inverted, differences negated)"""
     out, files = {}, []
     for pat in patterns:
         hits = sorted(glob.glob(pat))
@@ -53,12 +58,18 @@ def load(patterns):
             sys.exit(f"pool-allreduce-json: {path} is not a --compare run (no baseline)")
         for row in d["results"]:
             for p in PLACES:
-                q = rounds_of(row, p)
+                # A round's ratio is t_base / t_mode; t_base is known (the run's median), so the
+                # round's difference t_mode - t_base is t_base (1/q - 1).
+                q = [x for x in rounds_of(row, p) if x > 0]
                 tb = row[base][p]["time_us"]
+                dt = [tb * (1.0 / x - 1.0) for x in q]
+                if swapped:  # read as the other way round: 1/q, and t_base - t_mode
+                    q = [1.0 / x for x in q]
+                    dt = [-x for x in dt]
                 e = out.setdefault((row["size"], p), {"runs": [], "q": [], "dt": []})
                 e["runs"].append(statistics.median(q))
                 e["q"] += q
-                e["dt"] += [tb * (1.0 / x - 1.0) for x in q if x > 0]
+                e["dt"] += dt
     return out, len(files)
 
 
@@ -107,30 +118,37 @@ def describe(e, small):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ab", action="append", required=True, help="glob of the runs to judge (repeatable)")
+    ap.add_argument("--ba", action="append", default=[],
+                    help="glob of runs with the sides swapped, read inverted (repeatable)")
     ap.add_argument("--aa", action="append", default=[], help="glob of the noise-floor runs (repeatable)")
     ap.add_argument("--us-below", type=int, default=65536,
                     help="print time differences up to this size in bytes (default 65536)")
     a = ap.parse_args()
     ab, nab = load(a.ab)
+    ba, nba = load(a.ba, swapped=True) if a.ba else ({}, 0)
     aa, naa = load(a.aa) if a.aa else ({}, 0)
-    print(f"# {nab} AB file(s), {naa} AA file(s); per group: runs, rounds, median round ratio [quartiles] "
-          f"(range){', median time difference' if any(k[0] <= a.us_below for k in ab) else ''}")
-    over = {"ab": 0, "aa": 0}
+    any_small = any(k[0] <= a.us_below for k in ab)
+    print(f"# {nab} AB, {nba} BA (read inverted), {naa} AA file(s); per group: runs, rounds, median round ratio "
+          f"[quartiles] (range){', median time difference' if any_small else ''}; p: Mann-Whitney against AB")
+    groups = [("AB", ab), ("BA", ba), ("AA", aa)]
+    over = {name: 0 for name, _ in groups}
     for key in sorted(ab):
         small = key[0] <= a.us_below
-        line = f"{size_name(key[0]):>8} {key[1][:3]}  AB {describe(ab[key], small)}"
-        if key in aa:
-            line += f"  |  AA {describe(aa[key], small)}  p={mann_whitney_p(ab[key]['q'], aa[key]['q']):.2f}"
+        parts = []
+        for name, g in groups:
+            if key not in g:
+                continue
+            part = f"{name} {describe(g[key], small)}"
+            if name != "AB":
+                part += f"  p={mann_whitney_p(ab[key]['q'], g[key]['q']):.2f}"
+            parts.append(part)
             if small:
-                over["aa"] += statistics.median(aa[key]["dt"]) > 2.0
-        if small:
-            over["ab"] += statistics.median(ab[key]["dt"]) > 2.0
-        print(line)
-    if any(k[0] <= a.us_below for k in ab):
+                over[name] += statistics.median(g[key]["dt"]) > 2.0
+        print(f"{size_name(key[0]):>8} {key[1][:3]}  " + "  |  ".join(parts))
+    if any_small:
         n = sum(1 for k in ab if k[0] <= a.us_below)
         print(f"# sizes x placements up to {size_name(a.us_below)} whose median time difference is over +2 us: "
-              f"AB {over['ab']} of {n}" + (f", AA {over['aa']} of {n}" if aa else ""))
-
+              + ", ".join(f"{name} {over[name]} of {n}" for name, g in groups if g))
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mprobe hier hiero hiermps sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
+# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mborder mprobe hier hiero hiermps sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT. Steps run on the GPUs that
 # CUDA_VISIBLE_DEVICES names (all when unset): NG below; two batches on disjoint GPU sets can run at
 # once with their own OUT. Steps for every visible GPU (issue 18): stests sres srb sbench sbig smn.
@@ -86,6 +86,13 @@ for step in "$@"; do
         for cfg in ${MB_CFGS:-sim2 net1}; do if [ $cfg = sim2 ]; then L=$SIM; else L=$NET; fi
           timeout ${MB_T:-200} $L $B/bench/allreduce/acx-allreduce-bench --compare $args ${MB_ARGS:-} -d float --json $OUT/mb-$cfg-$name.json >$OUT/mb-$cfg-$name.txt 2>&1; echo "$cfg $name rc=$?"
           grep -E "nodes:|^ +[0-9]+ " $OUT/mb-$cfg-$name.txt | sed "s/^/$cfg /"; done; done ;;
+    mborder) el mborder  # issue 13's open mid sizes: short runs of acx vs raw (AB), raw vs acx (BA: raw NCCL's communicator made first) and raw vs raw (AA), interleaved, both configurations; MO_C cycles, MO_RANGES (default mid); pool with scripts/pool-allreduce-json.py --ab '$OUT/mo-*-AB-*/*.json' --ba '...-BA-...' --aa '...-AA-...'
+      for c in $(seq ${MO_C:-3}); do for cfg in ${MB_CFGS:-sim2 net1}; do for v in AB BA AA; do
+        case $v in AB) a="" ;; BA) a="--mode nccl --baseline actor" ;; AA) a="--mode nccl --baseline nccl" ;; esac
+        mkdir -p $OUT/mo-$cfg-$v-$c
+        MB_ARGS="$a" MB_RANGES="${MO_RANGES:-mid}" MB_CFGS=$cfg MB_R=${MB_R:-2} OUT=$OUT/mo-$cfg-$v-$c bash $0 mbench 2>&1 | grep -E "rc=" | sed "s/^/$v c=$c /"
+      done; done; done
+      for cfg in ${MB_CFGS:-sim2 net1}; do echo "== $cfg"; python3 $S/scripts/pool-allreduce-json.py --ab "$OUT/mo-$cfg-AB-*/*.json" --ba "$OUT/mo-$cfg-BA-*/*.json" --aa "$OUT/mo-$cfg-AA-*/*.json"; done ;;
     mprobe) el mprobe  # small sizes across 2 simulated nodes: is acx's extra time per operation or per batch? -n 20 vs -n 200, interleaved
       SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r 1 -g 1 --mpirun -x --mpirun ACX_EXECUTOR_PATH --"
       for rep in $(seq ${MP_REPS:-2}); do for n in 20 200; do
