@@ -10,6 +10,7 @@
  * GPUs). Under scripts/sim-cluster (tests/multinode) the killed executor's node is one of several:
  * the node layout and the tokens' node fields survive the rebuild. */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
@@ -615,6 +616,31 @@ static int readies_in(void *arg) {
   return e >= w->epoch && ctrl_stats().received >= w->received;
 }
 
+/* This test holds a rebuild open on purpose (about 2 s); on a loaded machine it was seen to take
+ * 10-17 s now and then: say which phase took the time, and how much of it this thread spent
+ * runnable but not running (the scheduler's run delay, /proc/thread-self/schedstat: -1 where
+ * the kernel does not keep it) rather than waiting for an event. */
+typedef struct phase {
+  int64_t t0, delay0;
+} phase_t;
+
+static int64_t run_delay_ns(void) {
+  FILE *f = fopen("/proc/thread-self/schedstat", "r");
+  unsigned long long on_cpu = 0, delay = 0;
+  int ok = f && fscanf(f, "%llu %llu", &on_cpu, &delay) == 2;
+  if (f) fclose(f);
+  return ok ? (int64_t)delay : -1;
+}
+
+static phase_t phase_start(void) { return (phase_t){acxi_now_ns(), run_delay_ns()}; }
+
+static void slow_phase(const char *what, phase_t p, int64_t usual_ms) {
+  int64_t ms = (acxi_now_ns() - p.t0) / 1000000, d = run_delay_ns();
+  if (ms > usual_ms + 1000)
+    fprintf(stderr, "rank %d: %s took %" PRId64 " ms, of which %" PRId64 " ms runnable but not running\n", rank, what,
+            ms, d >= 0 && p.delay0 >= 0 ? (d - p.delay0) / 1000000 : -1);
+}
+
 static void ready_round(int beyond) {
   uint64_t e = 0;
   acx_world_epoch(world, &e);
@@ -647,8 +673,12 @@ static void ready_round(int beyond) {
     /* From rank 1: the forged ones and its real READY; one READY from every other rank but 2. */
     ready_wait_t w = {.received = c0.received + (uint64_t)(beyond ? 1 : 2) + 1 + (uint64_t)(nranks - 3),
                       .epoch = e + 1};
+    phase_t ph = phase_start();
     CU_ASSERT(wait_until(readies_in, &w, T_LONG));
+    slow_phase("the READYs to arrive at rank 0", ph, 0);
+    ph = phase_start();
     acx_status_t st = acx_world_wait_ready(world, 2000000000LL);
+    slow_phase("rank 0's 2 s wait for a rebuild that must not end", ph, 2000);
     if (st != ACX_ERR_TIMEOUT)
       fprintf(stderr, "rank 0: with rank 2's READY held back and %s, the rebuild ended: %s\n",
               beyond ? "a READY beyond it" : "rank 1's READY repeated", acx_status_name(st));
@@ -656,7 +686,9 @@ static void ready_round(int beyond) {
     signal_rank(2, TAG_GO);
   }
   if (rank == 2) {
+    phase_t ph = phase_start();
     CU_ASSERT(await_rank(0, TAG_GO, T_LONG));
+    slow_phase("rank 0's go to reach rank 2 (its control plane held meanwhile)", ph, 2000);
     atomic_store(&hold_release, 1);
     acxc_ctrl_set_handler(cp, ACXI_CTRL_CHAN_OPEN, saved, saved_arg);
   }
