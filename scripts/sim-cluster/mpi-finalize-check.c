@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
   int provided, rank, size;
@@ -19,10 +20,14 @@ int main(int argc, char **argv) {
   MPI_Barrier(dup);
   MPI_Comm_split_type(dup, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared);
   char host[64] = "", *all = malloc(64 * (size_t)size);
-  gethostname(host, sizeof host);
-  MPI_Allgather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, dup);
   size_t n = 1 << 20;
   char *s = malloc(n), *r = malloc(n);
+  if (!all || !s || !r) {
+    fprintf(stderr, "rank %d: out of memory\n", rank);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  gethostname(host, sizeof host);
+  MPI_Allgather(host, 64, MPI_CHAR, all, 64, MPI_CHAR, dup);
   memset(s, rank, n);
   for (int it = 0; it < 20; it++) {
     MPI_Request q[2];
@@ -31,7 +36,15 @@ int main(int argc, char **argv) {
     MPI_Isend(s, (int)n, MPI_CHAR, to, it, dup, &q[1]);
     int done = 0;
     MPI_Status sts[2];
-    while (!done) MPI_Testall(2, q, &done, sts);
+    const double deadline = MPI_Wtime() + 30.0; /* a 1 MiB exchange on loopback takes milliseconds */
+    while (!done) {
+      MPI_Testall(2, q, &done, sts);
+      if (!done && MPI_Wtime() > deadline) {
+        fprintf(stderr, "rank %d: exchange %d not done within 30 s\n", rank, it);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+      }
+      if (!done) nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
     int x = rank, y = 0;
     MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, dup);
   }
