@@ -134,6 +134,7 @@ int main(int argc, char **argv) {
       .parent_pid = (int)parent,
       .heartbeat_period_ns = (hb_ms ? hb_ms : acxi_param_int("ACX_HEARTBEAT_MS")) * 1000000 / 4,
       .spin_ns = acxi_exec_spin_ns(kind),
+      .nap_ns = acxi_exec_nap_ns(),
       .standby = (int)standby,
   };
   snprintf(p.engine.pci_bus_id, sizeof p.engine.pci_bus_id, "%s", pci);

@@ -1,5 +1,6 @@
 /* The executor loop shared by both transports, and the process's heartbeat thread. The loop
- * busy-polls while the engine has work in flight or was active within spin_ns, and otherwise
+ * busy-polls while the engine has work in flight (or naps nap_ns at a time on the command doorbell,
+ * when set) or was active within spin_ns, and otherwise
  * sleeps on the command ring's doorbell, never longer than one heartbeat period, so its progress
  * stamp keeps moving while idle; it stops moving only while one call blocks the loop. */
 #define _GNU_SOURCE
@@ -318,6 +319,13 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
     }
     if (n > 0 || busy > 0) {
       last_active = now;
+      /* Work in flight and nothing new: leave the core to the threads that the work waits for (NCCL's
+       * proxy, other executors) for one nap; a command ends it at once, and the progress stamp is
+       * never later than its period. */
+      if (n == 0 && p->nap_ns > 0) {
+        int64_t until = now + p->nap_ns, beat = last_beat + p->heartbeat_period_ns;
+        acxi_ring_consumer_wait(l.cmds, until < beat ? until : beat);
+      }
       continue;
     }
     if (now - last_active < p->spin_ns) {

@@ -244,6 +244,11 @@ static acx_status_t resolve_config(acx_device_t *dev, const acx_device_config_t 
              "be positive", dev->heartbeat_ns / 1000000);
     return ACX_ERR_BAD_PARAM;
   }
+  int64_t nap = acxi_param_int("ACX_EXEC_NAP_NS");
+  if (nap < 0 || nap > ACXI_EXEC_NAP_MAX_NS) {
+    ACX_WARN(DEVICE, "ACX_EXEC_NAP_NS=%" PRId64 " is out of 0..%d ns", nap, ACXI_EXEC_NAP_MAX_NS);
+    return ACX_ERR_BAD_PARAM;
+  }
   int64_t staging = acxi_param_int("ACX_STAGING_BYTES");
   if (staging < 8192) {
     ACX_WARN(DEVICE, "ACX_STAGING_BYTES=%" PRId64 " is below 8192", staging);

@@ -132,6 +132,7 @@ static acx_status_t inline_start(acx_device_t *dev, uint64_t gen) {
       .sock_fd = -1,
       .heartbeat_period_ns = dev->heartbeat_ns / 4,
       .spin_ns = dev->spin_ns,
+      .nap_ns = acxi_exec_nap_ns(),
       .stop = &dev->exec_stop,
       .direct = acxi_dev_complete_direct, /* no reply ring, no poller hop: the future completes here */
       .direct_sink = dev,

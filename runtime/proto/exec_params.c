@@ -14,6 +14,11 @@ int64_t acxi_exec_spin_ns(const char *kind) {
   return kind && strcmp(kind, "cuda") == 0 ? 5000000 : 100000;
 }
 
+int64_t acxi_exec_nap_ns(void) {
+  int64_t v = acxi_param_int("ACX_EXEC_NAP_NS");
+  return v < 0 || v > ACXI_EXEC_NAP_MAX_NS ? 0 : v;
+}
+
 acx_status_t acxi_fault_schedule(const char *spec, uint64_t generation, uint64_t *nth) {
   ACX_CHECK_NULL(nth);
   *nth = 0;

@@ -221,6 +221,30 @@ static void test_open_rejects_streams_beyond_limit(void) {
   ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
 }
 
+/* ACX_EXEC_NAP_NS out of 0..10 ms (ctest sets it for the "badnap" mode: parameters are read once
+ * per process): the open is refused with a line naming it, and nothing is started. */
+static void test_open_rejects_bad_nap(void) {
+  acx_device_t *dev = NULL;
+  acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
+  cfg.kind = ACX_DEVICE_KIND_HOST;
+  cfg.transport = ACX_TRANSPORT_PROCESS;
+  const char *bad = getenv("ACX_EXEC_NAP_NS");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(bad);
+  acx_test_log_begin();
+  setenv("ACX_DEBUG", "INFO", 1);
+  acx_log_reinit();
+  acx_status_t st = acx_device_open(sys, &cfg, &dev);
+  char *log = acx_test_log_end();
+  if (dev) ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  CU_ASSERT_EQUAL(st, ACX_ERR_BAD_PARAM);
+  CU_ASSERT_PTR_NULL(dev);
+  char want[64];
+  snprintf(want, sizeof want, "ACX_EXEC_NAP_NS=%s is out of 0..", bad);
+  CU_ASSERT_PTR_NOT_NULL(strstr(log, want));
+  CU_ASSERT_PTR_NULL(strstr(log, "spawned"));
+  free(log);
+}
+
 typedef struct stream_arg {
   acx_device_t *dev;
   acx_buffer_t *buf;
@@ -1161,6 +1185,10 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "schedule")) {
     static const acx_test_case_t cases[] = {ACX_TEST(test_fault_schedule), ACX_TEST_END};
     return acx_test_run("device-schedule", cases, setup, teardown);
+  }
+  if (!strcmp(mode, "badnap")) {
+    static const acx_test_case_t cases[] = {ACX_TEST(test_open_rejects_bad_nap), ACX_TEST_END};
+    return acx_test_run("device-badnap", cases, setup, teardown);
   }
   if (!strcmp(mode, "nostandby")) {
     static const acx_test_case_t cases[] = {ACX_TEST(test_standby_off), ACX_TEST(test_kill9_mid_stream),

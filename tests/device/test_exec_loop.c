@@ -3,7 +3,9 @@
  * start, progress stamps and the heartbeat thread (it beats while the loop is blocked), standby
  * executors (promotion, leave), direct (inline) completion. */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -319,6 +321,80 @@ static void test_heartbeat_thread_beats_while_loop_blocked(void) {
   rig_free(&r);
 }
 
+/* ACX_EXEC_NAP_NS: a host engine that says it has work in flight until the test clears busy_until.
+ * With a 2 ms nap the loop polls it at most once per nap (a few dozen times in 100 ms, where
+ * busy-polling polls millions of times), and a command pushed during a nap is served at once: the
+ * nap here is longer than the call's 10 s deadline, so a nap that a command did not end fails the
+ * call. */
+static _Atomic int64_t busy_until;
+static _Atomic uint64_t polls;
+static uint64_t busy_in_flight(acxi_engine_t *e) {
+  (void)e;
+  return acxi_now_ns() < atomic_load(&busy_until) ? 1 : 0;
+}
+static int counting_progress(acxi_engine_t *e) {
+  atomic_fetch_add(&polls, 1);
+  return acxi_engine_find("host")->progress(e);
+}
+
+static void nap_rig(rig_t *r, acxi_engine_ops_t *ops, int64_t nap_ns, int64_t period_ns) {
+  *ops = *acxi_engine_find("host");
+  ops->in_flight = busy_in_flight;
+  ops->progress = counting_progress;
+  memset(r, 0, sizeof *r);
+  ACX_ASSERT_STATUS(acxi_ctrl_create(64, 1, &r->shm), ACX_OK);
+  r->ctrl = acxi_ctrl(&r->shm);
+  ACX_ASSERT_STATUS(acxi_ctrl_view_init(&r->v, r->shm.addr, 64), ACX_OK);
+  r->p = (acxi_exec_loop_params_t){
+      .view = r->v,
+      .ops = ops,
+      .engine = {.streams = 1, .generation = 1, .inline_mode = 1, .completion = "auto", .fault_inject = ""},
+      .sock_fd = -1,
+      .heartbeat_period_ns = period_ns,
+      .spin_ns = 0,
+      .nap_ns = nap_ns,
+      .stop = &r->stop,
+  };
+  CU_ASSERT_EQUAL_FATAL(pthread_create(&r->th, NULL, run_loop, r), 0);
+}
+
+static void test_inflight_nap(void) {
+  static acxi_engine_ops_t ops;
+  rig_t r;
+  atomic_store(&busy_until, INT64_MAX);
+  nap_rig(&r, &ops, 2000000, 5000000);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  uint64_t p0 = atomic_load(&polls);
+  int64_t t0 = acxi_now_ns();
+  struct timespec ts = {0, 100000000};
+  nanosleep(&ts, NULL);
+  uint64_t n = atomic_load(&polls) - p0;
+  int64_t ms = (acxi_now_ns() - t0) / 1000000;
+  /* One poll per nap, plus one per command; 2 ms naps: 50 per 100 ms at most, with room. */
+  CU_ASSERT(n <= (uint64_t)(ms / 2 + 10));
+  if (n > (uint64_t)(ms / 2 + 10)) fprintf(stderr, "%" PRIu64 " polls in %" PRId64 " ms with 2 ms naps\n", n, ms);
+  CU_ASSERT(n >= 1); /* it still polls while napping */
+  /* The progress stamp keeps its period (5 ms) through the naps. */
+  int64_t b0 = atomic_load(&r.ctrl->progress_ns);
+  nanosleep(&(struct timespec){0, 30000000}, NULL);
+  CU_ASSERT(atomic_load(&r.ctrl->progress_ns) > b0);
+  atomic_store(&busy_until, 0);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_SHUTDOWN}).status, ACX_OK);
+  rig_join(&r);
+  rig_free(&r);
+
+  /* Naps as long as the period (60 s here): only the doorbell can end one before the call's 10 s
+   * deadline. */
+  atomic_store(&busy_until, INT64_MAX);
+  nap_rig(&r, &ops, 60000000000LL, 60000000000LL);
+  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  atomic_store(&busy_until, 0);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_SHUTDOWN}).status, ACX_OK);
+  rig_join(&r);
+  CU_ASSERT_EQUAL(r.why, ACXI_LOOP_SHUTDOWN);
+  rig_free(&r);
+}
+
 static void test_fault_schedule_parse(void) {
   uint64_t n = 99;
   ACX_ASSERT_STATUS(acxi_fault_schedule("", 1, &n), ACX_OK);
@@ -355,6 +431,7 @@ int main(void) {
                                           ACX_TEST(test_fault_schedule_parse), ACX_TEST(test_registry),
                                           ACX_TEST(test_standby_promote), ACX_TEST(test_standby_leave),
                                           ACX_TEST(test_direct_completion),
-                                          ACX_TEST(test_heartbeat_thread_beats_while_loop_blocked), ACX_TEST_END};
+                                          ACX_TEST(test_heartbeat_thread_beats_while_loop_blocked),
+                                          ACX_TEST(test_inflight_nap), ACX_TEST_END};
   return acx_test_run("exec_loop", cases, NULL, NULL);
 }
