@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -258,7 +259,11 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
            p->engine.inline_mode ? "inline" : "process");
 
   int shutting_down = 0;
-  int64_t now = acxi_now_ns(), last_beat = now, last_active = now;
+  /* Naps as short as asked: the kernel's default timer slack (50 us) would add itself to each. Per
+   * thread: only this loop's timed sleeps. */
+  if (p->nap_ns > 0 && prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) != 0)
+    ACX_INFO(EXEC, "prctl(PR_SET_TIMERSLACK) failed: %s; naps may run ~50 us long", strerror(errno));
+  int64_t now = acxi_now_ns(), last_beat = now, last_active = now, last_event = now;
   for (;;) {
     acxi_cmd_t cmd;
     int n = 0, got = ACXI_RING_WAIT;
@@ -319,10 +324,12 @@ acxi_loop_exit_t acxi_exec_loop_run(const acxi_exec_loop_params_t *p) {
     }
     if (n > 0 || busy > 0) {
       last_active = now;
-      /* Work in flight and nothing new: leave the core to the threads that the work waits for (NCCL's
-       * proxy, other executors) for one nap; a command ends it at once, and the progress stamp is
-       * never later than its period. */
-      if (n == 0 && p->nap_ns > 0) {
+      /* Work in flight and nothing new for nap_ns: leave the core to the threads that the work
+       * waits for (NCCL's proxy, other executors) for one nap; a command ends it at once, and the
+       * progress stamp is never later than its period. Work shorter than nap_ns is busy-polled. */
+      if (n > 0) {
+        last_event = now;
+      } else if (p->nap_ns > 0 && now - last_event >= p->nap_ns) {
         int64_t until = now + p->nap_ns, beat = last_beat + p->heartbeat_period_ns;
         acxi_ring_consumer_wait(l.cmds, until < beat ? until : beat);
       }

@@ -45,7 +45,7 @@ static const param_def_t defs[] = {
     {"ACX_RESTART_WINDOW_MS", ACX_PARAM_INT, "60000", "Window for ACX_MAX_RESTARTS"},
     {"ACX_RING_SLOTS", ACX_PARAM_INT, "1024", "Slots of each command and reply ring (power of two)"},
     {"ACX_EXEC_SPIN_NS", ACX_PARAM_INT, "-1", "Executor and reply poller busy-poll this long after their last activity before sleeping on the doorbell (ns); -1: 5 ms for the cuda kind, 100 us for the host kind"},
-    {"ACX_EXEC_NAP_NS", ACX_PARAM_INT, "0", "While a collective or kernel is in flight and no command came, the executor sleeps on its doorbell this long between polls instead of busy-polling (ns, 0 to 10000000; 0: busy-poll). A command wakes it at once; a completion is seen up to one nap late. For nodes with more busy threads than cores"},
+    {"ACX_EXEC_NAP_NS", ACX_PARAM_INT, "0", "Once a collective or kernel has been in flight this long with no command and no completion, the executor sleeps on its doorbell this long between polls instead of busy-polling (ns, 0 to 10000000; 0: busy-poll). A command wakes it at once; a completion is seen up to one nap late; shorter work is busy-polled as before. For nodes with more busy threads than cores"},
     {"ACX_DEVICE_STREAMS", ACX_PARAM_INT, "4", "Executor streams per device when the device config does not say"},
     {"ACX_STAGING_BYTES", ACX_PARAM_INT, "4194304", "Shared staging region per device for acx_buffer_write/read from unregistered memory"},
     {"ACX_COMPLETION", ACX_PARAM_STRING, "auto", "How the CUDA executor learns a stream finished: auto, event (polling) or hostfn (callback)"},

@@ -40,8 +40,8 @@ typedef struct acxi_exec_loop_params {
   int parent_pid;                   /* process mode: leave when the rank is gone; 0 inline */
   int64_t heartbeat_period_ns;      /* stamp progress_ns at least this often while the loop runs */
   int64_t spin_ns;                  /* keep busy-polling this long after the last activity */
-  int64_t nap_ns;                   /* work in flight, no command: sleep on the doorbell this long between
-                                       polls (0: busy-poll; ACX_EXEC_NAP_NS) */
+  int64_t nap_ns;                   /* work in flight, no command or completion for this long: sleep on
+                                       the doorbell this long between polls (0: busy-poll; ACX_EXEC_NAP_NS) */
   _Atomic int *stop;                /* optional: set (then acxi_ring_wake the command ring) to leave */
   /* Process mode: a hot standby. The loop creates the engine, sets ACXI_EXEC_STANDBY and sleeps on
    * ctrl->promote (stamping its progress) until the rank promotes it (ctrl->generation is then
@@ -84,9 +84,9 @@ typedef const acxi_exec_entry_t *(*acxi_exec_entry_fn)(uint32_t abi);
  * development and CI machines where spinning threads steal the cores the work needs. */
 int64_t acxi_exec_spin_ns(const char *kind);
 
-/* How long the executor loop sleeps on its command doorbell between polls while the engine has
- * work in flight and no command came: ACX_EXEC_NAP_NS, 0 (the default) busy-polls. A command wakes
- * it at once; a completion is seen up to one nap late. For nodes with more busy threads than cores
+/* How long the executor loop sleeps on its command doorbell between polls once the engine has had
+ * work in flight that long with no command and no completion: ACX_EXEC_NAP_NS, 0 (the default)
+ * busy-polls. A command wakes it at once; a completion is seen up to one nap late. For nodes with more busy threads than cores
  * (ranks sharing GPUs, NCCL's proxy and socket threads beside the executors). The rank checks the
  * range (0 to ACXI_EXEC_NAP_MAX_NS); the executor reads a bad value as 0. */
 #define ACXI_EXEC_NAP_MAX_NS 10000000

@@ -86,14 +86,14 @@ for step in "$@"; do
         for cfg in ${MB_CFGS:-sim2 net1}; do if [ $cfg = sim2 ]; then L=$SIM; else L=$NET; fi
           timeout ${MB_T:-200} $L $B/bench/allreduce/acx-allreduce-bench --compare $args ${MB_ARGS:-} -d float --json $OUT/mb-$cfg-$name.json >$OUT/mb-$cfg-$name.txt 2>&1; echo "$cfg $name rc=$?"
           grep -E "nodes:|^ +[0-9]+ " $OUT/mb-$cfg-$name.txt | sed "s/^/$cfg /"; done; done ;;
-    mborder) el mborder  # issue 13's open mid sizes: short runs of acx vs raw (AB), raw vs acx (BA: raw NCCL's communicator made first) and raw vs raw (AA), interleaved, both configurations; MO_C cycles, MO_RANGES (default mid); MO_V the variants (default AB BA AA; AN: AB with ACX_EXEC_NAP_NS=$MO_NAP, default 20000, for acx's executor); pool with scripts/pool-allreduce-json.py --ab '$OUT/mo-*-AB-*/*.json' --ba '...-BA-...' --aa '...-AA-...'
+    mborder) el mborder  # issue 13's open mid sizes: short runs of acx vs raw (AB), raw vs acx (BA: raw NCCL's communicator made first) and raw vs raw (AA), interleaved, both configurations; MO_C cycles, MO_RANGES (default mid); MO_V the variants (default AB BA AA; ANnnn: AB with ACX_EXEC_NAP_NS=nnn for acx's executor); pool with scripts/pool-allreduce-json.py --ab '$OUT/mo-*-AB-*/*.json' --ba '...-BA-...' --aa '...-AA-...'
       for c in $(seq ${MO_C:-3}); do for cfg in ${MB_CFGS:-sim2 net1}; do for v in ${MO_V:-AB BA AA}; do
-        e=""; case $v in AB) a="" ;; BA) a="--mode nccl --baseline actor" ;; AA) a="--mode nccl --baseline nccl" ;; AN) a=""; e="ACX_EXEC_NAP_NS=${MO_NAP:-20000}" ;; esac
+        e=""; case $v in AB) a="" ;; BA) a="--mode nccl --baseline actor" ;; AA) a="--mode nccl --baseline nccl" ;; AN*) a=""; e="ACX_EXEC_NAP_NS=${v#AN}" ;; esac
         mkdir -p $OUT/mo-$cfg-$v-$c
         MB_ENV="$e" MB_ARGS="$a" MB_RANGES="${MO_RANGES:-mid}" MB_CFGS=$cfg MB_R=${MB_R:-2} OUT=$OUT/mo-$cfg-$v-$c bash $0 mbench 2>&1 | grep -E "rc=" | sed "s/^/$v c=$c /"
       done; done; done
       for cfg in ${MB_CFGS:-sim2 net1}; do echo "== $cfg"; python3 $S/scripts/pool-allreduce-json.py --ab "$OUT/mo-$cfg-AB-*/*.json" --ba "$OUT/mo-$cfg-BA-*/*.json" --aa "$OUT/mo-$cfg-AA-*/*.json"
-        case " ${MO_V:-} " in *" AN "*) echo "== $cfg: AN (acx with ACX_EXEC_NAP_NS=${MO_NAP:-20000}) as AB, AB as AA"; python3 $S/scripts/pool-allreduce-json.py --ab "$OUT/mo-$cfg-AN-*/*.json" --aa "$OUT/mo-$cfg-AB-*/*.json" ;; esac; done ;;
+        for v in ${MO_V:-}; do case $v in AN*) echo "== $cfg: $v (acx with ACX_EXEC_NAP_NS=${v#AN}) as AB, AB as AA"; python3 $S/scripts/pool-allreduce-json.py --ab "$OUT/mo-$cfg-$v-*/*.json" --aa "$OUT/mo-$cfg-AB-*/*.json" ;; esac; done; done ;;
     mprobe) el mprobe  # small sizes across 2 simulated nodes: is acx's extra time per operation or per batch? -n 20 vs -n 200, interleaved
       SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r 1 -g 1 --mpirun -x --mpirun ACX_EXECUTOR_PATH --"
       for rep in $(seq ${MP_REPS:-2}); do for n in 20 200; do

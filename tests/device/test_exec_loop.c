@@ -322,10 +322,8 @@ static void test_heartbeat_thread_beats_while_loop_blocked(void) {
 }
 
 /* ACX_EXEC_NAP_NS: a host engine that says it has work in flight until the test clears busy_until.
- * With a 2 ms nap the loop polls it at most once per nap (a few dozen times in 100 ms, where
- * busy-polling polls millions of times), and a command pushed during a nap is served at once: the
- * nap here is longer than the call's 10 s deadline, so a nap that a command did not end fails the
- * call. */
+ * With a 2 ms nap, once nothing happened for 2 ms, the loop polls it at most once per nap (a few dozen times in 100 ms, where
+ * busy-polling polls millions of times), and a command pushed during a nap is served at once. */
 static _Atomic int64_t busy_until;
 static _Atomic uint64_t polls;
 static uint64_t busy_in_flight(acxi_engine_t *e) {
@@ -364,6 +362,7 @@ static void test_inflight_nap(void) {
   atomic_store(&busy_until, INT64_MAX);
   nap_rig(&r, &ops, 2000000, 5000000);
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  nanosleep(&(struct timespec){0, 10000000}, NULL); /* past the first nap_ns of busy-polling */
   uint64_t p0 = atomic_load(&polls);
   int64_t t0 = acxi_now_ns();
   struct timespec ts = {0, 100000000};
@@ -383,11 +382,18 @@ static void test_inflight_nap(void) {
   rig_join(&r);
   rig_free(&r);
 
-  /* Naps as long as the period (60 s here): only the doorbell can end one before the call's 10 s
-   * deadline. */
+  /* 3 s naps (progress period 60 s): 3.5 s after a command the loop is 0.5 s into its first nap,
+   * which would last until 6 s; a command sent then is served at once (the doorbell ends the nap),
+   * not 2.5 s later. */
   atomic_store(&busy_until, INT64_MAX);
-  nap_rig(&r, &ops, 60000000000LL, 60000000000LL);
-  for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  nap_rig(&r, &ops, 3000000000LL, 60000000000LL);
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  nanosleep(&(struct timespec){3, 500000000}, NULL);
+  int64_t s0 = acxi_now_ns();
+  CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_NOP}).status, ACX_OK);
+  int64_t waited_ms = (acxi_now_ns() - s0) / 1000000;
+  CU_ASSERT(waited_ms < 1000);
+  if (waited_ms >= 1000) fprintf(stderr, "a command sent during a nap waited %" PRId64 " ms\n", waited_ms);
   atomic_store(&busy_until, 0);
   CU_ASSERT_EQUAL(call(&r, (acxi_cmd_t){.op = ACXI_OP_SHUTDOWN}).status, ACX_OK);
   rig_join(&r);
