@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build floor tests memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mborder mprobe hier hiero hiermps sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
+# .gpu/debs; steps: build floor tests peermid memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mborder mprobe hier hiero hiermps sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT. Steps run on the GPUs that
 # CUDA_VISIBLE_DEVICES names (all when unset): NG below; two batches on disjoint GPU sets can run at
 # once with their own OUT. Steps for every visible GPU (issue 18): stests sres srb sbench sbig smn.
@@ -86,14 +86,15 @@ for step in "$@"; do
         for cfg in ${MB_CFGS:-sim2 net1}; do if [ $cfg = sim2 ]; then L=$SIM; else L=$NET; fi
           timeout ${MB_T:-200} $L $B/bench/allreduce/acx-allreduce-bench --compare $args ${MB_ARGS:-} -d float --json $OUT/mb-$cfg-$name.json >$OUT/mb-$cfg-$name.txt 2>&1; echo "$cfg $name rc=$?"
           grep -E "nodes:|^ +[0-9]+ " $OUT/mb-$cfg-$name.txt | sed "s/^/$cfg /"; done; done ;;
-    mborder) el mborder  # issue 13's open mid sizes: short runs of acx vs raw (AB), raw vs acx (BA: raw NCCL's communicator made first) and raw vs raw (AA), interleaved, both configurations; MO_C cycles, MO_RANGES (default mid); MO_V the variants (default AB BA AA; ANnnn: AB with ACX_EXEC_NAP_NS=nnn for acx's executor); pool with scripts/pool-allreduce-json.py --ab '$OUT/mo-*-AB-*/*.json' --ba '...-BA-...' --aa '...-AA-...'
+    mborder) el mborder  # issue 13's open mid sizes: short runs of acx vs raw (AB), raw vs acx (BA: raw NCCL's communicator made first) and raw vs raw (AA), interleaved, both configurations; MO_C cycles, MO_RANGES (default mid); MO_V the variants (default AB BA AA; ANnnn: AB with ACX_EXEC_NAP_NS=nnn for acx's executor; AC: AB with NCCL_CUMEM_ENABLE=0 for both, as acx's executor sets it); pool with scripts/pool-allreduce-json.py --ab '$OUT/mo-*-AB-*/*.json' --ba '...-BA-...' --aa '...-AA-...'
       for c in $(seq ${MO_C:-3}); do for cfg in ${MB_CFGS:-sim2 net1}; do for v in ${MO_V:-AB BA AA}; do
-        e=""; case $v in AB) a="" ;; BA) a="--mode nccl --baseline actor" ;; AA) a="--mode nccl --baseline nccl" ;; AN*) a=""; e="ACX_EXEC_NAP_NS=${v#AN}" ;; esac
+        e=""; case $v in AB) a="" ;; BA) a="--mode nccl --baseline actor" ;; AA) a="--mode nccl --baseline nccl" ;; AN*) a=""; e="ACX_EXEC_NAP_NS=${v#AN}" ;; AC) a=""; e="NCCL_CUMEM_ENABLE=0" ;; esac
         mkdir -p $OUT/mo-$cfg-$v-$c
         MB_ENV="$e" MB_ARGS="$a" MB_RANGES="${MO_RANGES:-mid}" MB_CFGS=$cfg MB_R=${MB_R:-2} OUT=$OUT/mo-$cfg-$v-$c bash $0 mbench 2>&1 | grep -E "rc=" | sed "s/^/$v c=$c /"
       done; done; done
-      for cfg in ${MB_CFGS:-sim2 net1}; do echo "== $cfg"; python3 $S/scripts/pool-allreduce-json.py --ab "$OUT/mo-$cfg-AB-*/*.json" --ba "$OUT/mo-$cfg-BA-*/*.json" --aa "$OUT/mo-$cfg-AA-*/*.json"
-        for v in ${MO_V:-}; do case $v in AN*) echo "== $cfg: $v (acx with ACX_EXEC_NAP_NS=${v#AN}) as AB, AB as AA"; python3 $S/scripts/pool-allreduce-json.py --ab "$OUT/mo-$cfg-$v-*/*.json" --aa "$OUT/mo-$cfg-AB-*/*.json" ;; esac; done; done ;;
+      for cfg in ${MB_CFGS:-sim2 net1}; do echo "== $cfg"; PX=(); for v in BA AA; do case " ${MO_V:-AB BA AA} " in *" $v "*) PX+=(--${v,,} "$OUT/mo-$cfg-$v-*/*.json") ;; esac; done
+        python3 $S/scripts/pool-allreduce-json.py --ab "$OUT/mo-$cfg-AB-*/*.json" "${PX[@]}"
+        for v in ${MO_V:-}; do case $v in AN*|AC) echo "== $cfg: $v as AB, AB as AA"; python3 $S/scripts/pool-allreduce-json.py --ab "$OUT/mo-$cfg-$v-*/*.json" --aa "$OUT/mo-$cfg-AB-*/*.json" ;; esac; done; done ;;
     mprobe) el mprobe  # small sizes across 2 simulated nodes: is acx's extra time per operation or per batch? -n 20 vs -n 200, interleaved
       SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r 1 -g 1 --mpirun -x --mpirun ACX_EXECUTOR_PATH --"
       for rep in $(seq ${MP_REPS:-2}); do for n in 20 200; do
@@ -169,6 +170,13 @@ for step in "$@"; do
       for rep in $(seq ${MPSBIG_REPS:-2}); do for v in ${MPSBIG_V:-1:-1:-1:128:1 2:-1:-1:128:1 2:-1:0:128:1 4:-1:-1:128:1 4:-1:0:128:1}; do IFS=: read -r k on kb bb gr <<<"$v"; np=$((NG * k))
         ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=$kb ACX_COLL_PEER_BIG_BLOCKS=$bb ACX_COLL_PEER_BIG_GROUPS=$gr timeout 150 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_BIG_BLOCKS -x ACX_COLL_PEER_BIG_GROUPS -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench ${MPSBIG_CMP:-} -b ${MPSBIG_B:-16M} -e 1G -f 4 -n 10 -w 3 -d float >$OUT/mpsbig-$k-$on-$kb-$bb-$gr-$rep.txt 2>&1; echo "ranks/GPU=$k peer=$on bigkb=$kb blocks=$bb groups=$gr rep=$rep rc=$?"
         grep -E "^ +[0-9]+ " $OUT/mpsbig-$k-$on-$kb-$bb-$gr-$rep.txt | sed "s/^/k=$k peer=$on kb=$kb bb=$bb gr=$gr rep=$rep /"; done; done
+      mps_off ;;
+    peermid) el peermid  # issue 16's 128 KiB at 4 ranks per GPU under MPS: the one-shot (default) against the two-shot with groups from above ACX_COLL_PEER_MAX_KB (PM_V variants k:maxkb:bigminkb, "-" = default), 32 KiB - 2 MiB, interleaved rounds
+      mps_on || continue
+      for rep in $(seq ${PM_REPS:-3}); do for v in ${PM_V:-1:-:- 4:-:- 4:64:0 2:-:- 2:64:0}; do IFS=: read -r k mk bk <<<"$v"; np=$((NG * k)); PE=()
+        [ "$mk" != - ] && PE+=(-x ACX_COLL_PEER_MAX_KB=$mk); [ "$bk" != - ] && PE+=(-x ACX_COLL_PEER_BIG_MIN_KB=$bk)
+        timeout 120 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY "${PE[@]}" $B/bench/allreduce/acx-allreduce-bench -b ${PM_B:-32K} -e ${PM_E:-2M} -f 2 -n ${PM_N:-200} -w 20 -d float >$OUT/peermid-$k-$mk-$bk-$rep.txt 2>&1; echo "ranks/GPU=$k maxkb=$mk bigminkb=$bk rep=$rep rc=$?"
+        grep -E "^ +[0-9]+ " $OUT/peermid-$k-$mk-$bk-$rep.txt | sed "s/^/k=$k mk=$mk bk=$bk rep=$rep /"; done; done
       mps_off ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
     randoff) el randoff  # cuRAND normals, raw and acx: drawing on (never) and back to position 0 before each call (each), interleaved
