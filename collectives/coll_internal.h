@@ -145,8 +145,11 @@ acx_status_t acxc_peer_fence(acx_coll_t *c, acx_future_t **f);
 /* 1 while the set is made (the path is on). */
 int acxc_peer_on(const acx_coll_t *c);
 /* The parts of the path that are on (ACXC_PEER_SMALL: the all-reduces of at most *slot_bytes;
- * ACXC_PEER_BIG: the two-shot, from *big_min bytes); 0 while the set is not made. */
-enum { ACXC_PEER_SMALL = 1, ACXC_PEER_BIG = 2 };
+ * ACXC_PEER_BIG: the two-shot, from *big_min bytes; ACXC_PEER_GROUPS: the two-shot with groups, the
+ * ranks of a GPU summing first); 0 while the set is not made. */
+enum { ACXC_PEER_SMALL = 1, ACXC_PEER_BIG = 2, ACXC_PEER_GROUPS = 4 };
+/* ACX_COLL_PEER_BIG_MIN_KB=-1's smallest two-shot all-reduce where it runs one rank per GPU. */
+#define ACXC_PEER_BIG_MIN_DEFAULT (2048ULL * 1024)
 int acxc_peer_parts(const acx_coll_t *c, uint64_t *slot_bytes, uint64_t *big_min);
 /* All-reduces sent down the own path since the coll was made (tests, statistics). */
 uint64_t acxc_peer_ops(const acx_coll_t *c);

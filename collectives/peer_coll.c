@@ -325,7 +325,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
       [BIG] = bigkb,
       /* block b waits for the peers' blocks b, so every rank runs as many */
       [BLOCKS] = bb < 1 ? 1 : bb > ACXP_BIG_MAX_BLOCKS ? ACXP_BIG_MAX_BLOCKS : (int)bb,
-      [BIGMIN] = minkb < 0 ? 0 : minkb > INT_MAX ? INT_MAX : (int)minkb,
+      [BIGMIN] = minkb < 0 ? -1 : minkb > INT_MAX ? INT_MAX : (int)minkb, /* -1: auto, after the groups */
       [GROUPS] = acxi_param_int("ACX_COLL_PEER_BIG_GROUPS") > 0,
       [BIGAUTO] = acxi_param_int("ACX_COLL_PEER_BIG_KB") < 0,
   };
@@ -347,11 +347,17 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   if (p->ll_bytes > p->slot_bytes) p->ll_bytes = p->slot_bytes; /* nothing larger takes the own path */
   p->big_bytes = lo[BIG] > 0 ? (uint64_t)lo[BIG] * 1024 : 0;
   p->big_blocks = lo[BLOCKS] > 0 ? (uint64_t)lo[BLOCKS] : 1;
-  p->big_min = (uint64_t)lo[BIGMIN] * 1024;
+  p->big_min = lo[BIGMIN] < 0 ? 0 : (uint64_t)lo[BIGMIN] * 1024;
   p->groups_on = lo[GROUPS] > 0;
   p->big_auto = lo[BIGAUTO] > 0;
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
+  /* ACX_COLL_PEER_BIG_MIN_KB=-1 (auto; every rank decides alike: the groups come from the same
+   * colors): one rank per GPU, NCCL up to 2 MiB; with groups, the two-shot from just above the
+   * one-shot's slot, since the alternative there is the hierarchical path (session 21, 2xH100
+   * under MPS: 512 KiB - 1 MiB in 69-81 us at 2 ranks per GPU and 94-130 at 4 through it, 20-22
+   * and 29-34 through the two-shot with groups). */
+  if (lo[BIGMIN] < 0) p->big_min = p->grp.groups ? 0 : ACXC_PEER_BIG_MIN_DEFAULT;
   if (local != ACX_OK && local != ACX_ERR_PEER_LOST)
     ACX_WARN(COLL, "own all-reduce set-up failed on rank %d: %s", c->rank, acx_status_name(local));
   int ok = 0;
@@ -364,8 +370,9 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
       snprintf(small, sizeof small, "small all-reduces through %s (%s)", c->host_kind ? "MPI" : "NCCL",
                swhy ? swhy : "another rank does not want them");
     if (p->big_bytes)
-      snprintf(big, sizeof big, "from %" PRIu64 " KiB two-shot in chunks of %" PRIu64 " KiB (%" PRIu64 " blocks on GPUs%s)",
-               (p->big_min > p->slot_bytes ? p->big_min : p->slot_bytes + 1) / 1024, p->big_bytes / 2048, p->ctl->big_blocks,
+      snprintf(big, sizeof big, "%s %" PRIu64 " KiB two-shot in chunks of %" PRIu64 " KiB (%" PRIu64 " blocks on GPUs%s)",
+               p->big_min > p->slot_bytes ? "from" : "above", (p->big_min > p->slot_bytes ? p->big_min : p->slot_bytes) / 1024,
+               p->big_bytes / 2048, p->ctl->big_blocks,
                p->ctl->groups ? (c->host_kind ? ", the hierarchical groups summed first" : ", the ranks of a GPU summed first")
                               : "");
     else
@@ -432,7 +439,8 @@ int acxc_peer_parts(const acx_coll_t *c, uint64_t *slot_bytes, uint64_t *big_min
   if (!p || !p->id) return 0;
   if (slot_bytes) *slot_bytes = p->slot_bytes;
   if (big_min) *big_min = p->big_bytes ? (p->big_min > p->slot_bytes ? p->big_min : p->slot_bytes + 1) : 0;
-  return (p->small_on ? ACXC_PEER_SMALL : 0) | (p->big_bytes ? ACXC_PEER_BIG : 0);
+  return (p->small_on ? ACXC_PEER_SMALL : 0) | (p->big_bytes ? ACXC_PEER_BIG : 0) |
+         (p->big_bytes && p->grp.groups ? ACXC_PEER_GROUPS : 0);
 }
 
 int acxc_peer_on(const acx_coll_t *c) { return c->peer && c->peer->id; }

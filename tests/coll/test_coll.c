@@ -482,8 +482,9 @@ static void test_own_path(void) {
   const char *e = getenv("ACX_COLL_PEER_MAX_KB");
   CU_ASSERT_EQUAL(slot, (uint64_t)(e ? atoi(e) : 256) * 1024);
   if (parts & ACXC_PEER_BIG) {
+    /* unset or -1 (auto): 2 MiB one rank per GPU, just above the slot with groups */
     e = getenv("ACX_COLL_PEER_BIG_MIN_KB");
-    uint64_t m = (uint64_t)(e ? atoi(e) : 2048) * 1024;
+    uint64_t m = e && atoi(e) >= 0 ? (uint64_t)atoi(e) * 1024 : (parts & ACXC_PEER_GROUPS) ? 0 : 2048 * 1024;
     CU_ASSERT_EQUAL(big_min, m > slot ? m : slot + 1);
   }
   /* f32 counts: one element, a full slot, one more; where the two-shot starts above that, one
