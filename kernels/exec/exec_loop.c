@@ -1,8 +1,8 @@
 /* The executor loop shared by both transports, and the process's heartbeat thread. The loop
- * busy-polls while the engine has work in flight (or naps nap_ns at a time on the command doorbell,
- * when set) or was active within spin_ns, and otherwise
- * sleeps on the command ring's doorbell, never longer than one heartbeat period, so its progress
- * stamp keeps moving while idle; it stops moving only while one call blocks the loop. */
+ * busy-polls while the engine has work in flight (with nap_ns set, it naps that long at a time on
+ * the command doorbell once nothing happened for nap_ns) or was active within spin_ns, and
+ * otherwise sleeps on the command ring's doorbell, never longer than one heartbeat period, so its
+ * progress stamp keeps moving while idle; it stops moving only while one call blocks the loop. */
 #define _GNU_SOURCE
 #include "kernels/exec/exec_loop.h"
 

@@ -86,9 +86,10 @@ int64_t acxi_exec_spin_ns(const char *kind);
 
 /* How long the executor loop sleeps on its command doorbell between polls once the engine has had
  * work in flight that long with no command and no completion: ACX_EXEC_NAP_NS, 0 (the default)
- * busy-polls. A command wakes it at once; a completion is seen up to one nap late. For nodes with more busy threads than cores
- * (ranks sharing GPUs, NCCL's proxy and socket threads beside the executors). The rank checks the
- * range (0 to ACXI_EXEC_NAP_MAX_NS); the executor reads a bad value as 0. */
+ * busy-polls. A command wakes it at once; a completion is seen up to one nap late. For nodes with
+ * more busy threads than cores (ranks sharing GPUs, NCCL's proxy and socket threads beside the
+ * executors). The rank checks the range (0 to ACXI_EXEC_NAP_MAX_NS); the executor reads a bad
+ * value as 0. */
 #define ACXI_EXEC_NAP_MAX_NS 10000000
 int64_t acxi_exec_nap_ns(void);
 
