@@ -191,30 +191,38 @@ static void test_open_rejects_bad_config(void) {
  * whose stream masks then wrapped). One limit now, checked before anything is started: the open
  * is refused, its line names the argument and the limit, and no executor was spawned (nor an
  * inline executor thread started). */
+/* An open that must be refused with `want_st` and a log line containing `want`, before anything is
+ * started: no executor spawned (process transport, standby included) and no inline executor
+ * thread. The log is taken at INFO (the executor's start lines); log_end restores the level. */
+static void open_refused(const acx_device_config_t *cfg, acx_status_t want_st, const char *want) {
+  acx_device_t *dev = NULL;
+  acx_test_log_begin();
+  setenv("ACX_DEBUG", "INFO", 1);
+  acx_log_reinit();
+  acx_status_t st = acx_device_open(sys, cfg, &dev);
+  char *log = acx_test_log_end();
+  if (dev) ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
+  CU_ASSERT_EQUAL(st, want_st);
+  CU_ASSERT_PTR_NULL(dev);
+  CU_ASSERT_PTR_NOT_NULL(strstr(log, want));
+  CU_ASSERT_PTR_NULL(strstr(log, "spawned"));
+  CU_ASSERT_PTR_NULL(strstr(log, "executor generation"));
+  if (!strstr(log, want) || strstr(log, "spawned") || strstr(log, "executor generation"))
+    fprintf(stderr, "log (wanted '%s'):\n%s", want, log);
+  free(log);
+}
+
 static void test_open_rejects_streams_beyond_limit(void) {
   acx_device_t *dev = NULL;
   acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
   cfg.kind = ACX_DEVICE_KIND_HOST;
   cfg.transport = inline_mode ? ACX_TRANSPORT_INLINE : ACX_TRANSPORT_PROCESS;
   cfg.streams = 100;
-  acx_test_log_begin();
-  setenv("ACX_DEBUG", "INFO", 1); /* the executor's start lines are INFO; log_end restores the level */
-  acx_log_reinit();
-  acx_status_t st = acx_device_open(sys, &cfg, &dev);
-  char *log = acx_test_log_end();
-  if (dev) ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
-  CU_ASSERT_EQUAL(st, ACX_ERR_INVALID_ARG);
-  CU_ASSERT_PTR_NULL(dev);
   char want[96];
   snprintf(want, sizeof want, "argument 'cfg->streams'=100 is not in [1, %d]", ACXI_MAX_STREAMS);
-  CU_ASSERT_PTR_NOT_NULL(strstr(log, want));
-  CU_ASSERT_PTR_NULL(strstr(log, "spawned"));             /* process transport, standby included */
-  CU_ASSERT_PTR_NULL(strstr(log, "executor generation")); /* inline transport's thread */
-  if (strstr(log, "spawned") || strstr(log, "executor generation")) fprintf(stderr, "log:\n%s", log);
-  free(log);
+  open_refused(&cfg, ACX_ERR_INVALID_ARG, want);
   /* The limit itself is taken, and every stream of it works. */
   cfg.streams = ACXI_MAX_STREAMS;
-  dev = NULL;
   ACX_ASSERT_STATUS(acx_device_open(sys, &cfg, &dev), ACX_OK);
   ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACXI_MAX_STREAMS - 1, T_LONG), ACX_OK);
   ACX_ASSERT_STATUS(acx_device_synchronize(dev, ACXI_MAX_STREAMS, T_LONG), ACX_ERR_INVALID_ARG);
@@ -224,25 +232,14 @@ static void test_open_rejects_streams_beyond_limit(void) {
 /* ACX_EXEC_NAP_NS out of 0..10 ms (ctest sets it for the "badnap" mode: parameters are read once
  * per process): the open is refused with a line naming it, and nothing is started. */
 static void test_open_rejects_bad_nap(void) {
-  acx_device_t *dev = NULL;
   acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
   cfg.kind = ACX_DEVICE_KIND_HOST;
   cfg.transport = ACX_TRANSPORT_PROCESS;
   const char *bad = getenv("ACX_EXEC_NAP_NS");
   CU_ASSERT_PTR_NOT_NULL_FATAL(bad);
-  acx_test_log_begin();
-  setenv("ACX_DEBUG", "INFO", 1);
-  acx_log_reinit();
-  acx_status_t st = acx_device_open(sys, &cfg, &dev);
-  char *log = acx_test_log_end();
-  if (dev) ACX_ASSERT_STATUS(acx_device_close(dev, T_LONG), ACX_OK);
-  CU_ASSERT_EQUAL(st, ACX_ERR_BAD_PARAM);
-  CU_ASSERT_PTR_NULL(dev);
   char want[64];
   snprintf(want, sizeof want, "ACX_EXEC_NAP_NS=%s is out of 0..", bad);
-  CU_ASSERT_PTR_NOT_NULL(strstr(log, want));
-  CU_ASSERT_PTR_NULL(strstr(log, "spawned"));
-  free(log);
+  open_refused(&cfg, ACX_ERR_BAD_PARAM, want);
 }
 
 typedef struct stream_arg {

@@ -31,7 +31,9 @@ static void *run_loop(void *arg) {
   return NULL;
 }
 
-static void rig_start(rig_t *r, int streams, const char *fault) {
+/* A control block and the loop's parameters (host engine unless ops says; inline); started by
+ * rig_run, so that a test may change them first. */
+static void rig_init(rig_t *r, int streams, const char *fault) {
   memset(r, 0, sizeof *r);
   ACX_ASSERT_STATUS(acxi_ctrl_create(64, 1, &r->shm), ACX_OK);
   r->ctrl = acxi_ctrl(&r->shm);
@@ -46,7 +48,13 @@ static void rig_start(rig_t *r, int streams, const char *fault) {
       .stop = &r->stop,
   };
   CU_ASSERT_PTR_NOT_NULL_FATAL(r->p.ops);
-  CU_ASSERT_EQUAL_FATAL(pthread_create(&r->th, NULL, run_loop, r), 0);
+}
+
+static void rig_run(rig_t *r) { CU_ASSERT_EQUAL_FATAL(pthread_create(&r->th, NULL, run_loop, r), 0); }
+
+static void rig_start(rig_t *r, int streams, const char *fault) {
+  rig_init(r, streams, fault);
+  rig_run(r);
 }
 
 /* Sends one command and waits for its completion. */
@@ -339,21 +347,12 @@ static void nap_rig(rig_t *r, acxi_engine_ops_t *ops, int64_t nap_ns, int64_t pe
   *ops = *acxi_engine_find("host");
   ops->in_flight = busy_in_flight;
   ops->progress = counting_progress;
-  memset(r, 0, sizeof *r);
-  ACX_ASSERT_STATUS(acxi_ctrl_create(64, 1, &r->shm), ACX_OK);
-  r->ctrl = acxi_ctrl(&r->shm);
-  ACX_ASSERT_STATUS(acxi_ctrl_view_init(&r->v, r->shm.addr, 64), ACX_OK);
-  r->p = (acxi_exec_loop_params_t){
-      .view = r->v,
-      .ops = ops,
-      .engine = {.streams = 1, .generation = 1, .inline_mode = 1, .completion = "auto", .fault_inject = ""},
-      .sock_fd = -1,
-      .heartbeat_period_ns = period_ns,
-      .spin_ns = 0,
-      .nap_ns = nap_ns,
-      .stop = &r->stop,
-  };
-  CU_ASSERT_EQUAL_FATAL(pthread_create(&r->th, NULL, run_loop, r), 0);
+  rig_init(r, 1, "");
+  r->p.ops = ops;
+  r->p.heartbeat_period_ns = period_ns;
+  r->p.spin_ns = 0;
+  r->p.nap_ns = nap_ns;
+  rig_run(r);
 }
 
 static void test_inflight_nap(void) {
