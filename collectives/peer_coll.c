@@ -54,6 +54,7 @@ struct acxc_peer {
   uint64_t big_min;                     /* every rank's: the smallest ACX_COLL_PEER_BIG_MIN_KB (bytes) */
   int small_on;                         /* every rank takes the all-reduces of at most slot_bytes */
   int groups_on;                        /* every rank has ACX_COLL_PEER_BIG_GROUPS on */
+  int small_groups_on;                  /* every rank has ACX_COLL_PEER_SMALL_GROUPS on */
   int big_auto;                         /* every rank has ACX_COLL_PEER_BIG_KB=-1 (auto) */
   groups_t grp;                         /* the two-shot's groups */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
@@ -227,7 +228,9 @@ static acx_status_t make_groups(acx_coll_t *c, acxc_peer_t *p, int64_t deadline)
 static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   acx_device_t *dev = c->dev;
   ACXCHECK(make_groups(c, p, deadline));
-  size_t area = (size_t)ACXP_AREA_BYTES_BIG(p->slot_bytes, p->big_bytes);
+  /* With groups the one-shot with groups (ACX_COLL_PEER_SMALL_GROUPS): its partial regions too. */
+  const int gos = p->grp.groups && p->small_on && p->small_groups_on;
+  size_t area = (size_t)ACXP_AREA_BYTES_SET(p->slot_bytes, p->big_bytes, gos ? p->grp.groups : 0);
   acx_status_t st = acxi_buffer_alloc_shareable(dev, area, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->mine);
   /* Flags and lines start at 0: operation numbers start at 1 (a line left by an earlier user of
    * the memory could carry the number waited for). */
@@ -293,6 +296,7 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
     memcpy(p->ctl->lane, p->grp.lane, sizeof p->ctl->lane);
     memcpy(p->ctl->at, p->grp.at, sizeof p->ctl->at);
     p->ctl->big_blocks = p->big_blocks / (uint64_t)p->grp.per_group ? p->big_blocks / (uint64_t)p->grp.per_group : 1;
+    p->ctl->small_groups = gos;
   }
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
   uint64_t id = acxc_next_comm_id();
@@ -317,7 +321,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   /* One agreement (MPI MIN) of everything the ranks must have alike: whether the path is on and
    * its slot, whether each part is, the push lines' limit, the two-shot's slot, blocks, the
    * smallest all-reduce it takes and whether it works in groups. Every rank takes part, also one whose communicator failed. */
-  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, GROUPS, BIGAUTO, NAGREE };
+  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, GROUPS, BIGAUTO, SMALLGROUPS, NAGREE };
   int mine[NAGREE] = {
       [SLOT] = why ? 0 : (int)(kb > (1 << 20) ? (1 << 20) : kb),
       [SMALL] = !swhy,
@@ -328,6 +332,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
       [BIGMIN] = minkb < 0 ? -1 : minkb > INT_MAX ? INT_MAX : (int)minkb, /* -1: auto, after the groups */
       [GROUPS] = acxi_param_int("ACX_COLL_PEER_BIG_GROUPS") > 0,
       [BIGAUTO] = acxi_param_int("ACX_COLL_PEER_BIG_KB") < 0,
+      [SMALLGROUPS] = acxi_param_int("ACX_COLL_PEER_SMALL_GROUPS") > 0,
   };
   int lo[NAGREE] = {0};
   acx_status_t ag = acxc_coll_agree_min_n(c, mine, lo, NAGREE);
@@ -350,6 +355,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   p->big_min = lo[BIGMIN] < 0 ? 0 : (uint64_t)lo[BIGMIN] * 1024;
   p->groups_on = lo[GROUPS] > 0;
   p->big_auto = lo[BIGAUTO] > 0;
+  p->small_groups_on = lo[SMALLGROUPS] > 0;
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   /* ACX_COLL_PEER_BIG_MIN_KB=-1 (auto; every rank decides alike: the groups come from the same
@@ -365,7 +371,8 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   if (ag == ACX_OK && ok) {
     char small[160], big[280];
     if (p->small_on)
-      snprintf(small, sizeof small, "all-reduces up to %" PRIu64 " KiB one-shot", p->slot_bytes / 1024);
+      snprintf(small, sizeof small, "all-reduces up to %" PRIu64 " KiB one-shot%s", p->slot_bytes / 1024,
+               p->ctl->small_groups ? (p->ll_bytes ? " (above the push lines with groups)" : " with groups") : "");
     else
       snprintf(small, sizeof small, "small all-reduces through %s (%s)", c->host_kind ? "MPI" : "NCCL",
                swhy ? swhy : "another rank does not want them");

@@ -51,7 +51,8 @@ typedef struct pend {
   int ll;           /* host kind: the small-message variant (lines pushed to the peers) */
   int big;          /* host kind: the two-shot variant (larger than a slot) */
   uint64_t big_t;   /* ... its chunk */
-  int big_phase;    /* ... 0: chunk not started, 1-4: waiting for the peers' A, B, C, D (host_big) */
+  int big_phase;    /* ... 0: chunk not started, 1-4: waiting for the peers' A, B, C, D (host_big);
+                       the one-shot with groups: 1, 2 waiting for A, B (host_gos) */
   unsigned char *big_in; /* ... the input as it was at the start (the host engine runs a later write
                             on the stream at once; the chunks read it over time) */
 } pend_t;
@@ -71,6 +72,7 @@ typedef struct pset {
    * at[q] = q) */
   int G, K;
   int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
+  int gos;           /* the one-shot with groups (peer_ops.h; acxp_ctl_t's small_groups) */
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
   unsigned ev_every; /* cuda: ACX_COLL_PEER_EVENT_EVERY, read at SETUP */
   unsigned since_ev; /* cuda: operations launched without an event since the last one with */
@@ -178,6 +180,11 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
       goto out;
     }
   }
+  if (ctl->small_groups && (!ctl->groups || !ctl->big_bytes)) {
+    ACX_WARN(COLL, "peer SETUP: the control block asks for the one-shot with groups (small_groups %d) without %s",
+             (int)ctl->small_groups, ctl->groups ? "big slots (big_bytes 0)" : "groups");
+    goto out;
+  }
   pset_t *s = calloc(1, sizeof *s);
   if (!s) {
     st = ACX_ERR_NO_MEMORY;
@@ -190,6 +197,7 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
     s->lane[q] = (int8_t)(ctl->groups ? ctl->lane[q] : 0);
     s->at[q] = (int8_t)(ctl->groups ? ctl->at[q] : q);
   }
+  s->gos = ctl->small_groups != 0;
   s->id = id;
   s->nranks = n;
   s->rank = r;
@@ -209,9 +217,11 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
     void *p = NULL;
     uint64_t bytes = 0;
     st = api->buffer(e, ctl->area[q], &p, &bytes);
-    if (st != ACX_OK || bytes < ACXP_AREA_BYTES_BIG(s->slot_bytes, s->big_bytes)) {
+    if (st != ACX_OK || bytes < ACXP_AREA_BYTES_SET(s->slot_bytes, s->big_bytes, s->gos ? s->G : 0)) {
       ACX_WARN(COLL, "peer SETUP: the area of rank %d (buffer %" PRIu64 ") %s", q, ctl->area[q],
-               st != ACX_OK ? "is unknown here" : "is smaller than the flags, two data slots, the lines and the big slots");
+               st != ACX_OK ? "is unknown here"
+               : s->gos ? "is smaller than the flags, two data slots, the lines, the big slots and the partial regions"
+                        : "is smaller than the flags, two data slots, the lines and the big slots");
       if (st == ACX_OK) st = ACX_ERR_INVALID_ARG;
       free(s);
       goto out;
@@ -406,6 +416,8 @@ static void host_reduce(pset_t *s, const unsigned char *const *src, void *out, u
   host_reduce_n(s, src, s->nranks, 1, out, count, dtype, op);
 }
 
+static void big_signal(pset_t *s, int phase, int who, uint64_t val);
+
 /* Steps 1 and 2 of the head operation: its input into the slot, then the flags (release) into
  * every peer's area; the small-message variant: its lines into every peer's area. */
 static void host_start(pset_t *s, pend_t *pd) {
@@ -439,6 +451,11 @@ static void host_start(pset_t *s, pend_t *pd) {
   }
   uint64_t doff = ACXP_SLOT_OFF(seq & 1u, s->slot_bytes);
   memcpy(s->area[s->rank] + doff, pd->in, pd->cmd.bytes * pd->es);
+  if (s->gos) { /* the one-shot with groups: A to the group (host_gos goes on) */
+    big_signal(s, 0, 0, ACXP_BIG_VAL(seq, 0));
+    pd->big_phase = 1;
+    return;
+  }
   for (int p = 0; p < s->nranks; p++)
     if (p != s->rank)
       atomic_store_explicit((_Atomic uint64_t *)(void *)(s->area[p] + ACXP_FLAG_OFF(s->rank, 0)), seq,
@@ -484,11 +501,14 @@ static acx_status_t host_ready_ll(pset_t *s, pend_t *pd) {
 
 /* The two-shot on the host kind (one block, runtime/proto/peer_ops.h). The ranks a step talks to:
  * who 0, this rank's group (the other ranks of its GPU); who 1, its lane (the ranks at its place
- * in the other groups; without groups every other rank). */
+ * in the other groups; without groups every other rank); who 2, every other rank. */
 static int big_peers(const pset_t *s, int who, int *peer) {
   const int g = s->grp[s->rank], j = s->lane[s->rank];
   int np = 0;
-  if (who == 0) {
+  if (who == 2) {
+    for (int q = 0; q < s->nranks; q++)
+      if (q != s->rank) peer[np++] = q;
+  } else if (who == 0) {
     for (int jl = 0; jl < s->K; jl++)
       if (jl != j) peer[np++] = s->at[g * s->K + jl];
   } else {
@@ -629,6 +649,36 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
   return ACX_OK;
 }
 
+/* The one-shot with groups on the host kind (runtime/proto/peer_ops.h; one block, so a piece is a
+ * slice; host_start made step 1 and raised A): ACX_OK once the output is written, NOT_YET, or a
+ * failure. Never waits. big_phase 1: waiting for the group (A), 2: for every rank (B). */
+static acx_status_t host_gos(pset_t *s, pend_t *pd) {
+  const int n = s->nranks, r = s->rank, G = s->G, K = s->K, g = s->grp[r], j = s->lane[r];
+  const uint64_t seq = pd->cmd.arg[3], es = pd->es, count = pd->cmd.bytes, val = ACXP_BIG_VAL(seq, 0);
+  const uint32_t dtype = pd->cmd.dtype, op = (uint32_t)pd->cmd.arg[1];
+  const unsigned char *src[ACXP_MAX_RANKS];
+  acx_status_t st;
+  if (pd->big_phase == 1) { /* 3. my group's partial sum of slice j into every rank's region; B */
+    if ((st = big_ready(s, pd, 0, 0, val)) != ACX_OK) return st;
+    uint64_t lo, hi;
+    big_part(count, ACXP_BIG_PART(count, K, 16 / es), j, &lo, &hi);
+    if (hi > lo) {
+      const uint64_t doff = ACXP_SLOT_OFF(seq & 1u, s->slot_bytes) + lo * es;
+      const uint64_t goff = ACXP_GOS_OFF(seq & 1u, g, G, s->slot_bytes, s->big_bytes) + lo * es;
+      for (int jl = 0; jl < K; jl++) src[jl] = s->area[s->at[g * K + jl]] + doff;
+      host_reduce_n(s, src, K, 0, s->area[r] + goff, hi - lo, dtype, op);
+      for (int q = 0; q < n; q++)
+        if (q != r) memcpy(s->area[q] + goff, s->area[r] + goff, (hi - lo) * es);
+    }
+    big_signal(s, 1, 2, val);
+    pd->big_phase = 2;
+  }
+  if ((st = big_ready(s, pd, 1, 2, val)) != ACX_OK) return st; /* 5. over the groups in order */
+  for (int gq = 0; gq < G; gq++) src[gq] = s->area[r] + ACXP_GOS_OFF(seq & 1u, gq, G, s->slot_bytes, s->big_bytes);
+  host_reduce_n(s, src, G, 1, pd->out, count, dtype, op);
+  return ACX_OK;
+}
+
 /* The host kind's operations of one set, in order: each starts once the one before it has
  * finished (its input is read then, as a stream would), and finishes once the peers' data is in
  * place (steps 3 and 4). Returns nonzero while any is left. */
@@ -638,7 +688,8 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
     acx_status_t st = s->failed;
     if (st == ACX_OK && !pd->fence) {
       if (!pd->started) host_start(s, pd);
-      st = pd->big ? host_big(s, pd) : pd->ll ? host_ready_ll(s, pd) : host_ready(s, pd->cmd.arg[3], pd->deadline);
+      st = pd->big ? host_big(s, pd) : pd->ll ? host_ready_ll(s, pd)
+           : s->gos ? host_gos(s, pd) : host_ready(s, pd->cmd.arg[3], pd->deadline);
       if (st == NOT_YET) {
         /* The loop polls again at once: let the peers' executors have the cores meanwhile, the
          * more the longer the wait (past ~20 ms of naps a peer is late, not just descheduled). */
@@ -647,7 +698,7 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
         else if (pd->polls > 200) sched_yield();
         return 1;
       }
-      if (st == ACX_OK && !pd->big) {
+      if (st == ACX_OK && !pd->big && (pd->ll || !s->gos)) {
         const unsigned char *src[ACXP_MAX_RANKS];
         uint64_t doff = ACXP_SLOT_OFF(pd->cmd.arg[3] & 1u, s->slot_bytes);
         for (int q = 0; q < s->nranks; q++)
@@ -775,7 +826,8 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
   }
   acxk_peer_args_t a = {.nranks = s->nranks, .rank = s->rank, .abort = (const int32_t *)(const void *)&s->ctl_dev->abort,
                         .slot_bytes = s->slot_bytes, .big_bytes = s->big_bytes, .pdl = s->pdl,
-                        .big_blocks = (int32_t)s->big_blocks, .groups = s->G, .per_group = s->K};
+                        .big_blocks = (int32_t)s->big_blocks, .groups = s->G, .per_group = s->K,
+                        .small_groups = s->gos};
   for (int q = 0; q < s->nranks; q++) {
     a.flags[q] = s->area[q];
     a.grp[q] = s->grp[q];

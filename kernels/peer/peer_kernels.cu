@@ -730,6 +730,121 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
   }
 }
 
+// The one-shot with groups (runtime/proto/peer_ops.h; issue 16): the ranks of a GPU sum their
+// slices there and store each slice's partial sum into every rank's area once, so each GPU's link
+// carries K (G - 1) slices of stores per rank instead of K (G - 1) whole slots of loads; every
+// rank then reduces the groups' partial sums from its own area. Block b takes piece b of every
+// slice (big_piece over K slices), so that its group's and every rank's blocks b are the ones it
+// waits for.
+template <typename E, int OP>
+__global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a) {
+  using S = typename E::S;
+  using A = typename E::A;
+  constexpr int V = Vec<E>::V;
+  const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank, G = a.groups, K = a.per_group;
+  const int g = a.grp[r], j = a.lane[r];
+  const uint64_t val = ACXP_BIG_VAL(a.seq, 0), par = a.seq & 1u;
+  const bool vec = aligned16(a.send) && aligned16(a.recv);
+  const S *in = (const S *)a.send;
+  S *out = (S *)a.recv;
+  __shared__ int32_t fail;
+  if (threadIdx.x == 0) fail = 0;
+  pdl_enter();
+  __syncthreads();
+  uint64_t lo, hi;
+  // 1. my piece of every slice into my data slot
+  for (int jl = 0; jl < K; jl++) {
+    big_piece<V>(a.count, K, jl, nb, b, &lo, &hi);
+    big_copy<S>((S *)a.data[r] + lo, in + lo, hi - lo, vec);
+  }
+  __syncthreads();
+  // 2. A: my group's pieces are in their slots
+  if (grp_sync(a, 0, 0, b, val, &fail)) {
+    // 3. my group's partial sum of my piece of slice j, into every rank's partial region [s % 2][g]
+    // (from the next rank on, so that the ranks of a group start on different peers)
+    big_piece<V>(a.count, K, j, nb, b, &lo, &hi);
+    const uint64_t goff = ACXP_GOS_OFF(par, g, G, a.slot_bytes, a.big_bytes);
+    const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
+    for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
+      A acc[V];
+      for (int j0 = 0; j0 < K; j0 += 4) {
+        uint4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+          if (j0 + k < K)
+            v[k] = j0 + k == j ? *(const uint4 *)(in + i) : __ldcg((const uint4 *)((const S *)a.data[a.at[g * K + j0 + k]] + i));
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          if (j0 + k < K) {
+            const S *sq = (const S *)&v[k];
+#pragma unroll
+            for (int e = 0; e < V; e++) acc[e] = j0 + k == 0 ? E::up(sq[e]) : E::template comb<OP>(acc[e], E::up(sq[e]));
+          }
+        }
+      }
+      uint4 o;
+      S *so = (S *)&o;
+#pragma unroll
+      for (int e = 0; e < V; e++) so[e] = E::down(acc[e]);
+      for (int k = 1; k <= n; k++) *(uint4 *)((S *)(a.flags[(r + k) % n] + goff) + i) = o;
+    }
+    for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) {
+      A acc = E::up(j == 0 ? in[i] : __ldcg((const S *)a.data[a.at[g * K]] + i));
+      for (int jl = 1; jl < K; jl++)
+        acc = E::template comb<OP>(acc, E::up(jl == j ? in[i] : __ldcg((const S *)a.data[a.at[g * K + jl]] + i)));
+      const S o = E::down(acc);
+      for (int k = 1; k <= n; k++) ((S *)(a.flags[(r + k) % n] + goff))[i] = o;
+    }
+    __syncthreads();
+    // 4. B: every rank's partial sums are in my area; 5. my pieces over the groups in order
+    if (big_sync(a, 1, b, val, &fail)) {
+      const S *part = (const S *)(a.flags[r] + ACXP_GOS_OFF(par, 0, G, a.slot_bytes, a.big_bytes));
+      const uint64_t gstride = a.slot_bytes / sizeof(S);
+      for (int jl = 0; jl < K; jl++) {
+        big_piece<V>(a.count, K, jl, nb, b, &lo, &hi);
+        const uint64_t ve = vec ? lo + (hi - lo) / V * V : lo;
+        for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < ve; i += (uint64_t)kThreads * V) {
+          A acc[V];
+          for (int g0 = 0; g0 < G; g0 += 4) {
+            uint4 v[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+              if (g0 + k < G) v[k] = __ldcg((const uint4 *)(part + (uint64_t)(g0 + k) * gstride + i));
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+              if (g0 + k < G) {
+                const S *sq = (const S *)&v[k];
+#pragma unroll
+                for (int e = 0; e < V; e++)
+                  acc[e] = g0 + k == 0 ? E::up(sq[e]) : E::template comb<OP>(acc[e], E::up(sq[e]));
+              }
+            }
+          }
+          uint4 o;
+          S *so = (S *)&o;
+#pragma unroll
+          for (int e = 0; e < V; e++) {
+            if constexpr (OP == ACX_REDOP_AVG) so[e] = E::fin(acc[e], n);
+            else so[e] = E::down(acc[e]);
+          }
+          *(uint4 *)(out + i) = o;
+        }
+        for (uint64_t i = ve + threadIdx.x; i < hi; i += kThreads) {
+          A acc = E::up(__ldcg(part + i));
+          for (int gq = 1; gq < G; gq++) acc = E::template comb<OP>(acc, E::up(__ldcg(part + (uint64_t)gq * gstride + i)));
+          if constexpr (OP == ACX_REDOP_AVG) out[i] = E::fin(acc, n);
+          else out[i] = E::down(acc);
+        }
+      }
+    }
+  }
+  __syncthreads();
+  if (fail && threadIdx.x == 0) {
+    *(volatile int32_t *)a.status = fail;
+    __threadfence_system();
+  }
+}
+
 // Calls launch(std::integral_constant<int, OP>) for the op: the kernels are templates on it.
 
 template <typename L>
@@ -791,12 +906,14 @@ cudaError_t launch(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int o
     return err != cudaSuccess ? err : r;
   }
   // The one-shot: one block per 8 KiB of data (one 16-byte vector per thread), at most
-  // ACXP_MAX_BLOCKS (each block waits for its own flags).
+  // ACXP_MAX_BLOCKS (each block waits for its own flags); with groups alike.
   uint64_t nb = (bytes + kThreads * 16 - 1) / (kThreads * 16);
   if (nb > ACXP_MAX_BLOCKS) nb = ACXP_MAX_BLOCKS;
   if (nb == 0) nb = 1;
   dim3 grid((unsigned)nb), block(kThreads);
-  cudaError_t r = by_op(op, [&](auto o) { err = launch_k(one_shot<E, decltype(o)::value>, grid, block, stream, a); });
+  cudaError_t r = a->small_groups
+      ? by_op(op, [&](auto o) { err = launch_k(one_shot_grouped<E, decltype(o)::value>, grid, block, stream, a); })
+      : by_op(op, [&](auto o) { err = launch_k(one_shot<E, decltype(o)::value>, grid, block, stream, a); });
   return err != cudaSuccess ? err : r;
 }
 

@@ -140,6 +140,31 @@
  * are bit-identical on every rank; the order is (group 0's ranks in place order) then group 1's
  * partial, and so on, and for f16/bf16 each group's sum is rounded once. With K = 1 (G = n) steps 1,
  * 2, 7 are empty, the partial sum is the input, and this is the protocol above. */
+/* The one-shot with groups (issue 16, session 22; acxp_ctl_t's small_groups): where the set has
+ * groups, the all-reduces above ll_bytes and up to a slot cross between GPUs once per group
+ * instead of once per rank (the plain one-shot has every rank load every rank's slot: K^2 (G - 1)
+ * slots over each GPU's link, 2.3x the time of one rank per GPU at 128 KiB and 4 ranks per GPU).
+ * The elements are cut into K slices, slice j of ps = ACXP_BIG_PART(count, K, 16 / element size)
+ * elements from j * ps (the lane j rank's), each slice into the operation's blocks as the
+ * two-shot's parts are (ACXP_BIG_PART's pieces); block b of rank r = at[g * K + j], for op s:
+ *   1. copies its piece of every slice of the input into slot s % 2 of its own area;
+ *   2. A: raises its phase-0 big flag [r][b] to V(s, 0) in its group's areas, waits for its
+ *      group's (their inputs' pieces are in their slots);
+ *   3. sums its piece of slice j over its group in place order (its own input at its place, the
+ *      others from their slots; a partial sum: avg not divided, f16/bf16 rounded to the type) and
+ *      stores it into every rank's partial region [s % 2][g] (ACXP_GOS_OFF) at the piece's offset
+ *      in the elements: K (G - 1) stores of a slice across the link per rank, none loaded;
+ *   4. B: raises its phase-1 big flag [r][b] to V(s, 0) in every rank's area, waits for all;
+ *   5. reduces its piece of every slice over the groups in order (partial [s % 2][0], [1], ...,
+ *      all in its own area; avg divided by n) into the output.
+ * Reuse: rank x's slot s % 2 and partial region s % 2 are written again for s + 2, by x (step 1)
+ * and by every rank y (step 3), each only after its operation s + 1, which needs x's B of s + 1,
+ * which x raises after its step 5 of s, its last read of both. The flag values V(s, 0) only grow
+ * from operation to operation, whichever variant each runs: a flag at or past the value waited
+ * for was raised by a peer at or past that point. Each element's result is reduced in the same
+ * order from the same partial sums on every rank: bit-identical everywhere, the order (group 0's
+ * ranks in place order) then group 1's partial, and so on, as the two-shot with groups'. Only with
+ * groups (which need big slots, whose flags it uses). */
 #define ACXP_BIG_OFF(slot_bytes) ACXP_AREA_BYTES(slot_bytes)
 #define ACXP_BIG_MAX_BLOCKS 128 /* the two-shot's blocks per operation at most (ACX_COLL_PEER_BIG_BLOCKS) */
 #define ACXP_BIG_FLAG_BYTES ((uint64_t)ACXP_MAX_RANKS * ACXP_BIG_MAX_BLOCKS * 8) /* one phase's flags */
@@ -150,6 +175,12 @@
   (ACXP_BIG_OFF(slot_bytes) + 2 * ACXP_BIG_FLAG_BYTES + (uint64_t)(k) * (big_bytes))
 #define ACXP_AREA_BYTES_BIG(slot_bytes, big_bytes) \
   ((big_bytes) ? ACXP_BIG_SLOT_OFF(2, slot_bytes, big_bytes) : ACXP_AREA_BYTES(slot_bytes))
+#define ACXP_GOS_OFF(parity, g, groups, slot_bytes, big_bytes) \
+  (ACXP_BIG_SLOT_OFF(2, slot_bytes, big_bytes) + ((uint64_t)(parity) * (uint64_t)(groups) + (uint64_t)(g)) * (slot_bytes))
+/* The whole area: with the one-shot with groups (gos_groups = G > 0, big slots required) the
+ * partial regions follow the big slots. */
+#define ACXP_AREA_BYTES_SET(slot_bytes, big_bytes, gos_groups) \
+  ((gos_groups) ? ACXP_GOS_OFF(2, 0, gos_groups, slot_bytes, big_bytes) : ACXP_AREA_BYTES_BIG(slot_bytes, big_bytes))
 #define ACXP_BIG_VAL(seq, t) (((uint64_t)(seq) << 32) + (uint64_t)(t) + 1)
 #define ACXP_BIG_CHUNK(big_bytes, es, n) \
   ((big_bytes) / 2 / (es) / ((uint64_t)(n) * (16 / (es))) * ((uint64_t)(n) * (16 / (es))))
@@ -208,7 +239,9 @@ typedef struct acxp_ctl {
    * it when the coll breaks (a peer lost, a rebuild), so that no executor waits out its deadline
    * for a peer that will never come; cleared by the rank before a new SETUP. */
   _Atomic int32_t abort;
-  int32_t pad;
+  /* 1: with groups, the all-reduces above ll_bytes and up to a slot take the one-shot with groups
+   * (above; the areas have its partial regions); 0: the plain one-shot. */
+  int32_t small_groups;
   /* Written by the executor (the CUDA kernel) for pending entry i: nonzero when an operation
    * failed in its wait (ACX_ERR_COLL_TIMEOUT, or the abort word's status). */
   _Atomic int32_t status[ACXP_PENDING];

@@ -9,8 +9,8 @@
  * with ACX_ERR_COLL_TIMEOUT; bad commands are refused with a log line. The set has big slots, so
  * all-reduces beyond a slot take the two-shot (in chunks, the last one short). Usage: test_peer_exec
  * process|inline (host kind) | test_peer_exec --cuda (three executors on GPU 0, through CUDA IPC:
- * the kernel; exits 77 without a GPU); --group: the three are one group of the two-shot (as ranks of
- * one GPU are). */
+ * the kernel; exits 77 without a GPU); --group: the three are one group of the two-shot and of the
+ * one-shot with groups (as ranks of one GPU are). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,9 +39,10 @@ static acx_host_mem_t *ctlmem[NR];
 static acxp_ctl_t *ctl[NR];
 static uint64_t seq; /* the operation number, the same for every "rank" */
 static int inline_mode, cuda_mode;
-/* --group: the three are one group of the two-shot (runtime/proto/peer_ops.h: ranks of one GPU),
- * so it sums within the group first; its arithmetic differs only in rounding the group's sum of
- * f16/bf16 to the type before avg divides it. */
+/* --group: the three are one group of the two-shot and of the one-shot with groups
+ * (runtime/proto/peer_ops.h: ranks of one GPU), so both sum within the group first; their
+ * arithmetic differs only in rounding the group's sum of f16/bf16 to the type before avg divides
+ * it. */
 static int group_mode;
 static const uint64_t SET = 77;
 /* The push lines' limit: ACX_COLL_PEER_LL_KB KiB (64 by default, where every all-reduce up to a
@@ -50,7 +51,8 @@ static uint64_t ll_bytes;
 
 static void setup_set(void) {
   for (int r = 0; r < NR; r++) {
-    ACX_ASSERT_STATUS(acxi_buffer_alloc_shareable(dev[r], ACXP_AREA_BYTES_BIG(SLOT, BIG), ACX_DTYPE_BYTE, T, &area[r]),
+    ACX_ASSERT_STATUS(acxi_buffer_alloc_shareable(dev[r], ACXP_AREA_BYTES_SET(SLOT, BIG, group_mode ? 1 : 0),
+                                                  ACX_DTYPE_BYTE, T, &area[r]),
                       ACX_OK);
     ACX_ASSERT_STATUS(acx_buffer_fill(area[r], 0, ACXP_FLAG_BYTES, 0, 4, 0, T), ACX_OK);
     ACX_ASSERT_STATUS(acx_buffer_fill(area[r], ACXP_LL_OFF(0, 0, SLOT), ACXP_LL_REGION_BYTES, 0, 4, 0, T), ACX_OK);
@@ -79,6 +81,7 @@ static void setup_set(void) {
       ctl[r]->groups = 1;
       ctl[r]->per_group = NR;
       for (int q = 0; q < NR; q++) ctl[r]->grp[q] = 0, ctl[r]->lane[q] = (int8_t)q, ctl[r]->at[q] = (int8_t)q;
+      ctl[r]->small_groups = 1; /* the one-shot with groups above the lines */
     }
     acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET, NR, (uint64_t)r, ctlmem[r]->id}};
     ACX_ASSERT_STATUS(acxi_device_call(dev[r], &cmd, NULL, 0, 0, -1, T, NULL), ACX_OK);
@@ -178,7 +181,7 @@ static void fill_input(void *p, acx_dtype_t d, int r, size_t n) {
   } while (0)
 #define SAME(x) (x)
 
-/* big: the two-shot's size (larger than a slot). */
+/* big: summed in groups (with --group: the two-shot's sizes and the one-shot's above the lines). */
 static void reference(void *const in[NR], void *out, acx_dtype_t d, int op, size_t n, int big) {
   switch (d) {
   case ACX_DTYPE_I8: REF_INT(int8_t, uint8_t, 1); break;
@@ -226,7 +229,7 @@ static void test_every_dtype_and_op(void) {
           }
           acx_status_t st[NR];
           allreduce_on(all, s, o, n, d, op, 10000, st);
-          reference(in, want, d, op, n, n * es > SLOT);
+          reference(in, want, d, op, n, n * es > ll_bytes);
           for (int r = 0; r < NR; r++) {
             CU_ASSERT_EQUAL(st[r], ACX_OK);
             memset(out, 0x5a, n * es);
