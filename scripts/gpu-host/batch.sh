@@ -171,12 +171,13 @@ for step in "$@"; do
         ACX_COLL_PEER=$on ACX_COLL_PEER_BIG_KB=$kb ACX_COLL_PEER_BIG_BLOCKS=$bb ACX_COLL_PEER_BIG_GROUPS=$gr timeout 150 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER -x ACX_COLL_PEER_BIG_KB -x ACX_COLL_PEER_BIG_BLOCKS -x ACX_COLL_PEER_BIG_GROUPS -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY $B/bench/allreduce/acx-allreduce-bench ${MPSBIG_CMP:-} -b ${MPSBIG_B:-16M} -e 1G -f 4 -n 10 -w 3 -d float >$OUT/mpsbig-$k-$on-$kb-$bb-$gr-$rep.txt 2>&1; echo "ranks/GPU=$k peer=$on bigkb=$kb blocks=$bb groups=$gr rep=$rep rc=$?"
         grep -E "^ +[0-9]+ " $OUT/mpsbig-$k-$on-$kb-$bb-$gr-$rep.txt | sed "s/^/k=$k peer=$on kb=$kb bb=$bb gr=$gr rep=$rep /"; done; done
       mps_off ;;
-    peermid) el peermid  # issue 16's sizes around the one-shot's slot under MPS: the one-shot against the two-shot with groups (PM_V variants k:maxkb:bigminkb[:blocks], "-" = default; blocks = ACX_COLL_PEER_BIG_BLOCKS, the two-shot's floor), PM_B - PM_E (32 KiB - 2 MiB), interleaved rounds; session 21: the default was 1:-:- 4:-:- 4:64:0 2:-:- 2:64:0
+    peermid) el peermid  # issue 16's sizes around the one-shot's slot under MPS: the one-shot against the two-shot with groups (PM_V variants k:maxkb:bigminkb[:blocks[:smallgroups]], "-" = default; blocks = ACX_COLL_PEER_BIG_BLOCKS, the two-shot's floor; smallgroups = ACX_COLL_PEER_SMALL_GROUPS, the one-shot with groups), PM_B - PM_E (32 KiB - 2 MiB), interleaved rounds; session 21: the default was 1:-:- 4:-:- 4:64:0 2:-:- 2:64:0
       mps_on || continue
-      for rep in $(seq ${PM_REPS:-3}); do for v in ${PM_V:-1:-:- 4:-:- 4:64:0 2:-:- 2:64:0}; do IFS=: read -r k mk bk bb <<<"$v"; bb=${bb:--}; np=$((NG * k)); PE=()
+      for rep in $(seq ${PM_REPS:-3}); do for v in ${PM_V:-1:-:- 4:-:- 4:64:0 2:-:- 2:64:0}; do IFS=: read -r k mk bk bb sg <<<"$v"; bb=${bb:--}; sg=${sg:--}; np=$((NG * k)); PE=()
         [ "$mk" != - ] && PE+=(-x ACX_COLL_PEER_MAX_KB=$mk); [ "$bk" != - ] && PE+=(-x ACX_COLL_PEER_BIG_MIN_KB=$bk); [ "$bb" != - ] && PE+=(-x ACX_COLL_PEER_BIG_BLOCKS=$bb)
-        timeout 120 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY "${PE[@]}" $B/bench/allreduce/acx-allreduce-bench -b ${PM_B:-32K} -e ${PM_E:-2M} -f 2 -n ${PM_N:-200} -w 20 -d float >$OUT/peermid-$k-$mk-$bk-$bb-$rep.txt 2>&1; echo "ranks/GPU=$k maxkb=$mk bigminkb=$bk blocks=$bb rep=$rep rc=$?"
-        grep -E "^ +[0-9]+ " $OUT/peermid-$k-$mk-$bk-$bb-$rep.txt | sed "s/^/k=$k mk=$mk bk=$bk bb=$bb rep=$rep /"; done; done
+        [ "$sg" != - ] && PE+=(-x ACX_COLL_PEER_SMALL_GROUPS=$sg)
+        timeout 120 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY "${PE[@]}" $B/bench/allreduce/acx-allreduce-bench -b ${PM_B:-32K} -e ${PM_E:-2M} -f 2 -n ${PM_N:-200} -w 20 -d float >$OUT/peermid-$k-$mk-$bk-$bb-$sg-$rep.txt 2>&1; echo "ranks/GPU=$k maxkb=$mk bigminkb=$bk blocks=$bb smallgroups=$sg rep=$rep rc=$?"
+        grep -E "^ +[0-9]+ " $OUT/peermid-$k-$mk-$bk-$bb-$sg-$rep.txt | sed "s/^/k=$k mk=$mk bk=$bk bb=$bb sg=$sg rep=$rep /"; done; done
       mps_off ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
     randoff) el randoff  # cuRAND normals, raw and acx: drawing on (never) and back to position 0 before each call (each), interleaved

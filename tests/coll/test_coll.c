@@ -63,29 +63,34 @@ static const acx_dtype_t all_types[] = {ACX_DTYPE_I8,  ACX_DTYPE_U8,   ACX_DTYPE
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
 /* ---- all-reduce: every dtype x op, out of place and in place, checked exactly ---- */
+/* Two sizes: 37 elements, and 83 KiB and a bit (above the own path's push lines, 64 KiB by
+ * default, and within its one-shot's slot, 256 KiB: the one-shot, with groups where ranks share
+ * GPUs; beyond a smaller slot, as the host kind's tests set it, the two-shot). */
 static void test_allreduce_all(void) {
-  const size_t n = 37;
-  void *in = malloc(n * 8), *out = malloc(n * 8), *exp = malloc(n * 8);
-  for (size_t t = 0; t < NTYPES; t++)
-    for (int op = 0; op < ACX_REDOP_COUNT; op++)
-      for (int inplace = 0; inplace < 2; inplace++) {
-        acx_dtype_t d = all_types[t];
-        unsigned seed = (unsigned)(t * 10 + (unsigned)op);
-        bench_fill(in, bdt(d), (bench_op_t)op, n, rank, nranks, seed);
-        bench_expected(exp, bdt(d), (bench_op_t)op, n, nranks, seed);
-        acx_buffer_t *s = alloc(n, d), *r = inplace ? s : alloc(n, d);
-        put(s, 0, in, n, d);
-        ACX_ASSERT_STATUS(acx_allreduce_sync(coll, s, r, n, d, (acx_redop_t)op, 0, -1), ACX_OK);
-        memset(out, 0x5a, n * 8);
-        get(r, 0, out, n, d);
-        size_t wrong = bench_count_wrong(out, exp, bdt(d), (bench_op_t)op, n, nranks);
-        if (wrong)
-          fprintf(stderr, "rank %d: allreduce %s %s %s: %zu wrong\n", rank, acx_dtype_name(d),
-                  acx_redop_name((acx_redop_t)op), inplace ? "in-place" : "out-of-place", wrong);
-        CU_ASSERT_EQUAL(wrong, 0);
-        acx_buffer_release(s);
-        if (!inplace) acx_buffer_release(r);
-      }
+  const size_t most = 83 * 1024 + 3;
+  void *in = malloc(most * 8), *out = malloc(most * 8), *exp = malloc(most * 8);
+  for (int big = 0; big < 2; big++)
+    for (size_t t = 0; t < NTYPES; t++)
+      for (int op = 0; op < ACX_REDOP_COUNT; op++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+          acx_dtype_t d = all_types[t];
+          const size_t n = big ? 83 * 1024 / acx_dtype_size(d) + 3 : 37;
+          unsigned seed = (unsigned)(t * 10 + (unsigned)op);
+          bench_fill(in, bdt(d), (bench_op_t)op, n, rank, nranks, seed);
+          bench_expected(exp, bdt(d), (bench_op_t)op, n, nranks, seed);
+          acx_buffer_t *s = alloc(n, d), *r = inplace ? s : alloc(n, d);
+          put(s, 0, in, n, d);
+          ACX_ASSERT_STATUS(acx_allreduce_sync(coll, s, r, n, d, (acx_redop_t)op, 0, -1), ACX_OK);
+          memset(out, 0x5a, n * 8);
+          get(r, 0, out, n, d);
+          size_t wrong = bench_count_wrong(out, exp, bdt(d), (bench_op_t)op, n, nranks);
+          if (wrong)
+            fprintf(stderr, "rank %d: allreduce %s %s %s, %zu elements: %zu wrong\n", rank, acx_dtype_name(d),
+                    acx_redop_name((acx_redop_t)op), inplace ? "in-place" : "out-of-place", n, wrong);
+          CU_ASSERT_EQUAL(wrong, 0);
+          acx_buffer_release(s);
+          if (!inplace) acx_buffer_release(r);
+        }
   free(in);
   free(out);
   free(exp);
