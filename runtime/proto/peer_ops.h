@@ -70,7 +70,7 @@
  * first version batched different counts: a line that s + 1 does not use let a peer's s + 2 land
  * before this rank had read s, and the wait timed out; test_back_to_back caught it on a GPU.) A
  * rank's batching is its own: the peers need not batch alike. */
-#define ACXP_LL_MAX 65536                       /* data bytes of the largest such all-reduce (the set's
+#define ACXP_LL_MAX 131072                      /* data bytes of the largest such all-reduce (the set's
                                                    ll_bytes: ACX_COLL_PEER_LL_KB, 64 KiB by default) */
 #define ACXP_LL_SRC_BYTES (2 * ACXP_LL_MAX)     /* one source's lines */
 #define ACXP_LL_OFF(parity, from, slot_bytes) \
