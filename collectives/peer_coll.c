@@ -54,7 +54,7 @@ struct acxc_peer {
   uint64_t big_min;                     /* every rank's: the smallest ACX_COLL_PEER_BIG_MIN_KB (bytes) */
   int small_on;                         /* every rank takes the all-reduces of at most slot_bytes */
   int groups_on;                        /* every rank has ACX_COLL_PEER_BIG_GROUPS on */
-  int small_groups_on;                  /* every rank has ACX_COLL_PEER_SMALL_GROUPS on */
+  int small_groups_kb;                  /* every rank's: the smallest ACX_COLL_PEER_SMALL_GROUPS (-1: auto) */
   int big_auto;                         /* every rank has ACX_COLL_PEER_BIG_KB=-1 (auto) */
   groups_t grp;                         /* the two-shot's groups */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
@@ -228,8 +228,17 @@ static acx_status_t make_groups(acx_coll_t *c, acxc_peer_t *p, int64_t deadline)
 static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   acx_device_t *dev = c->dev;
   ACXCHECK(make_groups(c, p, deadline));
-  /* With groups the one-shot with groups (ACX_COLL_PEER_SMALL_GROUPS): its partial regions too. */
-  const int gos = p->grp.groups && p->small_on && p->small_groups_on;
+  /* With groups the one-shot with groups (ACX_COLL_PEER_SMALL_GROUPS) from gos bytes, its partial
+   * regions in the areas. Auto: where the plain one-shot would load K^2 (G - 1) slots of 4 MiB / K^2
+   * or more over each GPU's link (2xH100 and 2xH200 under MPS, session 22: the one-shot with groups
+   * was the faster from 1 MiB at 2 ranks per GPU and from 256 KiB at 4, the plain one below). */
+  uint64_t gos = 0;
+  if (p->grp.groups && p->small_on && p->small_groups_kb) {
+    const uint64_t K = (uint64_t)p->grp.per_group;
+    gos = p->small_groups_kb < 0 ? ((uint64_t)4 << 20) / (K * K) : (uint64_t)p->small_groups_kb * 1024;
+    if (gos <= p->ll_bytes) gos = p->ll_bytes + 1;
+    if (gos > p->slot_bytes) gos = 0; /* no one-shot that large */
+  }
   size_t area = (size_t)ACXP_AREA_BYTES_SET(p->slot_bytes, p->big_bytes, gos ? p->grp.groups : 0);
   acx_status_t st = acxi_buffer_alloc_shareable(dev, area, ACX_DTYPE_BYTE, acxi_left_ns(deadline), &p->mine);
   /* Flags and lines start at 0: operation numbers start at 1 (a line left by an earlier user of
@@ -296,7 +305,7 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
     memcpy(p->ctl->lane, p->grp.lane, sizeof p->ctl->lane);
     memcpy(p->ctl->at, p->grp.at, sizeof p->ctl->at);
     p->ctl->big_blocks = p->big_blocks / (uint64_t)p->grp.per_group ? p->big_blocks / (uint64_t)p->grp.per_group : 1;
-    p->ctl->small_groups = gos;
+    p->ctl->small_groups = (int32_t)gos;
   }
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
   uint64_t id = acxc_next_comm_id();
@@ -318,6 +327,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   int64_t llkb = acxi_param_int("ACX_COLL_PEER_LL_KB");
   int64_t bb = acxi_param_int("ACX_COLL_PEER_BIG_BLOCKS");
   int64_t minkb = acxi_param_int("ACX_COLL_PEER_BIG_MIN_KB");
+  int64_t sgkb = acxi_param_int("ACX_COLL_PEER_SMALL_GROUPS");
   /* One agreement (MPI MIN) of everything the ranks must have alike: whether the path is on and
    * its slot, whether each part is, the push lines' limit, the two-shot's slot, blocks, the
    * smallest all-reduce it takes and whether it works in groups. Every rank takes part, also one whose communicator failed. */
@@ -332,7 +342,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
       [BIGMIN] = minkb < 0 ? -1 : minkb > INT_MAX ? INT_MAX : (int)minkb, /* -1: auto, after the groups */
       [GROUPS] = acxi_param_int("ACX_COLL_PEER_BIG_GROUPS") > 0,
       [BIGAUTO] = acxi_param_int("ACX_COLL_PEER_BIG_KB") < 0,
-      [SMALLGROUPS] = acxi_param_int("ACX_COLL_PEER_SMALL_GROUPS") > 0,
+      [SMALLGROUPS] = sgkb < 0 ? -1 : sgkb > (1 << 20) ? (1 << 20) : (int)sgkb, /* -1: auto, after the groups */
   };
   int lo[NAGREE] = {0};
   acx_status_t ag = acxc_coll_agree_min_n(c, mine, lo, NAGREE);
@@ -355,7 +365,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   p->big_min = lo[BIGMIN] < 0 ? 0 : (uint64_t)lo[BIGMIN] * 1024;
   p->groups_on = lo[GROUPS] > 0;
   p->big_auto = lo[BIGAUTO] > 0;
-  p->small_groups_on = lo[SMALLGROUPS] > 0;
+  p->small_groups_kb = lo[SMALLGROUPS];
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   /* ACX_COLL_PEER_BIG_MIN_KB=-1 (auto; every rank decides alike: the groups come from the same
@@ -369,10 +379,11 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   int ok = 0;
   ag = acxc_coll_agree_min(c, local == ACX_OK, &ok);
   if (ag == ACX_OK && ok) {
-    char small[160], big[280];
+    char small[200], big[280], sg[80] = "";
+    if (p->ctl->small_groups)
+      snprintf(sg, sizeof sg, " (with groups from %" PRIu64 " KiB)", ((uint64_t)p->ctl->small_groups + 1023) / 1024);
     if (p->small_on)
-      snprintf(small, sizeof small, "all-reduces up to %" PRIu64 " KiB one-shot%s", p->slot_bytes / 1024,
-               p->ctl->small_groups ? (p->ll_bytes ? " (above the push lines with groups)" : " with groups") : "");
+      snprintf(small, sizeof small, "all-reduces up to %" PRIu64 " KiB one-shot%s", p->slot_bytes / 1024, sg);
     else
       snprintf(small, sizeof small, "small all-reduces through %s (%s)", c->host_kind ? "MPI" : "NCCL",
                swhy ? swhy : "another rank does not want them");

@@ -50,6 +50,7 @@ typedef struct pend {
   int fence;        /* an ACXP_OP_FENCE: completes with the set's failure once it reaches the head */
   int ll;           /* host kind: the small-message variant (lines pushed to the peers) */
   int big;          /* host kind: the two-shot variant (larger than a slot) */
+  int gos;          /* host kind: the one-shot with groups */
   uint64_t big_t;   /* ... its chunk */
   int big_phase;    /* ... 0: chunk not started, 1-4: waiting for the peers' A, B, C, D (host_big);
                        the one-shot with groups: 1, 2 waiting for A, B (host_gos) */
@@ -72,7 +73,8 @@ typedef struct pset {
    * at[q] = q) */
   int G, K;
   int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
-  int gos;           /* the one-shot with groups (peer_ops.h; acxp_ctl_t's small_groups) */
+  uint64_t gos_min;  /* the one-shot with groups from this many bytes (peer_ops.h; acxp_ctl_t's
+                        small_groups; 0: never) */
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
   unsigned ev_every; /* cuda: ACX_COLL_PEER_EVENT_EVERY, read at SETUP */
   unsigned since_ev; /* cuda: operations launched without an event since the last one with */
@@ -180,9 +182,10 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
       goto out;
     }
   }
-  if (ctl->small_groups && (!ctl->groups || !ctl->big_bytes)) {
-    ACX_WARN(COLL, "peer SETUP: the control block asks for the one-shot with groups (small_groups %d) without %s",
-             (int)ctl->small_groups, ctl->groups ? "big slots (big_bytes 0)" : "groups");
+  if (ctl->small_groups < 0 || (ctl->small_groups && (!ctl->groups || !ctl->big_bytes))) {
+    ACX_WARN(COLL, "peer SETUP: the control block asks for the one-shot with groups from %d bytes (small_groups) %s",
+             (int)ctl->small_groups, ctl->small_groups < 0 ? "(need 0 or more)"
+             : ctl->groups ? "without big slots (big_bytes 0)" : "without groups");
     goto out;
   }
   pset_t *s = calloc(1, sizeof *s);
@@ -197,7 +200,7 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
     s->lane[q] = (int8_t)(ctl->groups ? ctl->lane[q] : 0);
     s->at[q] = (int8_t)(ctl->groups ? ctl->at[q] : q);
   }
-  s->gos = ctl->small_groups != 0;
+  s->gos_min = (uint64_t)ctl->small_groups;
   s->id = id;
   s->nranks = n;
   s->rank = r;
@@ -217,10 +220,10 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
     void *p = NULL;
     uint64_t bytes = 0;
     st = api->buffer(e, ctl->area[q], &p, &bytes);
-    if (st != ACX_OK || bytes < ACXP_AREA_BYTES_SET(s->slot_bytes, s->big_bytes, s->gos ? s->G : 0)) {
+    if (st != ACX_OK || bytes < ACXP_AREA_BYTES_SET(s->slot_bytes, s->big_bytes, s->gos_min ? s->G : 0)) {
       ACX_WARN(COLL, "peer SETUP: the area of rank %d (buffer %" PRIu64 ") %s", q, ctl->area[q],
                st != ACX_OK ? "is unknown here"
-               : s->gos ? "is smaller than the flags, two data slots, the lines, the big slots and the partial regions"
+               : s->gos_min ? "is smaller than the flags, two data slots, the lines, the big slots and the partial regions"
                         : "is smaller than the flags, two data slots, the lines and the big slots");
       if (st == ACX_OK) st = ACX_ERR_INVALID_ARG;
       free(s);
@@ -451,7 +454,7 @@ static void host_start(pset_t *s, pend_t *pd) {
   }
   uint64_t doff = ACXP_SLOT_OFF(seq & 1u, s->slot_bytes);
   memcpy(s->area[s->rank] + doff, pd->in, pd->cmd.bytes * pd->es);
-  if (s->gos) { /* the one-shot with groups: A to the group (host_gos goes on) */
+  if (pd->gos) { /* the one-shot with groups: A to the group (host_gos goes on) */
     big_signal(s, 0, 0, ACXP_BIG_VAL(seq, 0));
     pd->big_phase = 1;
     return;
@@ -689,7 +692,7 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
     if (st == ACX_OK && !pd->fence) {
       if (!pd->started) host_start(s, pd);
       st = pd->big ? host_big(s, pd) : pd->ll ? host_ready_ll(s, pd)
-           : s->gos ? host_gos(s, pd) : host_ready(s, pd->cmd.arg[3], pd->deadline);
+           : pd->gos ? host_gos(s, pd) : host_ready(s, pd->cmd.arg[3], pd->deadline);
       if (st == NOT_YET) {
         /* The loop polls again at once: let the peers' executors have the cores meanwhile, the
          * more the longer the wait (past ~20 ms of naps a peer is late, not just descheduled). */
@@ -698,7 +701,7 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
         else if (pd->polls > 200) sched_yield();
         return 1;
       }
-      if (st == ACX_OK && !pd->big && (pd->ll || !s->gos)) {
+      if (st == ACX_OK && !pd->big && !pd->gos) {
         const unsigned char *src[ACXP_MAX_RANKS];
         uint64_t doff = ACXP_SLOT_OFF(pd->cmd.arg[3] & 1u, s->slot_bytes);
         for (int q = 0; q < s->nranks; q++)
@@ -827,7 +830,7 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
   acxk_peer_args_t a = {.nranks = s->nranks, .rank = s->rank, .abort = (const int32_t *)(const void *)&s->ctl_dev->abort,
                         .slot_bytes = s->slot_bytes, .big_bytes = s->big_bytes, .pdl = s->pdl,
                         .big_blocks = (int32_t)s->big_blocks, .groups = s->G, .per_group = s->K,
-                        .small_groups = s->gos};
+                        };
   for (int q = 0; q < s->nranks; q++) {
     a.flags[q] = s->area[q];
     a.grp[q] = s->grp[q];
@@ -855,6 +858,7 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
     a.timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull;
     a.status = (int32_t *)(void *)&s->ctl_dev->status[first];
     a.big = p0->cmd.bytes * p0->es > s->slot_bytes;
+    a.small_groups = !a.big && s->gos_min && p0->cmd.bytes * p0->es >= s->gos_min;
     uint64_t doff = ACXP_SLOT_OFF(a.seq & 1u, s->slot_bytes);
     for (int q = 0; q < s->nranks; q++) a.data[q] = s->area[q] + doff;
   }
@@ -1002,7 +1006,9 @@ static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, 
   }
   s->pv[(s->phead + s->pcount) % ACXP_PENDING] =
       (pend_t){.cmd = *cmd, .in = in, .out = out, .es = es, .ll = cmd->bytes * es <= s->ll_bytes,
-               .big = cmd->bytes * es > s->slot_bytes};
+               .big = cmd->bytes * es > s->slot_bytes,
+               .gos = cmd->bytes * es > s->ll_bytes && cmd->bytes * es <= s->slot_bytes && s->gos_min &&
+                      cmd->bytes * es >= s->gos_min};
   s->pcount++;
   host_poll(e, api, s); /* the head starts now */
 }

@@ -33,7 +33,7 @@ typedef struct acxk_peer_args {
   int32_t groups, per_group;        /* the two-shot's groups (peer_ops.h): G groups of K ranks; K = 1
                                        (G = nranks): without groups */
   int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
-  int32_t small_groups;             /* 1: the one-shot with groups (peer_ops.h; groups > 0, K > 1) */
+  int32_t small_groups;             /* 1: this one-shot is the one-shot with groups (peer_ops.h) */
   int32_t pdl;                      /* 1: launched with programmatic stream serialization (sm_90+: the
                                        kernel may be scheduled while the previous one on the stream
                                        ends, and waits for it before touching memory) */

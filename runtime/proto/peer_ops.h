@@ -141,7 +141,8 @@
  * partial, and so on, and for f16/bf16 each group's sum is rounded once. With K = 1 (G = n) steps 1,
  * 2, 7 are empty, the partial sum is the input, and this is the protocol above. */
 /* The one-shot with groups (issue 16, session 22; acxp_ctl_t's small_groups): where the set has
- * groups, the all-reduces above ll_bytes and up to a slot cross between GPUs once per group
+ * groups, the all-reduces above ll_bytes, up to a slot and of at least small_groups bytes (the
+ * same choice on every rank: it depends on the count only) cross between GPUs once per group
  * instead of once per rank (the plain one-shot has every rank load every rank's slot: K^2 (G - 1)
  * slots over each GPU's link, 2.3x the time of one rank per GPU at 128 KiB and 4 ranks per GPU).
  * The elements are cut into K slices, slice j of ps = ACXP_BIG_PART(count, K, 16 / element size)
@@ -239,8 +240,9 @@ typedef struct acxp_ctl {
    * it when the coll breaks (a peer lost, a rebuild), so that no executor waits out its deadline
    * for a peer that will never come; cleared by the rank before a new SETUP. */
   _Atomic int32_t abort;
-  /* 1: with groups, the all-reduces above ll_bytes and up to a slot take the one-shot with groups
-   * (above; the areas have its partial regions); 0: the plain one-shot. */
+  /* With groups: the all-reduces of at least this many bytes (and above ll_bytes, up to a slot)
+   * take the one-shot with groups (above; the areas have its partial regions); the others the
+   * plain one-shot. 0: none does. */
   int32_t small_groups;
   /* Written by the executor (the CUDA kernel) for pending entry i: nonzero when an operation
    * failed in its wait (ACX_ERR_COLL_TIMEOUT, or the abort word's status). */

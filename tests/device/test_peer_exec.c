@@ -81,7 +81,7 @@ static void setup_set(void) {
       ctl[r]->groups = 1;
       ctl[r]->per_group = NR;
       for (int q = 0; q < NR; q++) ctl[r]->grp[q] = 0, ctl[r]->lane[q] = (int8_t)q, ctl[r]->at[q] = (int8_t)q;
-      ctl[r]->small_groups = 1; /* the one-shot with groups above the lines */
+      ctl[r]->small_groups = 1; /* the one-shot with groups above the lines (from 1 byte) */
     }
     acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET, NR, (uint64_t)r, ctlmem[r]->id}};
     ACX_ASSERT_STATUS(acxi_device_call(dev[r], &cmd, NULL, 0, 0, -1, T, NULL), ACX_OK);
