@@ -55,6 +55,7 @@ struct acxc_peer {
   int small_on;                         /* every rank takes the all-reduces of at most slot_bytes */
   int groups_on;                        /* every rank has ACX_COLL_PEER_BIG_GROUPS on */
   int small_groups_kb;                  /* every rank's: the smallest ACX_COLL_PEER_SMALL_GROUPS (-1: auto) */
+  int ll_groups_on;                     /* every rank has ACX_COLL_PEER_LL_GROUPS on */
   int big_auto;                         /* every rank has ACX_COLL_PEER_BIG_KB=-1 (auto) */
   groups_t grp;                         /* the two-shot's groups */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
@@ -306,6 +307,7 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
     memcpy(p->ctl->at, p->grp.at, sizeof p->ctl->at);
     p->ctl->big_blocks = p->big_blocks / (uint64_t)p->grp.per_group ? p->big_blocks / (uint64_t)p->grp.per_group : 1;
     p->ctl->small_groups = (int32_t)gos;
+    p->ctl->ll_groups = p->small_on && p->ll_bytes && p->ll_groups_on;
   }
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
   uint64_t id = acxc_next_comm_id();
@@ -331,7 +333,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   /* One agreement (MPI MIN) of everything the ranks must have alike: whether the path is on and
    * its slot, whether each part is, the push lines' limit, the two-shot's slot, blocks, the
    * smallest all-reduce it takes and whether it works in groups. Every rank takes part, also one whose communicator failed. */
-  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, GROUPS, BIGAUTO, SMALLGROUPS, NAGREE };
+  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, GROUPS, BIGAUTO, SMALLGROUPS, LLGROUPS, NAGREE };
   int mine[NAGREE] = {
       [SLOT] = why ? 0 : (int)(kb > (1 << 20) ? (1 << 20) : kb),
       [SMALL] = !swhy,
@@ -342,6 +344,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
       [BIGMIN] = minkb < 0 ? -1 : minkb > INT_MAX ? INT_MAX : (int)minkb, /* -1: auto, after the groups */
       [GROUPS] = acxi_param_int("ACX_COLL_PEER_BIG_GROUPS") > 0,
       [BIGAUTO] = acxi_param_int("ACX_COLL_PEER_BIG_KB") < 0,
+      [LLGROUPS] = acxi_param_int("ACX_COLL_PEER_LL_GROUPS") > 0,
       [SMALLGROUPS] = sgkb < 0 ? -1 : sgkb > (1 << 20) ? (1 << 20) : (int)sgkb, /* -1: auto, after the groups */
   };
   int lo[NAGREE] = {0};
@@ -366,6 +369,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   p->groups_on = lo[GROUPS] > 0;
   p->big_auto = lo[BIGAUTO] > 0;
   p->small_groups_kb = lo[SMALLGROUPS];
+  p->ll_groups_on = lo[LLGROUPS] > 0;
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   /* ACX_COLL_PEER_BIG_MIN_KB=-1 (auto; every rank decides alike: the groups come from the same
@@ -379,9 +383,14 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   int ok = 0;
   ag = acxc_coll_agree_min(c, local == ACX_OK, &ok);
   if (ag == ACX_OK && ok) {
-    char small[200], big[280], sg[80] = "";
-    if (p->ctl->small_groups)
-      snprintf(sg, sizeof sg, " (with groups from %" PRIu64 " KiB)", ((uint64_t)p->ctl->small_groups + 1023) / 1024);
+    char small[240], big[280], sg[96] = "";
+    const uint64_t gkb = ((uint64_t)p->ctl->small_groups + 1023) / 1024;
+    if (p->ctl->ll_groups && p->ctl->small_groups)
+      snprintf(sg, sizeof sg, " (with groups: the push lines, the one-shot from %" PRIu64 " KiB)", gkb);
+    else if (p->ctl->ll_groups)
+      snprintf(sg, sizeof sg, " (with groups: the push lines)");
+    else if (p->ctl->small_groups)
+      snprintf(sg, sizeof sg, " (with groups from %" PRIu64 " KiB)", gkb);
     if (p->small_on)
       snprintf(small, sizeof small, "all-reduces up to %" PRIu64 " KiB one-shot%s", p->slot_bytes / 1024, sg);
     else

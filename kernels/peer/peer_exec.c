@@ -73,6 +73,7 @@ typedef struct pset {
    * at[q] = q) */
   int G, K;
   int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
+  int llg;           /* push lines with groups (peer_ops.h; acxp_ctl_t's ll_groups) */
   uint64_t gos_min;  /* the one-shot with groups from this many bytes (peer_ops.h; acxp_ctl_t's
                         small_groups; 0: never) */
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
@@ -182,6 +183,11 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
       goto out;
     }
   }
+  if (ctl->ll_groups && !ctl->groups) {
+    ACX_WARN(COLL, "peer SETUP: the control block asks for push lines with groups (ll_groups %d) without groups",
+             (int)ctl->ll_groups);
+    goto out;
+  }
   if (ctl->small_groups < 0 || (ctl->small_groups && (!ctl->groups || !ctl->big_bytes))) {
     ACX_WARN(COLL, "peer SETUP: the control block asks for the one-shot with groups from %d bytes (small_groups) %s",
              (int)ctl->small_groups, ctl->small_groups < 0 ? "(need 0 or more)"
@@ -201,6 +207,7 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
     s->at[q] = (int8_t)(ctl->groups ? ctl->at[q] : q);
   }
   s->gos_min = (uint64_t)ctl->small_groups;
+  s->llg = ctl->ll_groups != 0;
   s->id = id;
   s->nranks = n;
   s->rank = r;
@@ -319,6 +326,59 @@ static int64_t op_timeout_ns(const acxi_cmd_t *cmd) {
 /* A line's flag for operation seq: never 0, so a cleared line never looks written (peer_ops.h). */
 static uint64_t ll_flag(uint64_t seq) { return seq % 0xffffffffull + 1u; }
 
+/* Lines [l0, l1) of the bytes at src (line l: its bytes 8l .. 8l + 7, the last line short) into
+ * rank `to`'s area as this rank's lines of operation seq: each half line {4 data bytes, flag} one
+ * 8-byte store, as the GPU's halves are written whole. */
+static void ll_push(pset_t *s, int to, uint64_t seq, const unsigned char *src, uint64_t bytes, uint64_t l0,
+                    uint64_t l1) {
+  const uint64_t f = ll_flag(seq);
+  _Atomic uint64_t *dst = (_Atomic uint64_t *)(void *)(s->area[to] + ACXP_LL_OFF(seq & 1u, s->rank, s->slot_bytes));
+  for (uint64_t l = l0; l < l1; l++) {
+    uint32_t w[2] = {0, 0};
+    memcpy(w, src + 8 * l, bytes - 8 * l < 8 ? bytes - 8 * l : 8);
+    atomic_store_explicit(&dst[2 * l], (uint64_t)w[0] | f << 32, memory_order_release);
+    atomic_store_explicit(&dst[2 * l + 1], (uint64_t)w[1] | f << 32, memory_order_release);
+  }
+}
+
+/* ACX_OK once rank q's lines [l0, l1) of the head operation are in this rank's area; NOT_YET, the
+ * abort word's status, or ACX_ERR_COLL_TIMEOUT past its deadline. Never waits. */
+static acx_status_t ll_here(pset_t *s, const pend_t *pd, int q, uint64_t l0, uint64_t l1) {
+  const uint64_t seq = pd->cmd.arg[3], f = ll_flag(seq);
+  _Atomic uint64_t *src = (_Atomic uint64_t *)(void *)(s->area[s->rank] + ACXP_LL_OFF(seq & 1u, q, s->slot_bytes));
+  for (uint64_t h = 2 * l0; h < 2 * l1; h++) {
+    if (atomic_load_explicit(&src[h], memory_order_acquire) >> 32 == f) continue;
+    int32_t ab = atomic_load_explicit(&s->ctl->abort, memory_order_relaxed);
+    if (ab) return (acx_status_t)ab;
+    if (acxi_now_ns() >= pd->deadline) {
+      ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": rank %d's data did not come by the deadline", seq, q);
+      return ACX_ERR_COLL_TIMEOUT;
+    }
+    return NOT_YET;
+  }
+  return ACX_OK;
+}
+
+/* Rank q's lines [l0, l1) of operation seq (ll_here said they are there) unpacked into dst (line
+ * l at byte 8l) and cleared: read, so cleared before q can write them again (peer_ops.h). */
+static void ll_take(pset_t *s, uint64_t seq, int q, uint64_t bytes, uint64_t l0, uint64_t l1, unsigned char *dst) {
+  _Atomic uint64_t *src = (_Atomic uint64_t *)(void *)(s->area[s->rank] + ACXP_LL_OFF(seq & 1u, q, s->slot_bytes));
+  for (uint64_t l = l0; l < l1; l++) {
+    uint32_t w[2] = {(uint32_t)atomic_load_explicit(&src[2 * l], memory_order_relaxed),
+                     (uint32_t)atomic_load_explicit(&src[2 * l + 1], memory_order_relaxed)};
+    memcpy(dst + 8 * l, w, bytes - 8 * l < 8 ? bytes - 8 * l : 8);
+    atomic_store_explicit(&src[2 * l], 0, memory_order_relaxed);
+    atomic_store_explicit(&src[2 * l + 1], 0, memory_order_relaxed);
+  }
+}
+
+/* Slice js of K of an operation's lines (push lines with groups, peer_ops.h): [l0, l1). */
+static void ll_slice(uint64_t lines, int K, int js, uint64_t *l0, uint64_t *l1) {
+  const uint64_t pl = (lines + (uint64_t)K - 1) / (uint64_t)K;
+  *l0 = (uint64_t)js * pl < lines ? (uint64_t)js * pl : lines;
+  *l1 = *l0 + pl < lines ? *l0 + pl : lines;
+}
+
 /* ACX_OK once flag [p][0] of this rank's area has reached seq for every peer p, NOT_YET before; the abort word's status, or ACX_ERR_COLL_TIMEOUT past the deadline. Never waits. */
 static acx_status_t host_ready(pset_t *s, uint64_t seq, int64_t deadline_ns) {
   unsigned char *own = s->area[s->rank];
@@ -435,21 +495,23 @@ static void host_start(pset_t *s, pend_t *pd) {
     return;
   }
   if (pd->ll) {
-    /* Each half line {4 data bytes, flag} one 8-byte store, as the GPU's halves are written whole.
-     * This rank's own part is the input as it is now (as the peers get it), kept in the scratch:
-     * the input may be written again before the peers' lines come. */
-    uint64_t bytes = pd->cmd.bytes * pd->es, lines = (bytes + 7) / 8, f = ll_flag(seq);
+    /* This rank's own part is the input as it is now (as the peers get it), kept in the scratch:
+     * the input may be written again before the peers' lines come. With groups (push lines with
+     * groups, peer_ops.h) each slice's lines go to its group's rank at its place only. */
+    uint64_t bytes = pd->cmd.bytes * pd->es, lines = (bytes + 7) / 8;
     memcpy(s->ll_scratch + (size_t)s->rank * ACXP_LL_MAX, pd->in, bytes);
-    for (int p = 0; p < s->nranks; p++) {
-      if (p == s->rank) continue;
-      _Atomic uint64_t *dst = (_Atomic uint64_t *)(void *)(s->area[p] + ACXP_LL_OFF(seq & 1u, s->rank, s->slot_bytes));
-      for (uint64_t l = 0; l < lines; l++) {
-        uint32_t w[2] = {0, 0};
-        memcpy(w, pd->in + 8 * l, bytes - 8 * l < 8 ? bytes - 8 * l : 8);
-        atomic_store_explicit(&dst[2 * l], (uint64_t)w[0] | f << 32, memory_order_release);
-        atomic_store_explicit(&dst[2 * l + 1], (uint64_t)w[1] | f << 32, memory_order_release);
+    if (s->llg) {
+      const int g = s->grp[s->rank], j = s->lane[s->rank];
+      for (int jl = 0; jl < s->K; jl++) {
+        uint64_t l0, l1;
+        ll_slice(lines, s->K, jl, &l0, &l1);
+        if (jl != j) ll_push(s, s->at[g * s->K + jl], seq, pd->in, bytes, l0, l1);
       }
+      pd->big_phase = 1;
+      return;
     }
+    for (int p = 0; p < s->nranks; p++)
+      if (p != s->rank) ll_push(s, p, seq, pd->in, bytes, 0, lines);
     return;
   }
   uint64_t doff = ACXP_SLOT_OFF(seq & 1u, s->slot_bytes);
@@ -470,34 +532,63 @@ static void host_start(pset_t *s, pend_t *pd) {
  * [rank] holds this rank's input since the start);
  * NOT_YET, the abort word's status or ACX_ERR_COLL_TIMEOUT as host_ready. */
 static acx_status_t host_ready_ll(pset_t *s, pend_t *pd) {
-  uint64_t seq = pd->cmd.arg[3], bytes = pd->cmd.bytes * pd->es, lines = (bytes + 7) / 8, f = ll_flag(seq);
-  unsigned char *own = s->area[s->rank];
-  for (int q = 0; q < s->nranks; q++) {
-    if (q == s->rank) continue;
-    _Atomic uint64_t *src = (_Atomic uint64_t *)(void *)(own + ACXP_LL_OFF(seq & 1u, q, s->slot_bytes));
-    for (uint64_t h = 0; h < 2 * lines; h++) {
-      if (atomic_load_explicit(&src[h], memory_order_acquire) >> 32 == f) continue;
-      int32_t ab = atomic_load_explicit(&s->ctl->abort, memory_order_relaxed);
-      if (ab) return (acx_status_t)ab;
-      if (acxi_now_ns() >= pd->deadline) {
-        ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": rank %d's data did not come by the deadline", seq, q);
-        return ACX_ERR_COLL_TIMEOUT;
-      }
-      return NOT_YET;
+  uint64_t seq = pd->cmd.arg[3], bytes = pd->cmd.bytes * pd->es, lines = (bytes + 7) / 8;
+  acx_status_t st;
+  for (int q = 0; q < s->nranks; q++)
+    if (q != s->rank && (st = ll_here(s, pd, q, 0, lines)) != ACX_OK) return st;
+  for (int q = 0; q < s->nranks; q++)
+    if (q != s->rank) ll_take(s, seq, q, bytes, 0, lines, s->ll_scratch + (size_t)q * ACXP_LL_MAX);
+  return ACX_OK;
+}
+
+/* The push lines with groups on the host kind (runtime/proto/peer_ops.h; host_start pushed the
+ * slices' lines to the group): ACX_OK once the output is written, NOT_YET, or a failure. Never
+ * waits. big_phase 1: waiting for the group's lines of this rank's slice, 2: for the partial sums.
+ * The scratch holds rank q's lines at [q] (their byte offsets): the group's inputs of this rank's
+ * slice, then every slice's partial sums from the ranks at its place (this rank's own at [rank]). */
+static acx_status_t host_ready_llg(pset_t *s, pend_t *pd) {
+  const int r = s->rank, G = s->G, K = s->K, g = s->grp[r], j = s->lane[r];
+  const uint64_t seq = pd->cmd.arg[3], es = pd->es, bytes = pd->cmd.bytes * es, lines = (bytes + 7) / 8;
+  const uint32_t dtype = pd->cmd.dtype, op = (uint32_t)pd->cmd.arg[1];
+  const unsigned char *src[ACXP_MAX_RANKS];
+  uint64_t l0, l1;
+  acx_status_t st;
+  if (pd->big_phase == 1) { /* my slice over my group in place order, then to every rank */
+    ll_slice(lines, K, j, &l0, &l1);
+    for (int jl = 0; jl < K; jl++)
+      if (jl != j && (st = ll_here(s, pd, s->at[g * K + jl], l0, l1)) != ACX_OK) return st;
+    const uint64_t b0 = 8 * l0 < bytes ? 8 * l0 : bytes, nb = (8 * l1 < bytes ? 8 * l1 : bytes) - b0;
+    for (int jl = 0; jl < K; jl++) {
+      const int q = s->at[g * K + jl];
+      if (jl != j) ll_take(s, seq, q, bytes, l0, l1, s->ll_scratch + (size_t)q * ACXP_LL_MAX);
+      src[jl] = s->ll_scratch + (size_t)q * ACXP_LL_MAX + b0;
+    }
+    /* The partial sum by way of the output (the input was taken at the start; the output's
+     * bytes are written again at the end), then into the scratch and to every rank. */
+    if (nb) {
+      host_reduce_n(s, src, K, 0, pd->out + b0, nb / es, dtype, op);
+      memcpy(s->ll_scratch + (size_t)r * ACXP_LL_MAX + b0, pd->out + b0, nb);
+    }
+    for (int q = 0; q < s->nranks; q++)
+      if (q != r) ll_push(s, q, seq, s->ll_scratch + (size_t)r * ACXP_LL_MAX, bytes, l0, l1);
+    pd->big_phase = 2;
+  }
+  for (int js = 0; js < K; js++) { /* every slice's partial sums, from the ranks at its place */
+    ll_slice(lines, K, js, &l0, &l1);
+    for (int gq = 0; gq < G; gq++) {
+      const int q = s->at[gq * K + js];
+      if (q != r && (st = ll_here(s, pd, q, l0, l1)) != ACX_OK) return st;
     }
   }
-  for (int q = 0; q < s->nranks; q++) {
-    if (q == s->rank) continue;
-    _Atomic uint64_t *src = (_Atomic uint64_t *)(void *)(own + ACXP_LL_OFF(seq & 1u, q, s->slot_bytes));
-    unsigned char *to = s->ll_scratch + (size_t)q * ACXP_LL_MAX;
-    for (uint64_t l = 0; l < lines; l++) {
-      uint32_t w[2] = {(uint32_t)atomic_load_explicit(&src[2 * l], memory_order_relaxed),
-                       (uint32_t)atomic_load_explicit(&src[2 * l + 1], memory_order_relaxed)};
-      memcpy(to + 8 * l, w, bytes - 8 * l < 8 ? bytes - 8 * l : 8);
-      /* Read: cleared before q can write it again (runtime/proto/peer_ops.h). */
-      atomic_store_explicit(&src[2 * l], 0, memory_order_relaxed);
-      atomic_store_explicit(&src[2 * l + 1], 0, memory_order_relaxed);
+  for (int js = 0; js < K; js++) { /* each slice over the groups in order */
+    ll_slice(lines, K, js, &l0, &l1);
+    const uint64_t b0 = 8 * l0 < bytes ? 8 * l0 : bytes, nb = (8 * l1 < bytes ? 8 * l1 : bytes) - b0;
+    for (int gq = 0; gq < G; gq++) {
+      const int q = s->at[gq * K + js];
+      if (q != r) ll_take(s, seq, q, bytes, l0, l1, s->ll_scratch + (size_t)q * ACXP_LL_MAX);
+      src[gq] = s->ll_scratch + (size_t)q * ACXP_LL_MAX + b0;
     }
+    if (nb) host_reduce_n(s, src, G, 1, pd->out + b0, nb / es, dtype, op);
   }
   return ACX_OK;
 }
@@ -691,7 +782,7 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
     acx_status_t st = s->failed;
     if (st == ACX_OK && !pd->fence) {
       if (!pd->started) host_start(s, pd);
-      st = pd->big ? host_big(s, pd) : pd->ll ? host_ready_ll(s, pd)
+      st = pd->big ? host_big(s, pd) : pd->ll ? (s->llg ? host_ready_llg(s, pd) : host_ready_ll(s, pd))
            : pd->gos ? host_gos(s, pd) : host_ready(s, pd->cmd.arg[3], pd->deadline);
       if (st == NOT_YET) {
         /* The loop polls again at once: let the peers' executors have the cores meanwhile, the
@@ -701,7 +792,7 @@ static int host_poll(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t *s) 
         else if (pd->polls > 200) sched_yield();
         return 1;
       }
-      if (st == ACX_OK && !pd->big && !pd->gos) {
+      if (st == ACX_OK && !pd->big && !pd->gos && !(pd->ll && s->llg)) {
         const unsigned char *src[ACXP_MAX_RANKS];
         uint64_t doff = ACXP_SLOT_OFF(pd->cmd.arg[3] & 1u, s->slot_bytes);
         for (int q = 0; q < s->nranks; q++)
@@ -839,6 +930,7 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
   }
   acxk_peer_batch_t bt;
   const int ll = p0->cmd.bytes * p0->es <= s->ll_bytes;
+  a.ll_groups = ll && s->llg;
   if (ll) {
     bt.nops = n;
     for (unsigned k = 0; k < n; k++) {

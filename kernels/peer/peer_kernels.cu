@@ -363,6 +363,129 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a, acxk
   }
 }
 
+// Push lines with groups (runtime/proto/peer_ops.h; issue 16): the thread of line l, in slice js
+// (of K, by lines) of the operation, pushes its input line to its group's rank at place js (within
+// the GPU) unless that is itself; the thread of a line of this rank's own slice sums its group's
+// lines in place order and pushes the partial sum to every rank (across GPUs once per group); then
+// every thread sums the groups' partial sums of its line in group order. One line per thread as in
+// one_shot_ll, batches alike; a line of a source is written once per operation (a rank's input
+// lines go to the rank at their slice's place, its partial lines are of its own slice), and the
+// reuse argument holds per line (peer_ops.h).
+template <typename E, int OP>
+__global__ void __launch_bounds__(kThreads) one_shot_ll_grouped(acxk_peer_args_t a, acxk_peer_batch_t bt) {
+  using S = typename E::S;
+  using A = typename E::A;
+  constexpr int V = 8 / sizeof(S);  // elements per line
+  union Line {
+    uint32_t w[2];
+    S e[V];
+    unsigned char b[8];
+  };
+  const uint64_t l = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, b0 = l * 8;
+  const int r = a.rank, n = a.nranks, G = a.groups, K = a.per_group, g = a.grp[r], j = a.lane[r];
+  __shared__ int32_t fail;
+  pdl_enter();
+  if (threadIdx.x == 0) fail = 0;
+  __syncthreads();
+
+  for (uint32_t k = 0; k < bt.nops; k++) {
+    const acxk_peer_ll_op_t &op = bt.op[k];
+    const uint64_t bytes = op.count * sizeof(S), lines = (bytes + 7) / 8, pl = (lines + K - 1) / K;
+    const bool active = l < lines;
+    const int nb = !active ? 0 : bytes - b0 < 8 ? (int)(bytes - b0) : 8;  // the last line may be short
+    const int js = active ? (int)(l / pl) : 0;                             // the line's slice
+    const uint32_t f = (uint32_t)(op.seq % 0xffffffffull + 1u);
+    const uint64_t ll_off = ACXP_LL_OFF(op.seq & 1u, 0, a.slot_bytes) + l * 16;
+    bool ok = active && !*(volatile int32_t *)&fail;
+    // Waits for rank q's line in this rank's area: false (fail set) when it gave up.
+    auto await = [&](int q, Line *got) {
+      const unsigned char *src = a.flags[r] + ll_off + (uint64_t)q * ACXP_LL_SRC_BYTES;
+      const uint64_t start = global_ns();
+      for (unsigned spin = 0;; spin++) {
+        const uint4 v = ll_load(src);
+        if (v.y == f && v.w == f) {
+          got->w[0] = v.x;
+          got->w[1] = v.z;
+          return true;
+        }
+        if ((spin & 255) == 255) {
+          int32_t ab = *(volatile const int32_t *)a.abort;  // host memory: looked at now and then
+          if (!ab && global_ns() - start > op.timeout_ns) ab = ACX_ERR_COLL_TIMEOUT;
+          if (!ab) ab = *(volatile int32_t *)&fail;  // another thread of the block gave up
+          if (ab) {
+            fail = ab;
+            return false;
+          }
+        }
+      }
+    };
+
+    // 1. my input line, to my group's rank at its slice's place (or kept)
+    Line mine;
+    mine.w[0] = mine.w[1] = 0;
+    if (ok) {
+      const unsigned char *in = (const unsigned char *)op.send + b0;
+      if (nb == 8 && ((uintptr_t)in & 7u) == 0) {
+        uint2 v = *(const uint2 *)in;
+        mine.w[0] = v.x;
+        mine.w[1] = v.y;
+      } else {
+        for (int i = 0; i < nb; i++) mine.b[i] = in[i];
+      }
+      if (js != j) ll_store(a.flags[a.at[g * K + js]] + ll_off + (uint64_t)r * ACXP_LL_SRC_BYTES, mine.w[0], mine.w[1], f);
+    }
+
+    // 2. a line of my slice: my group's partial sum, in place order, to every rank
+    Line part;
+    if (ok && js == j) {
+      A acc[V];
+      for (int jl = 0; ok && jl < K; jl++) {
+        Line got = mine;
+        if (jl != j && !await(a.at[g * K + jl], &got)) ok = false;
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[e] = jl == 0 ? E::up(got.e[e]) : E::template comb<OP>(acc[e], E::up(got.e[e]));
+      }
+      if (ok) {
+#pragma unroll
+        for (int e = 0; e < V; e++) part.e[e] = E::down(acc[e]);
+        for (int t = 1; t < n; t++) {
+          const int q = (r + t) % n;
+          ll_store(a.flags[q] + ll_off + (uint64_t)r * ACXP_LL_SRC_BYTES, part.w[0], part.w[1], f);
+        }
+      }
+    }
+
+    // 3. the groups' partial sums of my line, in group order: my output's 8 bytes
+    if (ok) {
+      A acc[V];
+      for (int gq = 0; ok && gq < G; gq++) {
+        const int q = a.at[gq * K + js];
+        Line got = part;
+        if (q != r && !await(q, &got)) ok = false;
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[e] = gq == 0 ? E::up(got.e[e]) : E::template comb<OP>(acc[e], E::up(got.e[e]));
+      }
+      if (ok) {
+        Line o;
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+          if constexpr (OP == ACX_REDOP_AVG) o.e[e] = E::fin(acc[e], n);
+          else o.e[e] = E::down(acc[e]);
+        }
+        unsigned char *out = (unsigned char *)op.recv + b0;
+        if (nb == 8 && ((uintptr_t)out & 7u) == 0) *(uint2 *)out = make_uint2(o.w[0], o.w[1]);
+        else
+          for (int i = 0; i < nb; i++) out[i] = o.b[i];
+      }
+    }
+  }
+  __syncthreads();
+  if (fail && threadIdx.x == 0) {
+    for (uint32_t k = 0; k < bt.nops; k++) *(volatile int32_t *)bt.op[k].status = fail;
+    __threadfence_system();
+  }
+}
+
 // The large-message variant, two-shot with stores (runtime/proto/peer_ops.h): per chunk, every
 // block stores its piece of every peer's part of the input into that peer's first half, flags
 // (phase 0), reduces its piece of this rank's part over the input and its own first half into the
@@ -902,7 +1025,9 @@ cudaError_t launch(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int o
     }
     unsigned threads = lines >= kThreads ? kThreads : (unsigned)((lines + 31) / 32 * 32);
     dim3 grid((unsigned)((lines + threads - 1) / threads)), block(threads);
-    cudaError_t r = by_op(op, [&](auto o) { err = launch_k(one_shot_ll<E, decltype(o)::value>, grid, block, stream, a, *bt); });
+    cudaError_t r = a->ll_groups
+        ? by_op(op, [&](auto o) { err = launch_k(one_shot_ll_grouped<E, decltype(o)::value>, grid, block, stream, a, *bt); })
+        : by_op(op, [&](auto o) { err = launch_k(one_shot_ll<E, decltype(o)::value>, grid, block, stream, a, *bt); });
     return err != cudaSuccess ? err : r;
   }
   // The one-shot: one block per 8 KiB of data (one 16-byte vector per thread), at most

@@ -34,6 +34,7 @@ typedef struct acxk_peer_args {
                                        (G = nranks): without groups */
   int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
   int32_t small_groups;             /* 1: this one-shot is the one-shot with groups (peer_ops.h) */
+  int32_t ll_groups;                /* 1: the push lines with groups (peer_ops.h) */
   int32_t pdl;                      /* 1: launched with programmatic stream serialization (sm_90+: the
                                        kernel may be scheduled while the previous one on the stream
                                        ends, and waits for it before touching memory) */

@@ -244,6 +244,9 @@ typedef struct acxp_ctl {
    * take the one-shot with groups (above; the areas have its partial regions); the others the
    * plain one-shot. 0: none does. */
   int32_t small_groups;
+  /* 1: with groups, the all-reduces of at most ll_bytes push lines with groups (above); 0: every
+   * rank pushes all its lines to every rank. */
+  int32_t ll_groups;
   /* Written by the executor (the CUDA kernel) for pending entry i: nonzero when an operation
    * failed in its wait (ACX_ERR_COLL_TIMEOUT, or the abort word's status). */
   _Atomic int32_t status[ACXP_PENDING];

@@ -82,6 +82,7 @@ static void setup_set(void) {
       ctl[r]->per_group = NR;
       for (int q = 0; q < NR; q++) ctl[r]->grp[q] = 0, ctl[r]->lane[q] = (int8_t)q, ctl[r]->at[q] = (int8_t)q;
       ctl[r]->small_groups = 1; /* the one-shot with groups above the lines (from 1 byte) */
+      ctl[r]->ll_groups = 1;    /* and the lines with groups */
     }
     acxi_cmd_t cmd = {.op = ACXP_OP_SETUP, .arg = {SET, NR, (uint64_t)r, ctlmem[r]->id}};
     ACX_ASSERT_STATUS(acxi_device_call(dev[r], &cmd, NULL, 0, 0, -1, T, NULL), ACX_OK);
@@ -174,15 +175,16 @@ static void fill_input(void *p, acx_dtype_t d, int r, size_t n) {
         else if (op == ACX_REDOP_MIN) acc = x < acc ? x : acc;                                    \
         else acc = acc + x;                                                                       \
       }                                                                                           \
-      if (group_mode && big) acc = LD(ST(acc)); /* the group's sum, rounded to the type */        \
+      if (group_mode) acc = LD(ST(acc)); /* the group's sum, rounded to the type */               \
       if (op == ACX_REDOP_AVG) acc = acc / (A)NR;                                                 \
       o[i] = ST(acc);                                                                             \
     }                                                                                             \
   } while (0)
 #define SAME(x) (x)
 
-/* big: summed in groups (with --group: the two-shot's sizes and the one-shot's above the lines). */
-static void reference(void *const in[NR], void *out, acx_dtype_t d, int op, size_t n, int big) {
+/* With --group every size is summed in the group first (the lines, the one-shot and the two-shot
+ * with groups). */
+static void reference(void *const in[NR], void *out, acx_dtype_t d, int op, size_t n) {
   switch (d) {
   case ACX_DTYPE_I8: REF_INT(int8_t, uint8_t, 1); break;
   case ACX_DTYPE_U8: REF_INT(uint8_t, uint8_t, 0); break;
@@ -229,7 +231,7 @@ static void test_every_dtype_and_op(void) {
           }
           acx_status_t st[NR];
           allreduce_on(all, s, o, n, d, op, 10000, st);
-          reference(in, want, d, op, n, n * es > ll_bytes);
+          reference(in, want, d, op, n);
           for (int r = 0; r < NR; r++) {
             CU_ASSERT_EQUAL(st[r], ACX_OK);
             memset(out, 0x5a, n * es);
