@@ -55,7 +55,7 @@ struct acxc_peer {
   int small_on;                         /* every rank takes the all-reduces of at most slot_bytes */
   int groups_on;                        /* every rank has ACX_COLL_PEER_BIG_GROUPS on */
   int small_groups_kb;                  /* every rank's: the smallest ACX_COLL_PEER_SMALL_GROUPS (-1: auto) */
-  int ll_groups_on;                     /* every rank has ACX_COLL_PEER_LL_GROUPS on */
+  int ll_groups;                        /* every rank's: the smallest ACX_COLL_PEER_LL_GROUPS (-1: auto) */
   int big_auto;                         /* every rank has ACX_COLL_PEER_BIG_KB=-1 (auto) */
   groups_t grp;                         /* the two-shot's groups */
   uint64_t seq;                         /* the last operation's number (NCCL path: under the submit lock;
@@ -307,7 +307,9 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
     memcpy(p->ctl->at, p->grp.at, sizeof p->ctl->at);
     p->ctl->big_blocks = p->big_blocks / (uint64_t)p->grp.per_group ? p->big_blocks / (uint64_t)p->grp.per_group : 1;
     p->ctl->small_groups = (int32_t)gos;
-    p->ctl->ll_groups = p->small_on && p->ll_bytes && p->ll_groups_on;
+    /* Push lines with groups: auto from 4 ranks per GPU (session 22, 2xH100 under MPS: 0.6-1.1 us
+     * faster at 8-64 KiB at 4 per GPU, 0.3-0.9 us slower at 2). */
+    p->ctl->ll_groups = p->small_on && p->ll_bytes && (p->ll_groups > 0 || (p->ll_groups < 0 && p->grp.per_group >= 4));
   }
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
   uint64_t id = acxc_next_comm_id();
@@ -344,7 +346,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
       [BIGMIN] = minkb < 0 ? -1 : minkb > INT_MAX ? INT_MAX : (int)minkb, /* -1: auto, after the groups */
       [GROUPS] = acxi_param_int("ACX_COLL_PEER_BIG_GROUPS") > 0,
       [BIGAUTO] = acxi_param_int("ACX_COLL_PEER_BIG_KB") < 0,
-      [LLGROUPS] = acxi_param_int("ACX_COLL_PEER_LL_GROUPS") > 0,
+      [LLGROUPS] = acxi_param_int("ACX_COLL_PEER_LL_GROUPS") < 0 ? -1 : acxi_param_int("ACX_COLL_PEER_LL_GROUPS") > 0,
       [SMALLGROUPS] = sgkb < 0 ? -1 : sgkb > (1 << 20) ? (1 << 20) : (int)sgkb, /* -1: auto, after the groups */
   };
   int lo[NAGREE] = {0};
@@ -369,7 +371,7 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   p->groups_on = lo[GROUPS] > 0;
   p->big_auto = lo[BIGAUTO] > 0;
   p->small_groups_kb = lo[SMALLGROUPS];
-  p->ll_groups_on = lo[LLGROUPS] > 0;
+  p->ll_groups = lo[LLGROUPS];
   int64_t deadline = acxi_deadline(timeout_ns > 0 ? timeout_ns : c->world->timeout_ns);
   acx_status_t local = build(c, p, deadline);
   /* ACX_COLL_PEER_BIG_MIN_KB=-1 (auto; every rank decides alike: the groups come from the same

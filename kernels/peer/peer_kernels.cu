@@ -161,6 +161,18 @@ __device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i
 
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+// The stores a block made in a step, published before it raises a flag for them: every writer
+// fences (a fence orders the calling thread's own writes only: CUDA programming guide), then the
+// block meets, then one thread per peer raises the flag. With the barrier alone, the two-shot
+// without groups (2xH100, 128 blocks, 64 KiB big slots, all-reduces of changing dtypes back to
+// back, test_coll_peer_big_cuda_np2) read stale pieces in 2 of 3 runs, with these fences in none
+// of 8 (session 22). The kernels whose data goes out with its flag (the push lines) or stays in
+// the writer's own memory (the plain one-shot) need none.
+__device__ __forceinline__ void publish() {
+  __threadfence_system();
+  __syncthreads();
+}
+
 // Programmatic dependent launch (sm_90+): wait until the previous kernel on the stream has
 // finished and its memory is visible (at once when this kernel was not launched early), then let
 // the next kernel be scheduled. Both are no-ops where the launch had no programmatic dependency,
@@ -640,7 +652,7 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
       const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;  // big_piece's part q starts there
       big_copy<S>((S *)(a.flags[q] + off) + r * pp + (lo - p0), in + lo, hi - lo, vec);
     }
-    __syncthreads();
+    publish();
     if (!big_sync(a, 0, b, val, &fail)) break;
     // 2. my piece of my part reduced, into the output and the peers' second halves
     big_piece<V>(m, n, r, nb, b, &lo, &hi);
@@ -650,7 +662,7 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
       reduce_big<E, OP>(a, off, half, pp, in, out, i, i - p0, true);
     for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads)
       reduce_big<E, OP>(a, off, half, pp, in, out, i, i - p0, false);
-    __syncthreads();
+    publish();
     if (!big_sync(a, 1, b, val, &fail)) break;
     // 3. the peers' reduced pieces, from my second half
     for (int k = 1; k < n; k++) {
@@ -765,7 +777,7 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
         big_copy<S>((S *)(a.flags[l] + off) + (uint64_t)(j * G + gq) * pp + (lo - p0), in + lo, hi - lo, vec);
       }
     }
-    __syncthreads();
+    publish();
     if (!grp_sync(a, 0, 0, b, val, &fail)) break;
     // 2. my group's partial sums of my lane's parts, into their owners' first halves (the next
     // groups first, so that the groups spread their stores over the links)
@@ -787,7 +799,7 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
       for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads)
         to[i - p0] = E::down(group_sum_one<E, OP>(a, first, in, i, i - p0, gq, pp));
     }
-    __syncthreads();
+    publish();
     if (!grp_sync(a, 0, 1, b, val, &fail)) break;
     // 3. my part over the groups in order (each group's sum rounded to the type alike), into the
     // output, my second half and my lane's second halves
@@ -835,7 +847,7 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
       ((S *)(a.flags[r] + off) + half)[i] = o;
       for (int k = 1; k < G; k++) ((S *)(a.flags[a.at[((g + k) % G) * K + j]] + off) + half)[i] = o;
     }
-    __syncthreads();
+    publish();
     // 4. C: my lane's parts are in my second half; D: my group's are in theirs
     if (!grp_sync(a, 1, 1, b, val, &fail)) break;
     if (!grp_sync(a, 1, 0, b, val, &fail)) break;
@@ -880,7 +892,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a)
     big_piece<V>(a.count, K, jl, nb, b, &lo, &hi);
     big_copy<S>((S *)a.data[r] + lo, in + lo, hi - lo, vec);
   }
-  __syncthreads();
+  publish();
   // 2. A: my group's pieces are in their slots
   if (grp_sync(a, 0, 0, b, val, &fail)) {
     // 3. my group's partial sum of my piece of slice j, into every rank's partial region [s % 2][g]
@@ -918,7 +930,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a)
       const S o = E::down(acc);
       for (int k = 1; k <= n; k++) ((S *)(a.flags[(r + k) % n] + goff))[i] = o;
     }
-    __syncthreads();
+    publish();
     // 4. B: every rank's partial sums are in my area; 5. my pieces over the groups in order
     if (big_sync(a, 1, b, val, &fail)) {
       const S *part = (const S *)(a.flags[r] + ACXP_GOS_OFF(par, 0, G, a.slot_bytes, a.big_bytes));
