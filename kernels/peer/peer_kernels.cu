@@ -161,18 +161,6 @@ __device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i
 
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-// The stores a block made in a step, published before it raises a flag for them: every writer
-// fences (a fence orders the calling thread's own writes only: CUDA programming guide), then the
-// block meets, then one thread per peer raises the flag. With the barrier alone, the two-shot
-// without groups (2xH100, 128 blocks, 64 KiB big slots, all-reduces of changing dtypes back to
-// back, test_coll_peer_big_cuda_np2) read stale pieces in 2 of 3 runs, with these fences in none
-// of 8 (session 22). The kernels whose data goes out with its flag (the push lines) or stays in
-// the writer's own memory (the plain one-shot) need none.
-__device__ __forceinline__ void publish() {
-  __threadfence_system();
-  __syncthreads();
-}
-
 // Programmatic dependent launch (sm_90+): wait until the previous kernel on the stream has
 // finished and its memory is visible (at once when this kernel was not launched early), then let
 // the next kernel be scheduled. Both are no-ops where the launch had no programmatic dependency,
@@ -538,12 +526,15 @@ __device__ bool big_sync(const acxk_peer_args_t &a, int phase, int b, uint64_t v
   return *(volatile int32_t *)fail == 0;
 }
 
-// Piece b of part q of a chunk of m elements: parts of ceil(m / n) elements and pieces of
-// ceil(part / nb), both rounded up to whole vectors, the same on every rank.
+// Piece b of part q of a chunk of m elements cut in parts of pp (a multiple of V): pieces of
+// ceil(pp / nb) rounded up to whole vectors, clipped to the chunk, the same on every rank. pp is
+// the operation's (ACXP_BIG_PART of its first chunk, peer_ops.h), not each chunk's: block b's
+// pieces of a short last chunk then lie inside its pieces of the full ones, so that it writes a big
+// slot only where the peers' blocks b have read it. With each chunk's own parts, block b of a
+// short third chunk could overwrite pieces of the first that other blocks of the peer had still
+// to read (wrong values in test_coll_peer_big_cuda_np2 on 2xH100, session 22).
 template <int V>
-__device__ __forceinline__ void big_piece(uint64_t m, int n, int q, int nb, int b, uint64_t *lo, uint64_t *hi) {
-  uint64_t pp = (m + n - 1) / n;
-  pp = (pp + V - 1) / V * V;
+__device__ __forceinline__ void big_piece(uint64_t m, uint64_t pp, int q, int nb, int b, uint64_t *lo, uint64_t *hi) {
   uint64_t bp = (pp + nb - 1) / nb;
   bp = (bp + V - 1) / V * V;
   const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m, p1 = p0 + pp < m ? p0 + pp : m;
@@ -632,6 +623,7 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
   const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank;
   const uint64_t half = a.big_bytes / 2 / sizeof(S), cpe = ACXP_BIG_CHUNK(a.big_bytes, sizeof(S), n);
   const uint64_t chunks = (a.count + cpe - 1) / cpe;
+  const uint64_t pp = ACXP_BIG_PART(a.count < cpe ? a.count : cpe, n, V);  // every chunk's parts (big_piece)
   const bool vec = aligned16(a.send) && aligned16(a.recv);
   __shared__ int32_t fail;
   if (threadIdx.x == 0) fail = 0;
@@ -640,7 +632,6 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
   for (uint64_t t = 0; t < chunks; t++) {
     const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
     const uint64_t m = a.count - base < cpe ? a.count - base : cpe;
-    const uint64_t pp = ACXP_BIG_PART(m, n, V);  // at most cpe / n
     const uint64_t off = ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);
     const S *in = (const S *)a.send + base;
     S *out = (S *)a.recv + base;
@@ -648,26 +639,26 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
     // 1. my piece of each peer's part into its first half (the next ranks first)
     for (int k = 1; k < n; k++) {
       const int q = (r + k) % n;
-      big_piece<V>(m, n, q, nb, b, &lo, &hi);
+      big_piece<V>(m, pp, q, nb, b, &lo, &hi);
       const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;  // big_piece's part q starts there
       big_copy<S>((S *)(a.flags[q] + off) + r * pp + (lo - p0), in + lo, hi - lo, vec);
     }
-    publish();
+    __syncthreads();
     if (!big_sync(a, 0, b, val, &fail)) break;
     // 2. my piece of my part reduced, into the output and the peers' second halves
-    big_piece<V>(m, n, r, nb, b, &lo, &hi);
+    big_piece<V>(m, pp, r, nb, b, &lo, &hi);
     const uint64_t p0 = (uint64_t)r * pp < m ? (uint64_t)r * pp : m;
     const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
     for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
       reduce_big<E, OP>(a, off, half, pp, in, out, i, i - p0, true);
     for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads)
       reduce_big<E, OP>(a, off, half, pp, in, out, i, i - p0, false);
-    publish();
+    __syncthreads();
     if (!big_sync(a, 1, b, val, &fail)) break;
     // 3. the peers' reduced pieces, from my second half
     for (int k = 1; k < n; k++) {
       const int q = (r + k) % n;
-      big_piece<V>(m, n, q, nb, b, &lo, &hi);
+      big_piece<V>(m, pp, q, nb, b, &lo, &hi);
       big_copy<S>(out + lo, (const S *)(a.flags[r] + off) + half + lo, hi - lo, vec);
     }
   }
@@ -753,6 +744,7 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
   const int g = a.grp[r], j = a.lane[r];
   const uint64_t half = a.big_bytes / 2 / sizeof(S), cpe = ACXP_BIG_CHUNK(a.big_bytes, sizeof(S), n);
   const uint64_t chunks = (a.count + cpe - 1) / cpe;
+  const uint64_t pp = ACXP_BIG_PART(a.count < cpe ? a.count : cpe, n, V);  // every chunk's parts (big_piece)
   const bool vec = aligned16(a.send) && aligned16(a.recv);
   __shared__ int32_t fail;
   if (threadIdx.x == 0) fail = 0;
@@ -761,7 +753,6 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
   for (uint64_t t = 0; t < chunks; t++) {
     const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
     const uint64_t m = a.count - base < cpe ? a.count - base : cpe;
-    const uint64_t pp = ACXP_BIG_PART(m, n, V);
     const uint64_t off = ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);
     const S *in = (const S *)a.send + base;
     S *out = (S *)a.recv + base;
@@ -772,18 +763,18 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
       const int jl = (j + k) % K, l = a.at[g * K + jl];
       for (int gq = 0; gq < G; gq++) {
         const int q = a.at[gq * K + jl];
-        big_piece<V>(m, n, q, nb, b, &lo, &hi);
+        big_piece<V>(m, pp, q, nb, b, &lo, &hi);
         const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;
         big_copy<S>((S *)(a.flags[l] + off) + (uint64_t)(j * G + gq) * pp + (lo - p0), in + lo, hi - lo, vec);
       }
     }
-    publish();
+    __syncthreads();
     if (!grp_sync(a, 0, 0, b, val, &fail)) break;
     // 2. my group's partial sums of my lane's parts, into their owners' first halves (the next
     // groups first, so that the groups spread their stores over the links)
     for (int k = 1; k < G; k++) {
       const int gq = (g + k) % G, q = a.at[gq * K + j];
-      big_piece<V>(m, n, q, nb, b, &lo, &hi);
+      big_piece<V>(m, pp, q, nb, b, &lo, &hi);
       const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;
       S *to = (S *)(a.flags[q] + off) + (uint64_t)(j * G + g) * pp;
       const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
@@ -799,11 +790,11 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
       for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads)
         to[i - p0] = E::down(group_sum_one<E, OP>(a, first, in, i, i - p0, gq, pp));
     }
-    publish();
+    __syncthreads();
     if (!grp_sync(a, 0, 1, b, val, &fail)) break;
     // 3. my part over the groups in order (each group's sum rounded to the type alike), into the
     // output, my second half and my lane's second halves
-    big_piece<V>(m, n, r, nb, b, &lo, &hi);
+    big_piece<V>(m, pp, r, nb, b, &lo, &hi);
     const uint64_t p0 = (uint64_t)r * pp < m ? (uint64_t)r * pp : m;
     const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
     for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
@@ -847,14 +838,14 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
       ((S *)(a.flags[r] + off) + half)[i] = o;
       for (int k = 1; k < G; k++) ((S *)(a.flags[a.at[((g + k) % G) * K + j]] + off) + half)[i] = o;
     }
-    publish();
+    __syncthreads();
     // 4. C: my lane's parts are in my second half; D: my group's are in theirs
     if (!grp_sync(a, 1, 1, b, val, &fail)) break;
     if (!grp_sync(a, 1, 0, b, val, &fail)) break;
     // 5. every other part, from the second half of my group's rank at its place
     for (int k = 1; k < n; k++) {
       const int q = (r + k) % n, from = a.at[g * K + a.lane[q]];
-      big_piece<V>(m, n, q, nb, b, &lo, &hi);
+      big_piece<V>(m, pp, q, nb, b, &lo, &hi);
       big_copy<S>(out + lo, (const S *)(a.flags[from] + off) + half + lo, hi - lo, vec);
     }
   }
@@ -878,7 +869,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a)
   constexpr int V = Vec<E>::V;
   const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank, G = a.groups, K = a.per_group;
   const int g = a.grp[r], j = a.lane[r];
-  const uint64_t val = ACXP_BIG_VAL(a.seq, 0), par = a.seq & 1u;
+  const uint64_t val = ACXP_BIG_VAL(a.seq, 0), par = a.seq & 1u, ps = ACXP_BIG_PART(a.count, K, V);
   const bool vec = aligned16(a.send) && aligned16(a.recv);
   const S *in = (const S *)a.send;
   S *out = (S *)a.recv;
@@ -889,15 +880,15 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a)
   uint64_t lo, hi;
   // 1. my piece of every slice into my data slot
   for (int jl = 0; jl < K; jl++) {
-    big_piece<V>(a.count, K, jl, nb, b, &lo, &hi);
+    big_piece<V>(a.count, ps, jl, nb, b, &lo, &hi);
     big_copy<S>((S *)a.data[r] + lo, in + lo, hi - lo, vec);
   }
-  publish();
+  __syncthreads();
   // 2. A: my group's pieces are in their slots
   if (grp_sync(a, 0, 0, b, val, &fail)) {
     // 3. my group's partial sum of my piece of slice j, into every rank's partial region [s % 2][g]
     // (from the next rank on, so that the ranks of a group start on different peers)
-    big_piece<V>(a.count, K, j, nb, b, &lo, &hi);
+    big_piece<V>(a.count, ps, j, nb, b, &lo, &hi);
     const uint64_t goff = ACXP_GOS_OFF(par, g, G, a.slot_bytes, a.big_bytes);
     const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
     for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
@@ -930,13 +921,13 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a)
       const S o = E::down(acc);
       for (int k = 1; k <= n; k++) ((S *)(a.flags[(r + k) % n] + goff))[i] = o;
     }
-    publish();
+    __syncthreads();
     // 4. B: every rank's partial sums are in my area; 5. my pieces over the groups in order
     if (big_sync(a, 1, b, val, &fail)) {
       const S *part = (const S *)(a.flags[r] + ACXP_GOS_OFF(par, 0, G, a.slot_bytes, a.big_bytes));
       const uint64_t gstride = a.slot_bytes / sizeof(S);
       for (int jl = 0; jl < K; jl++) {
-        big_piece<V>(a.count, K, jl, nb, b, &lo, &hi);
+        big_piece<V>(a.count, ps, jl, nb, b, &lo, &hi);
         const uint64_t ve = vec ? lo + (hi - lo) / V * V : lo;
         for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < ve; i += (uint64_t)kThreads * V) {
           A acc[V];

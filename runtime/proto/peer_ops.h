@@ -83,10 +83,12 @@
  * (phase 0 and phase 1, uint64_t [from][block] each, room for ACXP_BIG_MAX_BLOCKS blocks; a GPU
  * runs the set's big_blocks), then two big slots of big_bytes, each cut in a first and a second
  * half. The data go in chunks of ACXP_BIG_CHUNK elements (a multiple of n 16-byte vectors that
- * fits half a slot); chunk t uses big slot t % 2. Each chunk of m elements is cut alike on every
- * rank into n parts of pp = ACXP_BIG_PART(m, n, 16 / element size) elements (the last ones
- * shorter or empty; part q from q * pp), part q owned by rank q, and every part into the
- * operation's blocks (the host kind has one); block b of rank r, for each chunk t:
+ * fits half a slot); chunk t uses big slot t % 2. Every chunk is cut alike on every rank into n
+ * parts of pp = ACXP_BIG_PART(m0, n, 16 / element size) elements, m0 the operation's first chunk
+ * (its count, or a whole chunk): part q from q * pp, owned by rank q, the last parts of a short
+ * last chunk shorter or empty; every part into the operation's blocks alike (pieces of
+ * ceil(pp / blocks) rounded to whole vectors; the host kind has one block); block b of rank r, for
+ * each chunk t:
  *   1. stores its piece of every peer q's part of the input into q's first half, at r * pp plus
  *      the piece's offset in the part;
  *   2. raises its phase-0 flag [r][b] to V(s, t) in every peer's area (release), waits for the
@@ -103,7 +105,12 @@
  * this rank raises after its step 3 of that chunk, and so after reading the half for the chunk
  * two before; into its second half only after phase 0 of the chunk, which this rank raises after
  * its step 5 of the chunks before. Two big slots suffice, per block (block b only ever reads
- * pieces that the peers' blocks b wrote), with no closing round. Each element is reduced once,
+ * pieces that the peers' blocks b wrote, and writes only where the peers' blocks b read before),
+ * with no closing round; that holds because every chunk of an operation has the same parts and
+ * pieces (a short last chunk's clipped): cut by its own size, a short chunk's pieces of block b
+ * overlapped other blocks' pieces of the chunk two before, which those blocks of the peer could
+ * still be reading (wrong values across 2xH100 with 128 blocks, session 22). Between operations
+ * the kernels' order on each GPU separates the layouts. Each element is reduced once,
  * by its part's owner, in rank order: the results are bit-identical on every rank, as the
  * one-shot's, and each rank sends 2 (n - 1) / n of the data over the links, as a ring does. */
 /* The two-shot with groups (issue 16: ranks that share a GPU). Where the set's ranks form G groups
