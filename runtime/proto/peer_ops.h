@@ -70,6 +70,24 @@
  * first version batched different counts: a line that s + 1 does not use let a peer's s + 2 land
  * before this rank had read s, and the wait timed out; test_back_to_back caught it on a GPU.) A
  * rank's batching is its own: the peers need not batch alike. */
+/* Push lines with groups (issue 16, session 22; acxp_ctl_t's ll_groups): where the set has groups,
+ * an all-reduce of L lines is cut into K slices of ceil(L / K) lines (slice js from line
+ * js * ceil(L / K), the last ones short or empty), and the line of each thread, in slice js:
+ *   1. goes to its group's rank at place js (within the GPU), unless that is this rank;
+ *   2. where js is this rank's place: the group's lines are summed in place order (a partial sum:
+ *      avg not divided, f16/bf16 rounded to the type) and the sum's line pushed to every rank;
+ *   3. the groups' partial sums of the line (from the ranks at place js, in group order) are
+ *      reduced into the output.
+ * A source writes each line of a receiver at most once per operation (a rank's input lines go to
+ * the rank at their slice's place, its partial lines are of its own slice), so the layout and the
+ * clearing are the lines' above. Reuse, per line: a peer's line for s + 2 comes after that peer has
+ * read a line of s + 1 that this rank's thread (or, in step 3, the rank at the line's place, after
+ * reading this rank's line of s + 1) sent after reading s; and every rank's operation s + 1 needs
+ * a line from every rank (step 3 from each group's rank at the line's place, step 2 from its group),
+ * so operations of different counts, in different launches, are ordered by the launches. Each GPU's
+ * link carries K (G - 1) partial lines of a slice per rank instead of K (G - 1) whole inputs; the
+ * results are those of the two-shot with groups (group sums in place order, then the groups in
+ * order), bit-identical on every rank. */
 #define ACXP_LL_MAX 131072                      /* data bytes of the largest such all-reduce (the set's
                                                    ll_bytes: ACX_COLL_PEER_LL_KB, 64 KiB by default) */
 #define ACXP_LL_SRC_BYTES (2 * ACXP_LL_MAX)     /* one source's lines */
