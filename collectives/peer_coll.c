@@ -307,8 +307,8 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
     memcpy(p->ctl->at, p->grp.at, sizeof p->ctl->at);
     p->ctl->big_blocks = p->big_blocks / (uint64_t)p->grp.per_group ? p->big_blocks / (uint64_t)p->grp.per_group : 1;
     p->ctl->small_groups = (int32_t)gos;
-    /* Push lines with groups: auto from 4 ranks per GPU (session 22, 2xH100 under MPS: 0.6-1.1 us
-     * faster at 8-64 KiB at 4 per GPU, 0.3-0.9 us slower at 2). */
+    /* Push lines with groups: auto from 4 ranks per GPU (session 22, 2xH100 under MPS: 0.2-1.1 us
+     * faster at 8-64 KiB at 4 per GPU, 0-0.9 us slower at 2). */
     p->ctl->ll_groups = p->small_on && p->ll_bytes && (p->ll_groups > 0 || (p->ll_groups < 0 && p->grp.per_group >= 4));
   }
   atomic_store_explicit(&p->ctl->abort, 0, memory_order_release);
