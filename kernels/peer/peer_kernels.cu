@@ -856,6 +856,39 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
   }
 }
 
+// One 16-byte vector combined over ns sources in order, load(k) giving source k's (loads four at
+// a time), rounded to the type: with fin, avg divided by n (a result), else not (a partial sum).
+// The older kernels' loops of this shape stay as they were timed (reduce_big's note).
+template <typename E, int OP, typename L>
+__device__ __forceinline__ uint4 comb_vec(int ns, bool fin, int n, L load) {
+  using S = typename E::S;
+  using A = typename E::A;
+  constexpr int V = Vec<E>::V;
+  A acc[V];
+  for (int k0 = 0; k0 < ns; k0 += 4) {
+    uint4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      if (k0 + k < ns) v[k] = load(k0 + k);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      if (k0 + k < ns) {
+        const S *sq = (const S *)&v[k];
+#pragma unroll
+        for (int e = 0; e < V; e++) acc[e] = k0 + k == 0 ? E::up(sq[e]) : E::template comb<OP>(acc[e], E::up(sq[e]));
+      }
+    }
+  }
+  uint4 o;
+  S *so = (S *)&o;
+#pragma unroll
+  for (int e = 0; e < V; e++) {
+    if constexpr (OP == ACX_REDOP_AVG) so[e] = fin ? E::fin(acc[e], n) : E::down(acc[e]);
+    else so[e] = E::down(acc[e]);
+  }
+  return o;
+}
+
 // The one-shot with groups (runtime/proto/peer_ops.h; issue 16): the ranks of a GPU sum their
 // slices there and store each slice's partial sum into every rank's area once, so each GPU's link
 // carries K (G - 1) slices of stores per rank instead of K (G - 1) whole slots of loads; every
@@ -892,26 +925,9 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a)
     const uint64_t goff = ACXP_GOS_OFF(par, g, G, a.slot_bytes, a.big_bytes);
     const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
     for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
-      A acc[V];
-      for (int j0 = 0; j0 < K; j0 += 4) {
-        uint4 v[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-          if (j0 + k < K)
-            v[k] = j0 + k == j ? *(const uint4 *)(in + i) : __ldcg((const uint4 *)((const S *)a.data[a.at[g * K + j0 + k]] + i));
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          if (j0 + k < K) {
-            const S *sq = (const S *)&v[k];
-#pragma unroll
-            for (int e = 0; e < V; e++) acc[e] = j0 + k == 0 ? E::up(sq[e]) : E::template comb<OP>(acc[e], E::up(sq[e]));
-          }
-        }
-      }
-      uint4 o;
-      S *so = (S *)&o;
-#pragma unroll
-      for (int e = 0; e < V; e++) so[e] = E::down(acc[e]);
+      const uint4 o = comb_vec<E, OP>(K, false, n, [&](int jl) {
+        return jl == j ? *(const uint4 *)(in + i) : __ldcg((const uint4 *)((const S *)a.data[a.at[g * K + jl]] + i));
+      });
       for (int k = 1; k <= n; k++) *(uint4 *)((S *)(a.flags[(r + k) % n] + goff) + i) = o;
     }
     for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) {
@@ -930,29 +946,9 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a)
         big_piece<V>(a.count, ps, jl, nb, b, &lo, &hi);
         const uint64_t ve = vec ? lo + (hi - lo) / V * V : lo;
         for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < ve; i += (uint64_t)kThreads * V) {
-          A acc[V];
-          for (int g0 = 0; g0 < G; g0 += 4) {
-            uint4 v[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-              if (g0 + k < G) v[k] = __ldcg((const uint4 *)(part + (uint64_t)(g0 + k) * gstride + i));
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-              if (g0 + k < G) {
-                const S *sq = (const S *)&v[k];
-#pragma unroll
-                for (int e = 0; e < V; e++)
-                  acc[e] = g0 + k == 0 ? E::up(sq[e]) : E::template comb<OP>(acc[e], E::up(sq[e]));
-              }
-            }
-          }
-          uint4 o;
-          S *so = (S *)&o;
-#pragma unroll
-          for (int e = 0; e < V; e++) {
-            if constexpr (OP == ACX_REDOP_AVG) so[e] = E::fin(acc[e], n);
-            else so[e] = E::down(acc[e]);
-          }
+          const uint4 o = comb_vec<E, OP>(G, true, n, [&](int gq) {
+            return __ldcg((const uint4 *)(part + (uint64_t)gq * gstride + i));
+          });
           *(uint4 *)(out + i) = o;
         }
         for (uint64_t i = ve + threadIdx.x; i < hi; i += kThreads) {
