@@ -674,7 +674,7 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
     const uint64_t t = pd->big_t, val = ACXP_BIG_VAL(seq, t), base = t * cpe;
     /* every chunk's parts are the first chunk's (peer_ops.h), the last ones of a short chunk
      * shorter or empty */
-    const uint64_t m = count - base < cpe ? count - base : cpe, pp = ACXP_BIG_PART(count < cpe ? count : cpe, n, 16 / es);
+    const uint64_t m = count - base < cpe ? count - base : cpe, pp = ACXP_BIG_OP_PART(count, cpe, n, 16 / es);
     unsigned char *first[ACXP_MAX_RANKS]; /* rank q's first half; its second: first[q] + half */
     for (int q = 0; q < n; q++) first[q] = s->area[q] + ACXP_BIG_SLOT_OFF(t & 1u, s->slot_bytes, s->big_bytes);
     uint64_t lo, hi;

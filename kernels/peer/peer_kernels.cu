@@ -535,11 +535,7 @@ __device__ bool big_sync(const acxk_peer_args_t &a, int phase, int b, uint64_t v
 // to read (wrong values in test_coll_peer_big_cuda_np2 on 2xH100, session 22).
 template <int V>
 __device__ __forceinline__ void big_piece(uint64_t m, uint64_t pp, int q, int nb, int b, uint64_t *lo, uint64_t *hi) {
-  uint64_t bp = (pp + nb - 1) / nb;
-  bp = (bp + V - 1) / V * V;
-  const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m, p1 = p0 + pp < m ? p0 + pp : m;
-  *lo = p0 + (uint64_t)b * bp < p1 ? p0 + (uint64_t)b * bp : p1;
-  *hi = *lo + bp < p1 ? *lo + bp : p1;
+  acxp_big_piece(m, pp, q, nb, b, V, lo, hi);
 }
 
 // dst[i] = src[i] for i < len: 16-byte vectors where both allow, else element by element. dst may
@@ -623,7 +619,7 @@ __global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
   const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank;
   const uint64_t half = a.big_bytes / 2 / sizeof(S), cpe = ACXP_BIG_CHUNK(a.big_bytes, sizeof(S), n);
   const uint64_t chunks = (a.count + cpe - 1) / cpe;
-  const uint64_t pp = ACXP_BIG_PART(a.count < cpe ? a.count : cpe, n, V);  // every chunk's parts (big_piece)
+  const uint64_t pp = ACXP_BIG_OP_PART(a.count, cpe, n, V);  // every chunk's parts (big_piece)
   const bool vec = aligned16(a.send) && aligned16(a.recv);
   __shared__ int32_t fail;
   if (threadIdx.x == 0) fail = 0;
@@ -744,7 +740,7 @@ __global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a)
   const int g = a.grp[r], j = a.lane[r];
   const uint64_t half = a.big_bytes / 2 / sizeof(S), cpe = ACXP_BIG_CHUNK(a.big_bytes, sizeof(S), n);
   const uint64_t chunks = (a.count + cpe - 1) / cpe;
-  const uint64_t pp = ACXP_BIG_PART(a.count < cpe ? a.count : cpe, n, V);  // every chunk's parts (big_piece)
+  const uint64_t pp = ACXP_BIG_OP_PART(a.count, cpe, n, V);  // every chunk's parts (big_piece)
   const bool vec = aligned16(a.send) && aligned16(a.recv);
   __shared__ int32_t fail;
   if (threadIdx.x == 0) fail = 0;

@@ -211,6 +211,28 @@
 #define ACXP_BIG_CHUNK(big_bytes, es, n) \
   ((big_bytes) / 2 / (es) / ((uint64_t)(n) * (16 / (es))) * ((uint64_t)(n) * (16 / (es))))
 #define ACXP_BIG_PART(m, n, v) ((((m) + (uint64_t)(n) - 1) / (uint64_t)(n) + (v) - 1) / (v) * (v))
+/* The parts of every chunk of an operation of count elements (cpe: ACXP_BIG_CHUNK): its first
+ * chunk's, so that a short last chunk's pieces lie inside the full chunks' (above). */
+#define ACXP_BIG_OP_PART(count, cpe, n, v) ACXP_BIG_PART((count) < (cpe) ? (count) : (cpe), n, v)
+
+#ifdef __CUDACC__
+#define ACXP_HD __host__ __device__
+#else
+#define ACXP_HD
+#endif
+/* Piece b of nb of part q of a chunk of m elements cut in parts of pp elements (a multiple of v):
+ * [*lo, *hi), pieces of ceil(pp / nb) rounded up to v, clipped to the part and the chunk. The
+ * two-shot's pieces (block b's) and the one-shot with groups' (slices for parts); the same on every
+ * rank. */
+static inline ACXP_HD void acxp_big_piece(uint64_t m, uint64_t pp, int q, int nb, int b, uint64_t v, uint64_t *lo,
+                                          uint64_t *hi) {
+  uint64_t bp = (pp + (uint64_t)nb - 1) / (uint64_t)nb;
+  bp = (bp + v - 1) / v * v;
+  const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m, p1 = p0 + pp < m ? p0 + pp : m;
+  *lo = p0 + (uint64_t)b * bp < p1 ? p0 + (uint64_t)b * bp : p1;
+  *hi = *lo + bp < p1 ? *lo + bp : p1;
+}
+
 #define ACXP_BIG_MIN 65536 /* the smallest big slot (bytes, a multiple of 16) */
 #define ACXP_BIG_AUTO_KB 65536 /* the big slot of ACX_COLL_PEER_BIG_KB=-1 (auto): the measured best */
 
