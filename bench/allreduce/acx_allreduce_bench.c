@@ -1,6 +1,7 @@
 /* acx-allreduce-bench: all-reduce bandwidth and latency across MPI ranks, with nccl-tests' flags,
  * columns and busbw formula. Modes: raw NCCL (the peer acx is measured against), MPI_Allreduce on
- * host-staged buffers, and acx's own collectives; --compare runs two of them alternately per size.
+ * host-staged buffers, and acx's own collectives; --compare runs two of them alternately per size
+ * (--per-gpu: the baseline on one rank per GPU, where ranks share GPUs).
  * Every result is checked against exactly known values (-c 1) and any wrong value fails the run. */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -41,6 +42,7 @@ typedef struct opts {
   bench_op_t op;
   bench_mode_t mode, baseline;
   int compare;
+  int per_gpu; /* --per-gpu: the baseline on one rank per GPU (issue 16: ranks that share GPUs) */
   const char *transport; /* actor mode: NULL (ACX_EXECUTOR), "process" or "inline" */
   const char *json, *csv, *plot;
 } opts_t;
@@ -53,6 +55,12 @@ typedef struct bench {
   void *h_in, *h_out, *h_exp; /* host buffers of the check */
   acx_world_t *world;
   acx_topo_binding_t bind;
+  /* --per-gpu: this rank leads its GPU's ranks (the lowest of them) and takes part in the
+   * baseline; leaders: their number, lead_rank: this leader's index among them, lead_comm: theirs
+   * (MPI_COMM_NULL elsewhere); per_min/per_max: the fewest and most ranks on one GPU. */
+  int leader, leaders, lead_rank, per_min, per_max;
+  MPI_Comm lead_comm;
+  int side_nranks[2]; /* the ranks of each side's all-reduce (--mode's, --baseline's) */
 } bench_t;
 
 typedef struct backend backend_t;
@@ -72,6 +80,11 @@ struct backend {
   MPI_Datatype mpi_type;
   MPI_Op mpi_op;
   int own_op;
+  /* Who takes part: every rank, or with --per-gpu in the baseline one rank per GPU. A rank that
+   * does not (active 0) allocates nothing and returns at once from run, load and fetch; brank and
+   * bnranks are the rank and size of the ranks that do, comm their communicator. */
+  int active, brank, bnranks;
+  MPI_Comm comm;
   /* actor mode */
   acx_system_t *sys;
   acx_device_t *dev;
@@ -238,8 +251,9 @@ static int nccl_setup(backend_t *be, bench_t *b) {
     int ok;
     ncclUniqueId id;
   } msg = {ok, id};
-  MPI_Bcast(&msg, sizeof msg, MPI_BYTE, 0, MPI_COMM_WORLD);
+  MPI_Bcast(&msg, sizeof msg, MPI_BYTE, 0, MPI_COMM_WORLD); /* world rank 0 always takes part */
   if (!msg.ok) return -1;
+  if (!be->active) return 0;
   cudaStream_t s;
   CUDA_OR(cudaSetDevice(b->cuda_dev), return -1);
   CUDA_OR(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), return -1);
@@ -247,12 +261,13 @@ static int nccl_setup(backend_t *be, bench_t *b) {
   CUDA_OR(cudaMalloc(&be->send, b->o.max_bytes), return -1);
   CUDA_OR(cudaMalloc(&be->recv, b->o.max_bytes), return -1);
   ncclComm_t comm;
-  NCCL_OR(ncclCommInitRank(&comm, b->nranks, msg.id, b->rank), return -1);
+  NCCL_OR(ncclCommInitRank(&comm, be->bnranks, msg.id, be->brank), return -1);
   be->nccl_comm = comm;
   return 0;
 }
 
 static int nccl_run(backend_t *be, bench_t *b, int inplace, size_t count, int iters) {
+  if (!be->active) return 0;
   for (int i = 0; i < iters; i++)
     NCCL_OR(ncclAllReduce(inplace ? be->recv : be->send, be->recv, count, nccl_types[b->o.dtype], nccl_ops[b->o.op],
                           (ncclComm_t)be->nccl_comm, (cudaStream_t)be->stream),
@@ -281,6 +296,7 @@ static int nccl_setup(backend_t *be, bench_t *b) {
 
 /* Device buffers shared by nccl and mpi-with-GPU. */
 static int dev_load(backend_t *be, bench_t *b, int inplace, const void *host, size_t bytes) {
+  if (!be->active) return 0;
 #if ACX_HAVE_CUDA
   if (b->have_gpu && (be->mode == MODE_NCCL || be->mode == MODE_MPI)) {
     CUDA_OR(cudaMemcpy(inplace ? be->recv : be->send, host, bytes, cudaMemcpyHostToDevice), return -1);
@@ -292,6 +308,7 @@ static int dev_load(backend_t *be, bench_t *b, int inplace, const void *host, si
 }
 
 static int dev_fetch(backend_t *be, bench_t *b, void *host, size_t bytes) {
+  if (!be->active) return 0;
 #if ACX_HAVE_CUDA
   if (b->have_gpu && (be->mode == MODE_NCCL || be->mode == MODE_MPI)) {
     CUDA_OR(cudaMemcpy(host, be->recv, bytes, cudaMemcpyDeviceToHost), return -1);
@@ -337,6 +354,7 @@ static int mpi_setup(backend_t *be, bench_t *b) {
     be->mpi_op = native_ops[b->o.op];
   }
   size_t n = b->o.max_bytes;
+  if (!be->active) return 0;
 #if ACX_HAVE_CUDA
   if (b->have_gpu) {
     CUDA_OR(cudaSetDevice(b->cuda_dev), return -1);
@@ -362,14 +380,15 @@ static int mpi_allreduce_chunked(backend_t *be, bench_t *b, void *send, void *re
   for (size_t off = 0; off < count; off += step) {
     size_t n = count - off < step ? count - off : step;
     void *s = send == MPI_IN_PLACE ? MPI_IN_PLACE : (char *)send + off * es;
-    if (MPI_Allreduce(s, (char *)recv + off * es, (int)n, be->mpi_type, be->mpi_op, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (MPI_Allreduce(s, (char *)recv + off * es, (int)n, be->mpi_type, be->mpi_op, be->comm) != MPI_SUCCESS)
       return -1;
   }
-  if (b->o.op == BENCH_AVG) bench_divide(recv, b->o.dtype, count, b->nranks);
+  if (b->o.op == BENCH_AVG) bench_divide(recv, b->o.dtype, count, be->bnranks);
   return 0;
 }
 
 static int mpi_run(backend_t *be, bench_t *b, int inplace, size_t count, int iters) {
+  if (!be->active) return 0;
   size_t bytes = count * bench_dtype_size(b->o.dtype);
   for (int i = 0; i < iters; i++) {
 #if ACX_HAVE_CUDA
@@ -404,7 +423,7 @@ static void mpi_teardown(backend_t *be, bench_t *b) {
 }
 
 static backend_t make_backend(bench_mode_t m) {
-  backend_t be = {.mode = m, .load = dev_load, .fetch = dev_fetch, .mpi_op = MPI_OP_NULL};
+  backend_t be = {.mode = m, .load = dev_load, .fetch = dev_fetch, .mpi_op = MPI_OP_NULL, .comm = MPI_COMM_WORLD};
   switch (m) {
   case MODE_ACTOR:
     be.setup = actor_setup, be.run = actor_run, be.load = actor_load, be.fetch = actor_fetch;
@@ -428,19 +447,24 @@ static result_t measure(backend_t *be, bench_t *b, int inplace, size_t count, un
   if (be->run(be, b, inplace, count, b->o.iters)) DIE("%s all-reduce failed", mode_names[be->mode]);
   double t1 = now_s();
   double dt[2] = {t1 - t0, (be->issued_s > 0 ? be->issued_s : t1) - t0}, sum[2] = {0, 0};
+  if (!be->active) dt[0] = dt[1] = 0; /* not its operation: only the ranks that ran it count */
   MPI_Allreduce(dt, sum, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); /* nccl-tests: average over ranks */
-  double sec = sum[0] / b->nranks / b->o.iters;
-  r.issue_us = sum[1] / b->nranks / b->o.iters * 1e6;
+  double sec = sum[0] / be->bnranks / b->o.iters;
+  r.issue_us = sum[1] / be->bnranks / b->o.iters * 1e6;
   r.time_us = sec * 1e6;
   r.algbw = bench_algbw(bytes, sec);
-  r.busbw = bench_allreduce_busbw(r.algbw, b->nranks);
+  r.busbw = bench_allreduce_busbw(r.algbw, be->bnranks);
   if (check) { /* fresh inputs, one operation, compare every element */
-    bench_fill(b->h_in, b->o.dtype, b->o.op, count, b->rank, b->nranks, seed);
+    long wrong = 0, all = 0;
+    if (be->active) {
+      bench_fill(b->h_in, b->o.dtype, b->o.op, count, be->brank, be->bnranks, seed);
+      bench_expected(b->h_exp, b->o.dtype, b->o.op, count, be->bnranks, seed);
+    }
     memset(b->h_out, 0xa5, bytes);
     if (be->load(be, b, inplace, b->h_in, bytes) || be->run(be, b, inplace, count, 1) ||
         be->fetch(be, b, b->h_out, bytes))
       DIE("%s check run failed", mode_names[be->mode]);
-    long wrong = (long)bench_count_wrong(b->h_out, b->h_exp, b->o.dtype, b->o.op, count, b->nranks), all = 0;
+    if (be->active) wrong = (long)bench_count_wrong(b->h_out, b->h_exp, b->o.dtype, b->o.op, count, be->bnranks);
     MPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     r.wrong = all;
   }
@@ -479,7 +503,11 @@ static void print_result(const result_t *r) {
   printf("  %7s  %6.2f  %6.2f  %5s", t, r->algbw, r->busbw, w);
 }
 
-static double ratio(const result_t *a, const result_t *b) { return b->busbw > 0 ? a->busbw / b->busbw : 0.0; }
+/* Side a against side b: the ratio of their algbw, the same message's time (b's over a's). With the
+ * same ranks on both sides it is the ratio of their busbw; with --per-gpu, where b runs on one rank
+ * per GPU, the ratio of the busbw per GPU (the GPUs' all-reduce of the message, whatever the ranks
+ * on each). */
+static double ratio(const result_t *a, const result_t *b) { return b->algbw > 0 ? a->algbw / b->algbw : 0.0; }
 
 static int by_time(const void *x, const void *y) {
   double a = ((const result_t *)x)->time_us, b = ((const result_t *)y)->time_us;
@@ -521,8 +549,15 @@ static void print_header(const bench_t *b, const char *const *devs) {
     printf("  %7s  %6s  %6s  %6s\n", "(us)", "(GB/s)", "(GB/s)", "");
   } else {
     const char *a = side_name(o, 0), *bl = side_name(o, 1);
-    printf("# out-of-place, then in-place; each: %s time, algbw, busbw, #wrong, then %s time, busbw, and\n"
-           "# ratio = %s busbw / %s busbw (> 1: %s is faster)\n", a, bl, a, bl, a);
+    if (o->per_gpu)
+      printf("# per GPU: %s on all %d ranks (%d to %d per GPU), %s on one rank per GPU (%d rank%s: the\n"
+             "# lowest of each GPU's, the others wait); busbw as nccl-tests' over each side's ranks\n"
+             "# out-of-place, then in-place; each: %s time, algbw, busbw, #wrong, then %s time, busbw, and\n"
+             "# ratio = %s time / %s time, the busbw per GPU of %s over %s's (> 1: %s is faster)\n",
+             a, b->nranks, b->per_min, b->per_max, bl, b->leaders, b->leaders == 1 ? "" : "s", a, bl, bl, a, a, bl, a);
+    else
+      printf("# out-of-place, then in-place; each: %s time, algbw, busbw, #wrong, then %s time, busbw, and\n"
+             "# ratio = %s busbw / %s busbw (> 1: %s is faster)\n", a, bl, a, bl, a);
     if (o->reps > 1)
       printf("# %d rounds per size and placement, the modes alternating: times are medians; rmin/rmax: the\n"
              "# smallest and largest ratio of one round's pair\n", o->reps);
@@ -574,6 +609,10 @@ static void write_json(const bench_t *b, const row_t *rows, int nrows, const dou
           bench_dtype_name(b->o.dtype), bench_op_name(b->o.op));
   fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"check\": %d,\n  \"busbw_factor\": %.6f,\n", b->o.iters,
           b->o.warmup, b->o.check, bench_allreduce_busbw(1.0, b->nranks));
+  if (nb > 1) /* ratio: side 0's algbw over side 1's (with the same ranks, their busbw's ratio) */
+    fprintf(f, "  \"per_gpu\": %s,\n  \"baseline_nranks\": %d,\n", b->o.per_gpu ? "true" : "false",
+            b->side_nranks[1]);
+  if (nb > 1 && b->o.per_gpu) fprintf(f, "  \"ranks_per_gpu\": [%d, %d],\n", b->per_min, b->per_max);
   fprintf(f, "  \"avg_busbw\": {");
   for (int k = 0; k < nb; k++) fprintf(f, "%s\"%s\": %.6f", k ? ", " : "", side_name(&b->o, k), avg[k]);
   fprintf(f, "},\n  \"results\": [\n");
@@ -629,7 +668,7 @@ static void write_csv(const bench_t *b, const row_t *rows, int nrows) {
                 bench_op_name(b->o.op), side_name(&b->o, k), p ? "in-place" : "out-of-place", r->time_us, r->algbw,
                 r->busbw);
         if (r->wrong >= 0) fprintf(f, "%ld", r->wrong);
-        fprintf(f, ",%d\n", b->nranks);
+        fprintf(f, ",%d\n", b->side_nranks[k]);
       }
   if (fclose(f) != 0) FAIL("--csv: error writing '%s'", b->o.csv);
 }
@@ -705,7 +744,7 @@ static void write_plot(const bench_t *b, const row_t *rows, int nrows) {
 /* ---------------------------------------------------------------- options */
 
 static void usage(void) {
-  printf("usage: acx-allreduce-bench [options]   (run under mpirun/srun, one rank per GPU)\n"
+  printf("usage: acx-allreduce-bench [options]   (run under mpirun/srun, one rank per GPU; several with --per-gpu)\n"
          "  -b, --minbytes SIZE      smallest message (default 8; K, M, G suffixes)\n"
          "  -e, --maxbytes SIZE      largest message (default 128M)\n"
          "  -f, --stepfactor N       multiply the size by N between steps (default 2)\n"
@@ -725,6 +764,11 @@ static void usage(void) {
          "      --baseline M         the mode compared against (default nccl); nccl or mpi may also be\n"
          "                           compared with itself (--mode nccl --baseline nccl: two communicators,\n"
          "                           the second named nccl2): the comparison's noise floor on this machine\n"
+         "      --per-gpu            with --compare, where ranks share GPUs: the baseline runs on one rank per\n"
+         "                           GPU (the lowest of its ranks; the others wait), acx on every rank, and\n"
+         "                           the ratio is that of the busbw per GPU (the baseline's time over acx's);\n"
+         "                           without GPUs the groups are ACX_COLL_HIER_GROUP ranks of a node (the\n"
+         "                           host kind's; 0 or unset: the whole node)\n"
          "      --json FILE          write the results as JSON\n"
          "      --csv FILE           write the results as CSV\n"
          "      --plot FILE.png      plot busbw and time against size (needs gnuplot)\n"
@@ -760,6 +804,7 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
       {"baseline", required_argument, 0, 'B'}, {"json", required_argument, 0, 'J'},
       {"transport", required_argument, 0, 'T'},
       {"csv", required_argument, 0, 'V'}, {"plot", required_argument, 0, 'P'},
+      {"per-gpu", no_argument, 0, 'G'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   opterr = 0;
   int c, factor = 2;
@@ -779,6 +824,7 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
     case 'M': if (parse_mode(optarg, &o->mode)) bad = "--mode: actor, nccl or mpi"; break;
     case 'B': if (parse_mode(optarg, &o->baseline)) bad = "--baseline: actor, nccl or mpi"; break;
     case 'C': o->compare = 1; break;
+    case 'G': o->per_gpu = 1; break;
     case 'T':
       if (strcmp(optarg, "process") && strcmp(optarg, "inline")) bad = "--transport: process or inline";
       o->transport = optarg;
@@ -800,6 +846,9 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
     bad = "-b/-e/-f: need 0 < minbytes <= maxbytes, a factor >= 2 when they differ, and at least one element";
   if (!bad && o->compare && o->baseline == (o->mode == MODE_NONE ? MODE_ACTOR : o->mode) && o->baseline == MODE_ACTOR)
     bad = "--compare: --mode and --baseline may be equal for nccl and mpi only (acx runs one device per rank)";
+  if (!bad && o->per_gpu && (!o->compare || o->baseline == MODE_ACTOR))
+    bad = "--per-gpu: needs --compare and --baseline nccl or mpi (the baseline runs on one rank per GPU; acx's "
+          "collectives span every rank)";
   if (bad) {
     if (rank == 0) {
       fprintf(stderr, "acx-allreduce-bench: %s\n", bad);
@@ -846,6 +895,43 @@ static void choose_gpu(bench_t *b, const acx_topo_binding_t *bind) {
 #endif
 }
 
+/* --per-gpu: which ranks lead their GPU (the lowest rank bound to it; without GPUs, the lowest of
+ * each ACX_COLL_HIER_GROUP consecutive ranks of a node, as the host kind's hierarchical groups) and
+ * the leaders' communicator. Collective. 0, or -1 with a message (rank 0) on every rank. */
+static int per_gpu_groups(bench_t *b, int all_gpu) {
+  int per = 1, leader = 1;
+  if (all_gpu) {
+    int first = b->rank;
+    if (acx_world_gpu_peers(b->world, &first, 1, &per) != ACX_OK) per = 1, first = b->rank;
+    leader = first == b->rank;
+  } else {
+    int local_size = 1;
+    acx_world_local_size(b->world, &local_size);
+    const char *g = getenv("ACX_COLL_HIER_GROUP");
+    long want = g && *g ? strtol(g, NULL, 10) : 0;
+    int block = want > 0 && want < local_size ? (int)want : local_size;
+    leader = b->local_rank % block == 0;
+    int start = b->local_rank / block * block;
+    per = local_size - start < block ? local_size - start : block;
+  }
+  b->leader = leader;
+  MPI_Allreduce(&leader, &b->leaders, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(&per, &b->per_min, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&per, &b->per_max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  b->lead_comm = MPI_COMM_NULL;
+  if (MPI_Comm_split(MPI_COMM_WORLD, leader ? 0 : MPI_UNDEFINED, b->rank, &b->lead_comm) != MPI_SUCCESS) return -1;
+  b->lead_rank = -1;
+  if (leader) MPI_Comm_rank(b->lead_comm, &b->lead_rank);
+  int first_leads = 0; /* world rank 0 must lead: it times, prints and hands out NCCL's id */
+  if (b->rank == 0) first_leads = leader && b->lead_rank == 0;
+  MPI_Bcast(&first_leads, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!first_leads) {
+    if (b->rank == 0) FAIL("--per-gpu: rank 0 does not lead its GPU's ranks (is it bound to a GPU another rank has?)");
+    return -1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -890,7 +976,19 @@ int main(int argc, char **argv) {
 
   int nb = o->compare ? 2 : 1;
   backend_t be[2] = {make_backend(o->mode), make_backend(o->baseline)};
+  for (int k = 0; k < 2; k++) be[k].active = 1, be[k].brank = b.rank, be[k].bnranks = b.nranks;
+  b.lead_comm = MPI_COMM_NULL;
   int ok = 1;
+  if (o->per_gpu) {
+    ok = per_gpu_groups(&b, all_gpu) == 0;
+    if (ok) {
+      be[1].active = b.leader, be[1].brank = b.lead_rank, be[1].bnranks = b.leaders;
+      be[1].comm = b.leader ? b.lead_comm : MPI_COMM_NULL;
+    } else {
+      nb = 0;
+    }
+  }
+  b.side_nranks[0] = be[0].bnranks, b.side_nranks[1] = be[1].bnranks;
   for (int k = 0; k < nb && ok; k++) {
     int mine = be[k].setup(&be[k], &b) == 0, all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -940,7 +1038,6 @@ int main(int argc, char **argv) {
       row->bytes = sizes[i];
       row->count = sizes[i] / bench_dtype_size(o->dtype);
       unsigned seed = (unsigned)i;
-      if (o->check) bench_expected(b.h_exp, o->dtype, o->op, row->count, b.nranks, seed);
       for (int p = 0; p < 2; p++) { /* alternate the modes per size and placement, ABBA over rounds */
         result_t rr[2][MAX_REPS];
         row->rmin[p] = 1e300, row->rmax[p] = 0;
@@ -984,6 +1081,7 @@ int main(int argc, char **argv) {
   free(b.h_out);
   free(b.h_exp);
   free(rows);
+  if (b.lead_comm != MPI_COMM_NULL) MPI_Comm_free(&b.lead_comm);
   acx_world_finalize(world);
   MPI_Finalize();
   return !ok ? 2 : total_wrong ? 1 : 0;
