@@ -53,6 +53,9 @@ typedef struct bench {
   int have_gpu, cuda_dev;
   char dev_desc[ACX_TOPO_CPUSET_STRLEN + 512];
   void *h_in, *h_out, *h_exp; /* host buffers of the check */
+  size_t exp_count;           /* h_exp holds the result of exp_count elements over exp_nranks ranks */
+  int exp_nranks;             /* with seed exp_seed (0 ranks: nothing yet) */
+  unsigned exp_seed;
   acx_world_t *world;
   acx_topo_binding_t bind;
   /* --per-gpu: this rank leads its GPU's ranks (the lowest of them) and takes part in the
@@ -458,7 +461,10 @@ static result_t measure(backend_t *be, bench_t *b, int inplace, size_t count, un
     long wrong = 0, all = 0;
     if (be->active) {
       bench_fill(b->h_in, b->o.dtype, b->o.op, count, be->brank, be->bnranks, seed);
-      bench_expected(b->h_exp, b->o.dtype, b->o.op, count, be->bnranks, seed);
+      if (b->exp_nranks != be->bnranks || b->exp_count != count || b->exp_seed != seed) {
+        bench_expected(b->h_exp, b->o.dtype, b->o.op, count, be->bnranks, seed);
+        b->exp_nranks = be->bnranks, b->exp_count = count, b->exp_seed = seed;
+      }
     }
     memset(b->h_out, 0xa5, bytes);
     if (be->load(be, b, inplace, b->h_in, bytes) || be->run(be, b, inplace, count, 1) ||
