@@ -1,19 +1,31 @@
 #!/bin/bash
-# Issue 16's goals on 2 GPUs in one detached pass (session 23, for the next device time): the
-# per-GPU comparison in one run (acx-allreduce-bench --compare --per-gpu under MPS at 2 and 4
-# ranks per GPU, 8 B - 1 GiB, 3 interleaved rounds), then the same from 16 MiB with smaller big
-# slots for the two-shot with groups (PGKB, default "4096 16384": does staging that stays in the
-# L2 cache beat the 64 MiB default, which streams it through HBM?), after the gpu-mpi tests of the
-# new option and of the own path. From the repo root with .gpu/src.tar and .gpu/debs; results
-# under /tmp/res, DONE when finished:
+# Issue 16's goals on 2 GPUs in one detached pass (written in session 23 for the next device
+# time). PARTS (default "own pergpu l2 all") picks the steps, run in this order:
+#   own:    the gpu-mpi test of --per-gpu and the own path's big and default-choice tests;
+#   pergpu: the per-GPU comparison in one run each (acx-allreduce-bench --compare --per-gpu under
+#           MPS at 2 and 4 ranks per GPU, 8 B - 1 GiB, 3 interleaved rounds);
+#   l2:     the same from 16 MiB with big slots of PGKB KiB (default "4096 16384") for the two-shot
+#           with groups: does staging that stays in the 50 MiB L2 beat the 64 MiB default, which
+#           streams it through HBM, despite four flag rounds per chunk?
+#   all:    every other gpu / gpu-mpi test, then gpu-multinode (last full runs: sessions 20-21).
+# From the repo root with .gpu/src.tar and .gpu/debs; results under /tmp/res, DONE when finished:
 #   setsid nohup bash scripts/gpu-host/pass-pergpu.sh >/dev/null 2>&1 < /dev/null &
-# then poll with calls chained back to back (a machine is given back 30 s after a call returns).
-R=/tmp/res; rm -rf $R; mkdir -p $R/c $R/p; B=scripts/gpu-host/batch.sh
+# then poll with calls chained back to back (scripts/gpu-host/poll.sh MAX STEP), each stopping at once where /tmp/res is missing (a
+# machine is given back 30 s after a call returns, and the next call may get a fresh one: session
+# 23 lost 7 minutes polling a machine with nothing running).
+R=/tmp/res; rm -rf $R; mkdir -p $R/c $R/p $R/a $R/m; B=scripts/gpu-host/batch.sh
+PARTS=${PARTS:-own pergpu l2 all}
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi -L > $R/main.txt 2>&1
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
-OUT=$R/c CTEST_R='per_gpu|peer_big|coll_auto' CTEST_T=400 bash $B ctestr > $R/c.txt 2>&1
-OUT=$R/p bash $B pergpu > $R/p-default.txt 2>&1
-for kb in ${PGKB:-4096 16384}; do
-  OUT=$R/p PG_B=16M PG_ENV="ACX_COLL_PEER_BIG_KB=$kb" bash $B pergpu > $R/p-kb$kb.txt 2>&1
-done
+OWN='per_gpu|peer_big|coll_auto'
+has own && OUT=$R/c CTEST_R="$OWN" CTEST_T=400 bash $B ctestr > $R/c.txt 2>&1
+has pergpu && OUT=$R/p bash $B pergpu > $R/p-default.txt 2>&1
+if has l2; then
+  for kb in ${PGKB:-4096 16384}; do OUT=$R/p PG_B=16M PG_ENV="ACX_COLL_PEER_BIG_KB=$kb" bash $B pergpu > $R/p-kb$kb.txt 2>&1; done
+fi
+if has all; then
+  OUT=$R/a CTEST_E="multinode|$OWN" CTEST_T=560 bash $B ctestr > $R/a.txt 2>&1
+  CUDA_VISIBLE_DEVICES=0,1 OUT=$R/m bash $B mtests > $R/m.txt 2>&1
+fi
 touch $R/DONE
