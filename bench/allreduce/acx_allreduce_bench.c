@@ -771,7 +771,8 @@ static void usage(void) {
          "                           compared with itself (--mode nccl --baseline nccl: two communicators,\n"
          "                           the second named nccl2): the comparison's noise floor on this machine\n"
          "      --per-gpu            with --compare, where ranks share GPUs: the baseline runs on one rank per\n"
-         "                           GPU (the lowest of its ranks; the others wait), acx on every rank, and\n"
+         "                           GPU (the lowest of its ranks; the others wait), --mode (actor or mpi) on\n"
+         "                           every rank, and\n"
          "                           the ratio is that of the busbw per GPU (the baseline's time over acx's);\n"
          "                           without GPUs the groups are ACX_COLL_HIER_GROUP ranks of a node (the\n"
          "                           host kind's; 0 or unset: the whole node)\n"
@@ -855,6 +856,8 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
   if (!bad && o->per_gpu && (!o->compare || o->baseline == MODE_ACTOR))
     bad = "--per-gpu: needs --compare and --baseline nccl or mpi (the baseline runs on one rank per GPU; acx's "
           "collectives span every rank)";
+  if (!bad && o->per_gpu && o->mode == MODE_NCCL)
+    bad = "--per-gpu: --mode runs on every rank, and NCCL takes one rank per GPU: use actor (the default) or mpi";
   if (bad) {
     if (rank == 0) {
       fprintf(stderr, "acx-allreduce-bench: %s\n", bad);
