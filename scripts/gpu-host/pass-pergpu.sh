@@ -4,9 +4,11 @@
 #   own:    the gpu-mpi test of --per-gpu and the own path's big and default-choice tests;
 #   pergpu: the per-GPU comparison in one run each (acx-allreduce-bench --compare --per-gpu under
 #           MPS at 2 and 4 ranks per GPU, 8 B - 1 GiB, 3 interleaved rounds);
-#   l2:     the same from 16 MiB with big slots of PGKB KiB (default "4096 16384") for the two-shot
-#           with groups: does staging that stays in the 50 MiB L2 beat the 64 MiB default, which
-#           streams it through HBM, despite four flag rounds per chunk?
+#   l2:     the same from 16 MiB for each of PG_VARIANTS (default: big slots of 4 and 16 MiB for
+#           the two-shot with groups, "ACX_COLL_PEER_BIG_KB=4096 ACX_COLL_PEER_BIG_KB=16384"; a
+#           variant of several settings joins them with commas, e.g. ACX_COLL_PEER_BIG_KB=8192,
+#           ACX_COLL_PEER_BIG_BLOCKS=96): does staging that stays in the 50 MiB L2 beat the 64 MiB
+#           default, which streams it through HBM, despite four flag rounds per chunk?
 #   all:    every other gpu / gpu-mpi test, then gpu-multinode (last full runs: sessions 20-21).
 # From the repo root with .gpu/src.tar and .gpu/debs; results under /tmp/res, DONE when finished:
 #   setsid nohup bash scripts/gpu-host/pass-pergpu.sh >/dev/null 2>&1 < /dev/null &
@@ -22,7 +24,9 @@ OWN='per_gpu|peer_big|coll_auto'
 has own && OUT=$R/c CTEST_R="$OWN" CTEST_T=400 bash $B ctestr > $R/c.txt 2>&1
 has pergpu && OUT=$R/p bash $B pergpu > $R/p-default.txt 2>&1
 if has l2; then
-  for kb in ${PGKB:-4096 16384}; do OUT=$R/p PG_B=16M PG_ENV="ACX_COLL_PEER_BIG_KB=$kb" bash $B pergpu > $R/p-kb$kb.txt 2>&1; done
+  for v in ${PG_VARIANTS:-ACX_COLL_PEER_BIG_KB=4096 ACX_COLL_PEER_BIG_KB=16384}; do
+    OUT=$R/p PG_B=16M PG_ENV="${v//,/ }" bash $B pergpu > "$R/p-$(tr -c 'a-zA-Z0-9=_\n' _ <<<"$v").txt" 2>&1
+  done
 fi
 if has all; then
   OUT=$R/a CTEST_E="multinode|$OWN" CTEST_T=560 bash $B ctestr > $R/a.txt 2>&1
