@@ -16,6 +16,18 @@ namespace {
 
 constexpr int kThreads = 512;
 
+// The two-shot kernels' launch bounds: ACXK_BIG_MIN_BLOCKS (CMake's ACX_PEER_BIG_MIN_BLOCKS, 1 by
+// default) blocks of kThreads must fit one SM at once, which caps their registers (65536 / (512 x
+// that) per thread). With 1 the compiler takes what it likes: 96-128 registers, one block per SM,
+// 16 warps (two_shot_grouped, sm_90, session 23's ptxas -v). 2 halves the registers (spilling
+// where they do not fit) and lets two blocks share an SM: an experiment for issue 16's per-GPU
+// bandwidth (scripts/gpu-host/pass-pergpu.sh, part occ), not a default until measured.
+#if defined(ACXK_BIG_MIN_BLOCKS) && ACXK_BIG_MIN_BLOCKS > 1
+#define ACXK_BIG_BOUNDS __launch_bounds__(kThreads, ACXK_BIG_MIN_BLOCKS)
+#else
+#define ACXK_BIG_BOUNDS __launch_bounds__(kThreads)
+#endif
+
 __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -613,7 +625,7 @@ __device__ __forceinline__ void reduce_big(const acxk_peer_args_t &a, uint64_t o
 }
 
 template <typename E, int OP>
-__global__ void __launch_bounds__(kThreads) two_shot(acxk_peer_args_t a) {
+__global__ void ACXK_BIG_BOUNDS two_shot(acxk_peer_args_t a) {
   using S = typename E::S;
   constexpr int V = Vec<E>::V;
   const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank;
@@ -732,7 +744,7 @@ __device__ __forceinline__ typename E::A group_sum_one(const acxk_peer_args_t &a
 }
 
 template <typename E, int OP>
-__global__ void __launch_bounds__(kThreads) two_shot_grouped(acxk_peer_args_t a) {
+__global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
   using S = typename E::S;
   using A = typename E::A;
   constexpr int V = Vec<E>::V;

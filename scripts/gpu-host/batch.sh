@@ -7,7 +7,9 @@
 # once with their own OUT. Steps for every visible GPU (issue 18): stests sres srb sbench sbig smn.
 # Issue 17 (acx's own all-reduce, ACX_COLL_PEER): peer peermps; issue 16's large sizes through it: mpsbig.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
-S=/tmp/acx-clean; B=$S/build-gpu
+# ACX_GPU_BUILD: another build of the same tree for the steps after build (e.g. pass-pergpu.sh's
+# occ part, configured with other CMake options); the build step always makes $S/build-gpu.
+S=/tmp/acx-clean; B=${ACX_GPU_BUILD:-$S/build-gpu}
 export PATH="/usr/local/cuda/bin:$PATH"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 ACX_EXECUTOR_PATH=$B/tools/acx-executor
 if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then NG=$(tr , '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .); else NG=$(nvidia-smi -L | grep -c '^GPU'); fi
@@ -32,6 +34,7 @@ mps_off() { echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY C
 for step in "$@"; do
   case "$step" in
     build) el build
+      B=$S/build-gpu ACX_EXECUTOR_PATH=$S/build-gpu/tools/acx-executor
       rm -rf $S && mkdir -p $S && tar -xf .gpu/src.tar -C $S
       for f in .gpu/debs/*.deb; do dpkg -x "$f" / ; done; ldconfig
       cmake -S $S -B $B -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >$OUT/cfg.txt 2>&1 || { tail -30 $OUT/cfg.txt; exit 1; }
