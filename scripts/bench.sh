@@ -47,7 +47,7 @@ if acx_have_gpu; then
       export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-bench-mps.$$/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-bench-mps.$$/log
       mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
       nvidia-cuda-mps-control -d
-      trap 'echo quit | nvidia-cuda-mps-control; rm -rf /tmp/acx-bench-mps.$$' EXIT
+      trap 'echo quit | timeout 30 nvidia-cuda-mps-control; rm -rf /tmp/acx-bench-mps.$$' EXIT
       echo "== MPS: started a control daemon for this run ($CUDA_MPS_PIPE_DIRECTORY; quit at the end)"
     else
       echo "== no MPS here (nvidia-cuda-mps-control not on PATH): the ranks of a GPU time-slice it" >&2

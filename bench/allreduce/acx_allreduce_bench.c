@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "acx/coll.h"
+#include "acx/config.h"
 #include "acx/device.h"
 #include "acx/world.h"
 #include "acx_build_config.h"
@@ -916,8 +917,8 @@ static int per_gpu_groups(bench_t *b, int all_gpu) {
   } else {
     int local_size = 1;
     acx_world_local_size(b->world, &local_size);
-    const char *g = getenv("ACX_COLL_HIER_GROUP");
-    long want = g && *g ? strtol(g, NULL, 10) : 0;
+    int64_t want = 0; /* acx's own reading of it (a bad value: the default, with acx's warning) */
+    acx_param_get_int("ACX_COLL_HIER_GROUP", &want);
     int block = want > 0 && want < local_size ? (int)want : local_size;
     leader = b->local_rank % block == 0;
     int start = b->local_rank / block * block;
