@@ -86,12 +86,18 @@ typedef struct cstats {
   int cpu0;
 } cstats_t;
 
-/* An operation of a private-stream communicator in flight: its completion waits for ev. */
+/* An operation in flight whose completion waits for ev (see "private streams" and "replies"). */
 typedef struct pend {
   acxi_cmd_t cmd;
   cudaEvent_t ev;
   int64_t deadline_ns;
 } pend_t;
+
+/* A FIFO of them. */
+typedef struct pring {
+  pend_t *v;
+  size_t head, count, cap;
+} pring_t;
 
 typedef struct ncomm {
   uint64_t id;
@@ -127,8 +133,12 @@ typedef struct ncomm {
    * engine stream named by the command (ordered there after the buffers' earlier users); pv holds
    * the operations in flight, a FIFO. */
   cudaStream_t ps;
-  pend_t *pv;
-  size_t phead, pcount, pcap;
+  pring_t pq;
+  /* The other communicators' operations in flight that want a reply (see "replies"), and events
+   * for both FIFOs to reuse. */
+  pring_t rq;
+  cudaEvent_t *evs;
+  size_t nevs, evcap;
   int destroy_pending; /* a DESTROY (in init_cmd) waits for the operations in flight to leave */
   /* Kernel copies (see there): the stream of the last copy launched, captured graphs waiting for
    * the copies launched before them to finish, and a DESTROY (in init_cmd) waiting for those. */
@@ -190,8 +200,63 @@ static void capture_abandon(ncomm_t *c);
 static void stats_log(const ncomm_t *c);
 
 static void sjob_abandon(ncomm_t *c);
+static void replies_drop(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c);
 
-static void comm_remove(ext_t *x, ncomm_t *c) {
+static int pring_push(pring_t *r, const pend_t *p) {
+  if (r->count == r->cap) {
+    size_t cap = r->cap ? 2 * r->cap : 16;
+    pend_t *n = malloc(cap * sizeof *n);
+    if (!n) return -1;
+    for (size_t i = 0; i < r->count; i++) n[i] = r->v[(r->head + i) % r->cap];
+    free(r->v);
+    r->v = n;
+    r->cap = cap;
+    r->head = 0;
+  }
+  r->v[(r->head + r->count) % r->cap] = *p;
+  r->count++;
+  return 0;
+}
+
+static pend_t pring_pop(pring_t *r) {
+  pend_t p = r->v[r->head];
+  r->head = (r->head + 1) % r->cap;
+  r->count--;
+  return p;
+}
+
+static void pring_free(pring_t *r) {
+  for (size_t i = 0; i < r->count; i++) (void)cudaEventDestroy(r->v[(r->head + i) % r->cap].ev);
+  free(r->v);
+  *r = (pring_t){0};
+}
+
+static cudaError_t ev_get(ncomm_t *c, cudaEvent_t *ev) {
+  if (c->nevs) {
+    *ev = c->evs[--c->nevs];
+    return cudaSuccess;
+  }
+  return cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+}
+
+/* An event whose query succeeded, kept for the next operation. */
+static void ev_put(ncomm_t *c, cudaEvent_t ev) {
+  if (c->nevs == c->evcap) {
+    size_t cap = c->evcap ? 2 * c->evcap : 16;
+    cudaEvent_t *n = realloc(c->evs, cap * sizeof *n);
+    if (!n) {
+      (void)cudaEventDestroy(ev);
+      return;
+    }
+    c->evs = n;
+    c->evcap = cap;
+  }
+  c->evs[c->nevs++] = ev;
+}
+
+/* Every reply still owed is posted first (see "replies"). */
+static void comm_remove(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c) {
+  replies_drop(e, api, c);
   stats_log(c);
   sjob_abandon(c);
   capture_abandon(c);
@@ -199,8 +264,10 @@ static void comm_remove(ext_t *x, ncomm_t *c) {
   grave_free(c);
   if (c->cs) (void)cudaStreamDestroy(c->cs);
   if (c->chain_ev) (void)cudaEventDestroy(c->chain_ev);
-  for (size_t i = 0; i < c->pcount; i++) (void)cudaEventDestroy(c->pv[(c->phead + i) % c->pcap].ev);
-  free(c->pv);
+  pring_free(&c->pq);
+  pring_free(&c->rq);
+  for (size_t i = 0; i < c->nevs; i++) (void)cudaEventDestroy(c->evs[i]);
+  free(c->evs);
   if (c->ps) (void)cudaStreamDestroy(c->ps);
   for (int i = 0; i < x->n; i++)
     if (x->v[i] == c) {
@@ -997,14 +1064,99 @@ static void reorder(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, 
   }
 }
 
-/* A collective is in its stream now. A fire-and-forget one gets no completion record: its
- * success is never posted anyway, a failure on the GPU surfaces on the next operation that is
- * waited for (one with a future, a FENCE) or as the communicator's asynchronous error, and
- * tracking each one would cost an event record and event queries per operation -- executor time
- * that back-to-back small collectives cannot spare. */
-static void complete_op(acxi_engine_t *e, const acxi_engine_api_t *api, const acxi_cmd_t *cmd) {
+/* ------------------------------------------------------------------------------------------ */
+/* replies                                                                                    */
+/*
+ * Why: a kernel can leave without having done its work. ncclCommAbort ends the kernels of the
+ * communicator it aborts, and they leave with whatever their buffers hold (garbage: partial sums,
+ * NCCL's LL lines). The engine's completion (complete_after) posts success once the stream has
+ * passed the operation, whatever became of the communicator. The rank fails its waiting
+ * operations before it asks for an abort, but the executor also aborts on its own (an operation
+ * that NCCL or the validation here refused, a point-to-point deadline, a destroy or finalize
+ * deadline, the grace period after an asynchronous error), and the operations in flight before
+ * such an abort reported success with garbage in their buffers. So an operation that wants a
+ * reply gets an event of its own, after it in its stream; the events are polled in order (the
+ * communicator's operations are ordered across streams: chain), and an operation whose
+ * communicator had failed when its completion was seen reports the communicator's failure. The
+ * engine still gets a completion without reply after the operation, so that it records the
+ * operation's buffer accesses before it and counts it in flight.
+ *
+ * A fire-and-forget collective gets no completion record: its success is never posted anyway, a
+ * failure on the GPU surfaces on the next operation that is waited for (one with a future, a FENCE)
+ * or as the communicator's asynchronous error, and tracking each one would cost an event record
+ * and event queries per operation -- executor time that back-to-back small collectives cannot
+ * spare.
+ */
+static void complete_op(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const acxi_cmd_t *cmd) {
   if (cmd->flags & ACXI_CMD_FLAG_NO_REPLY) return;
-  api->complete_after(e, cmd->stream, cmd);
+  cudaEvent_t ev = NULL;
+  cudaError_t err = ev_get(c, &ev);
+  if (err == cudaSuccess) err = cudaEventRecord(ev, (cudaStream_t)api->stream(e, cmd->stream));
+  pend_t p = {.cmd = *cmd, .ev = ev};
+  if (err != cudaSuccess || pring_push(&c->rq, &p) != 0) {
+    /* The engine's own completion then: success once the stream has passed it. */
+    ACX_WARN(COLL, "communicator %" PRIu64 ": cannot track request %" PRIu64 "'s completion (%s); it completes with "
+             "its stream", c->id, cmd->req_id, err != cudaSuccess ? cudaGetErrorString(err) : "out of host memory");
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    if (ev) (void)cudaEventDestroy(ev);
+    api->complete_after(e, cmd->stream, cmd);
+    return;
+  }
+  acxi_cmd_t shadow = *cmd;
+  shadow.flags |= ACXI_CMD_FLAG_NO_REPLY;
+  api->complete_after(e, cmd->stream, &shadow);
+}
+
+static void reply(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, const pend_t *pd, cudaError_t err) {
+  acx_status_t st = ACX_OK;
+  int code = 0;
+  if (err != cudaSuccess) {
+    /* A sticky error: the engine's completion of the shadow reports the lost device too. */
+    ACX_WARN(COLL, "communicator %" PRIu64 ": request %" PRIu64 " (op %#x) failed on the GPU: %s (%d)", c->id,
+             pd->cmd.req_id, pd->cmd.op, cudaGetErrorString(err), (int)err);
+    st = ACX_ERR_DEVICE;
+    code = (int)err;
+  } else if (c->state == C_FAILED) {
+    st = c->fail_status;
+    code = c->fail_code;
+    ACX_INFO(COLL, "communicator %" PRIu64 ": request %" PRIu64 " (op %#x) left its stream after the communicator "
+             "failed: reported %s, not success", c->id, pd->cmd.req_id, pd->cmd.op, acx_status_name(st));
+  }
+  finish(e, api, &pd->cmd, st, code, 0, 0);
+}
+
+/* Posts the replies whose operations have left their streams, in order. Returns nonzero while any
+ * is owed, so that the executor loop keeps polling. */
+static int replies_poll(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c) {
+  int n = 0;
+  while (c->rq.count) {
+    cudaError_t err = cudaEventQuery(c->rq.v[c->rq.head].ev);
+    if (err == cudaErrorNotReady) return n + 1;
+    pend_t pd = pring_pop(&c->rq);
+    if (err == cudaSuccess) {
+      ev_put(c, pd.ev);
+    } else {
+      (void)cudaGetLastError();
+      (void)cudaEventDestroy(pd.ev);
+    }
+    reply(e, api, c, &pd, err);
+    n++;
+  }
+  return n;
+}
+
+/* The communicator goes: the replies still owed are posted now, those whose operations have not
+ * left their streams as failed (the communicator's failure, else ACX_ERR_CANCELLED). */
+static void replies_drop(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c) {
+  (void)replies_poll(e, api, c);
+  while (c->rq.count) {
+    pend_t pd = pring_pop(&c->rq);
+    (void)cudaEventDestroy(pd.ev);
+    acx_status_t st = c->state == C_FAILED ? c->fail_status : ACX_ERR_CANCELLED;
+    ACX_WARN(COLL, "communicator %" PRIu64 " goes while request %" PRIu64 " (op %#x) is still in its stream: "
+             "reported %s", c->id, pd.cmd.req_id, pd.cmd.op, acx_status_name(st));
+    finish(e, api, &pd.cmd, st, c->state == C_FAILED ? c->fail_code : 0, 0, 0);
+  }
 }
 
 /* Makes stream s (index idx) wait for the communicator's previous collective when that one went
@@ -1044,20 +1196,9 @@ static void private_track(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_
   cudaEvent_t ev = NULL;
   cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
   if (err == cudaSuccess) err = cudaEventRecord(ev, c->ps);
-  int grown = 1;
-  if (err == cudaSuccess && c->pcount == c->pcap) {
-    size_t cap = c->pcap ? 2 * c->pcap : 16;
-    pend_t *n = malloc(cap * sizeof *n);
-    if (!n) {
-      grown = 0;
-    } else {
-      for (size_t i = 0; i < c->pcount; i++) n[i] = c->pv[(c->phead + i) % c->pcap];
-      free(c->pv);
-      c->pv = n;
-      c->pcap = cap;
-      c->phead = 0;
-    }
-  }
+  int64_t ms = (int64_t)cmd->arg[4];
+  pend_t p = {.cmd = *cmd, .ev = ev, .deadline_ns = acxi_now_ns() + (ms > 0 ? ms * 1000000 : c->timeout_ns)};
+  int grown = err == cudaSuccess && pring_push(&c->pq, &p) == 0;
   if (err != cudaSuccess || !grown) {
     acx_status_t st = err != cudaSuccess ? ACX_ERR_DEVICE : ACX_ERR_NO_MEMORY;
     ACX_WARN(COLL, "communicator %" PRIu64 ": tracking an operation of its private stream: %s", c->id,
@@ -1068,10 +1209,6 @@ static void private_track(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_
     finish(e, api, cmd, st, (int)err, 0, 0);
     return;
   }
-  int64_t ms = (int64_t)cmd->arg[4];
-  c->pv[(c->phead + c->pcount) % c->pcap] =
-      (pend_t){.cmd = *cmd, .ev = ev, .deadline_ns = acxi_now_ns() + (ms > 0 ? ms * 1000000 : c->timeout_ns)};
-  c->pcount++;
 }
 
 /* Completions of the private stream, in order; the first operation past its deadline aborts the
@@ -1079,8 +1216,8 @@ static void private_track(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_
  * executor loop keeps polling. */
 static int private_poll(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, int64_t now) {
   int n = 0;
-  while (c->pcount) {
-    pend_t *pd = &c->pv[c->phead];
+  while (c->pq.count) {
+    pend_t *pd = &c->pq.v[c->pq.head];
     cudaError_t err = cudaEventQuery(pd->ev);
     if (err == cudaErrorNotReady && c->state == C_FAILED) {
       /* Aborted: its kernel is leaving. One that outstays the grace period is reported anyway. */
@@ -1104,10 +1241,8 @@ static int private_poll(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t 
                cudaGetErrorString(err), (int)err);
       st = ACX_ERR_DEVICE;
     }
-    acxi_cmd_t done = pd->cmd;
     (void)cudaEventDestroy(pd->ev);
-    c->phead = (c->phead + 1) % c->pcap;
-    c->pcount--;
+    acxi_cmd_t done = pring_pop(&c->pq).cmd;
     finish(e, api, &done, st, st == ACX_OK ? 0 : err != cudaSuccess ? (int)err : c->fail_code, 0, 0);
     n++;
   }
@@ -1243,7 +1378,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
         if (err == cudaSuccess) {
           c->st.launch_ns += acxi_now_ns() - t1;
           c->st.replays++;
-          complete_op(e, api, cmd);
+          complete_op(e, api, c, cmd);
           c->st.replay_ns += acxi_now_ns() - t0;
           return;
         }
@@ -1259,7 +1394,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
         r = nccl_call(c, &p, c->cs);
         if (r == ncclSuccess) {
           if (capture_finish(c, s)) {
-            complete_op(e, api, cmd);
+            complete_op(e, api, c, cmd);
             return;
           }
           c->st.eager++; /* nothing was launched: directly, then */
@@ -1278,7 +1413,7 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
     return;
   }
   if (r == ncclSuccess) {
-    complete_op(e, api, cmd);
+    complete_op(e, api, c, cmd);
     return;
   }
   if (r == ncclInProgress) {
@@ -1352,7 +1487,7 @@ static void finalize_start(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t
 
 static void start_destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c,
                           const acxi_cmd_t *cmd) {
-  if (c->pcount) {
+  if (c->pq.count) {
     /* Removed once they have left (progress_one), so their completions are still posted. */
     comm_fail(e, api, c, ACX_ERR_CANCELLED, 0, 1, "destroyed with point-to-point operations in flight");
     c->destroy_pending = 1;
@@ -1362,7 +1497,7 @@ static void start_destroy(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
   if (c->state == C_FAILED || !c->comm) {
     do_abort(c, "destroy of a failed communicator");
     finish(e, api, cmd, ACX_OK, 0, 0, 0);
-    comm_remove(x, c);
+    comm_remove(e, api, x, c);
     return;
   }
   graphs_clear(c); /* they hold NCCL plans of this communicator */
@@ -1393,7 +1528,7 @@ static void finalize_start(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t
     free(j);
     do_abort(c, "no thread for the finalize");
     finish(e, api, &c->init_cmd, ACX_ERR_SYSTEM, 0, 0, 0);
-    comm_remove(x, c);
+    comm_remove(e, api, x, c);
     return;
   }
   ncclResult_t r = ncclCommFinalize(c->comm);
@@ -1401,7 +1536,7 @@ static void finalize_start(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t
     NCCL_WARN(c, "ncclCommFinalize", r);
     do_abort(c, "finalize failed");
     finish(e, api, &c->init_cmd, ACX_ERR_NCCL, (int)r, 0, 0);
-    comm_remove(x, c);
+    comm_remove(e, api, x, c);
   }
 }
 
@@ -1410,7 +1545,8 @@ static void execute(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, nc
   switch (cmd->op) {
   case ACXC_OP_FENCE:
     if (c->ps) private_track(e, api, c, cmd); /* after what the private stream holds */
-    else api->complete_after(e, cmd->stream, cmd);
+    else if (cmd->flags & ACXI_CMD_FLAG_NO_REPLY) api->complete_after(e, cmd->stream, cmd);
+    else complete_op(e, api, c, cmd); /* fails if the communicator has failed before it is seen */
     break;
   case ACXC_OP_DESTROY:
     start_destroy(e, api, x, c, cmd);
@@ -1644,11 +1780,12 @@ static ncclResult_t comm_state(ncomm_t *c) {
 }
 
 static int progress_one(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c, int64_t now) {
-  int busy = c->pcount ? private_poll(e, api, c, now) : 0;
+  int busy = c->pq.count ? private_poll(e, api, c, now) : 0;
+  if (c->rq.count) busy += replies_poll(e, api, c);
   if (c->destroy_pending) {
-    if (c->pcount) return busy;
+    if (c->pq.count) return busy;
     finish(e, api, &c->init_cmd, ACX_OK, 0, 0, 0);
-    comm_remove(x, c);
+    comm_remove(e, api, x, c);
     return busy + 1;
   }
   return busy + progress_state(e, api, x, c, now);
@@ -1707,7 +1844,7 @@ static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
     }
     /* Now the work is in the stream: record the accesses and the completion after it. */
     reorder(e, api, c, &c->issuing);
-    complete_op(e, api, &c->issuing);
+    complete_op(e, api, c, &c->issuing);
     return 1 + drain(e, api, x, c);
   }
   case C_FINALIZING: {
@@ -1722,7 +1859,7 @@ static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
                c->id);
       do_abort(c, "destroy deadline");
       finish(e, api, &c->init_cmd, ACX_ERR_COLL_TIMEOUT, 0, 0, 0);
-      comm_remove(x, c);
+      comm_remove(e, api, x, c);
       return 1;
     }
     if (c->blocking) {
@@ -1737,7 +1874,7 @@ static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
       acx_status_t res = r == ncclSuccess ? ACX_OK : r == ncclInProgress ? ACX_ERR_COLL_TIMEOUT : ACX_ERR_NCCL;
       finish(e, api, &c->init_cmd, res, res == ACX_ERR_NCCL ? (int)r : 0, 0, 0);
       if (res == ACX_OK) ACX_INFO(COLL, "communicator %" PRIu64 " destroyed", c->id);
-      comm_remove(x, c);
+      comm_remove(e, api, x, c);
       return 1;
     }
     ncclResult_t st = comm_state(c);
@@ -1746,7 +1883,7 @@ static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
       ACX_WARN(COLL, "communicator %" PRIu64 ": ncclCommFinalize did not finish in time; aborting", c->id);
       do_abort(c, "finalize deadline");
       finish(e, api, &c->init_cmd, ACX_ERR_COLL_TIMEOUT, 0, 0, 0);
-      comm_remove(x, c);
+      comm_remove(e, api, x, c);
       return 1;
     }
     acx_status_t res = ACX_OK;
@@ -1764,7 +1901,7 @@ static int progress_state(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t 
     }
     finish(e, api, &c->init_cmd, res, res == ACX_OK ? 0 : (int)st, 0, 0);
     ACX_INFO(COLL, "communicator %" PRIu64 " destroyed", c->id);
-    comm_remove(x, c);
+    comm_remove(e, api, x, c);
     return 1;
   }
   case C_READY:
@@ -1834,7 +1971,7 @@ static void nccl_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
   while (x->n) {
     ncomm_t *c = x->v[x->n - 1];
     comm_fail(e, api, c, ACX_ERR_CANCELLED, 0, 1, "the executor is shutting down");
-    comm_remove(x, c);
+    comm_remove(e, api, x, c);
   }
   free(x->v);
   free(x);

@@ -12,7 +12,10 @@
  * own all-reduce must be on, by ACX_COLL_PEER=1 or by the default on GPUs, and take exactly the
  * all-reduces that fit its slot), --peer-auto (ACX_COLL_PEER at its default: the own path on exactly
  * where auto takes it, then as --peer). Under scripts/sim-cluster
- * (tests/multinode) the same suite runs across simulated nodes and checks the node layout. */
+ * (tests/multinode) the same suite runs across simulated nodes and checks the node layout.
+ * --exec-abort (cuda, 2 ranks): rank 0's executor aborts the NCCL communicator while an all-reduce
+ * that rank 1 never joins is in its stream; the all-reduce must report the abort's cause, not
+ * success (the aborted kernel leaves with garbage). */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <signal.h>
@@ -30,6 +33,8 @@
 #include "bench_util.h"
 #include "collectives/coll_internal.h"
 #include "runtime/base/clock.h"
+#include "runtime/device/device_internal.h"
+#include "runtime/proto/coll_ops.h"
 
 #define T_LONG 30000000000LL
 
@@ -413,6 +418,59 @@ static void run_watchdog(void) {
   acx_buffer_release(b);
 }
 
+/* ---- cuda: the executor aborts the communicator under an operation in flight ---- */
+/* The executor aborts a communicator on its own in several cases (an operation that NCCL or its
+ * validation refused, a point-to-point deadline, a destroy's deadline, the grace period after an
+ * asynchronous error); ncclCommAbort ends the kernels in flight, which leave with whatever their
+ * buffers hold. Those operations must report the abort's cause, not success. The commands go to
+ * the executor directly, past the coll, so that the rank's watchdog (which would fail a tracked
+ * operation first) sees nothing: what is checked is the executor's own reply. */
+static acx_status_t raw_submit(acxi_cmd_t *cmd, acx_buffer_t *b, acx_future_t **f) {
+  acxi_bufarg_t ba[1] = {{b, "buf"}};
+  return acxi_device_submit(coll->dev, cmd, b ? ba : NULL, b ? 1 : 0, 0, -1, acxi_deadline(T_LONG), f);
+}
+
+static void run_exec_abort(void) {
+  acx_buffer_t *b = alloc(4, ACX_DTYPE_F32);
+  float v[4] = {1, 2, 3, 4};
+  put(b, 0, v, 4, ACX_DTYPE_F32);
+  MPI_Comm wc;
+  acx_world_comm(world, &wc);
+  /* One all-reduce together first: NCCL connects its peers on a communicator's first operation,
+   * and a blocking communicator's first call would wait there for rank 1. */
+  ACX_ASSERT_STATUS(acx_allreduce_sync(coll, b, b, 4, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, -1), ACX_OK);
+  MPI_Barrier(wc);
+  const acx_status_t cause = ACX_ERR_WORLD_REBUILDING;
+  if (rank == 0) {
+    acxi_cmd_t op = {.op = ACXC_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = 4, .buf = {b->id, b->id},
+                     .arg = {coll->comm_id, ACX_REDOP_SUM, (uint64_t)(int64_t)-1}};
+    acxi_cmd_t ab = {.op = ACXC_OP_ABORT, .arg = {coll->comm_id, (uint64_t)cause}};
+    acx_future_t *f = NULL, *fa = NULL;
+    ACX_ASSERT_STATUS(raw_submit(&op, b, &f), ACX_OK);
+    ACX_ASSERT_STATUS(raw_submit(&ab, NULL, &fa), ACX_OK);
+    ACX_ASSERT_STATUS(acx_future_wait(fa, T_LONG, NULL, 0, NULL), ACX_OK);
+    acx_future_release(fa);
+    int64_t t0 = acxi_now_ns();
+    acx_status_t st = acx_future_wait(f, T_LONG, NULL, 0, NULL);
+    acx_future_release(f);
+    printf("rank 0: the all-reduce in flight when its communicator was aborted returned %s after %lld ms\n",
+           acx_status_name(st), (long long)((acxi_now_ns() - t0) / 1000000));
+    ACX_ASSERT_STATUS(st, cause);
+  }
+  MPI_Barrier(wc);
+  if (rank != 0) {
+    /* Rank 1's communicator is whole but its peer's is gone: aborted too, so that both destroys
+     * are immediate. */
+    acxi_cmd_t ab = {.op = ACXC_OP_ABORT, .arg = {coll->comm_id, (uint64_t)cause}};
+    acx_future_t *fa = NULL;
+    ACX_ASSERT_STATUS(raw_submit(&ab, NULL, &fa), ACX_OK);
+    ACX_ASSERT_STATUS(acx_future_wait(fa, T_LONG, NULL, 0, NULL), ACX_OK);
+    acx_future_release(fa);
+  }
+  MPI_Barrier(wc);
+  acx_buffer_release(b);
+}
+
 /* ---- a killed executor: buffers of the old generation are stale ---- */
 static void run_stale(void) {
   acx_buffer_t *old = alloc(8, ACX_DTYPE_F32);
@@ -609,12 +667,13 @@ static int run_suite(void) {
 }
 
 int main(int argc, char **argv) {
-  int provided = 0, watchdog = 0, stale = 0, kill_after = -1;
+  int provided = 0, watchdog = 0, stale = 0, exec_abort = 0, kill_after = -1;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--inline")) inline_mode = 1;
     else if (!strcmp(argv[i], "--watchdog")) watchdog = 1;
     else if (!strcmp(argv[i], "--stale")) stale = 1;
+    else if (!strcmp(argv[i], "--exec-abort")) exec_abort = 1, use_cuda = 1;
     else if (!strcmp(argv[i], "--cuda")) use_cuda = 1;
     else if (!strcmp(argv[i], "--hier")) hier = 1;
     else if (!strcmp(argv[i], "--peer")) peer = 1;
@@ -709,15 +768,20 @@ int main(int argc, char **argv) {
     fflush(stdout);
     _exit(rc);
   }
-  if (watchdog || stale) {
+  if (exec_abort && (nranks != 2 || hier || acxc_peer_on(coll))) {
+    fprintf(stderr, "rank %d: --exec-abort wants 2 ranks on NCCL's path (a GPU each, ACX_COLL_PEER=0)\n", rank);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  if (watchdog || stale || exec_abort) {
     static const acx_test_case_t wcases[] = {{"watchdog", run_watchdog}, ACX_TEST_END};
     static const acx_test_case_t scases[] = {{"stale_buffer", run_stale}, ACX_TEST_END};
-    rc = acx_test_run("coll", watchdog ? wcases : scases, NULL, NULL);
+    static const acx_test_case_t acases[] = {{"exec_abort", run_exec_abort}, ACX_TEST_END};
+    rc = acx_test_run("coll", watchdog ? wcases : stale ? scases : acases, NULL, NULL);
   } else {
     rc = run_suite();
   }
   st = acx_coll_destroy(coll, T_LONG);
-  if (!watchdog && st != ACX_OK) {
+  if (!watchdog && !exec_abort && st != ACX_OK) {
     fprintf(stderr, "rank %d: acx_coll_destroy: %s\n", rank, acx_status_str(st));
     rc = 1;
   }
