@@ -29,5 +29,8 @@ char *acx_test_log_end(void);
 #define ACX_TEST_END {NULL, NULL}
 /* Asserts a status equals the expected one, printing both names on failure. */
 #define ACX_ASSERT_STATUS(call, expected) CU_ASSERT_EQUAL_FATAL(acx_test_status_check((call), (expected), #call, __FILE__, __LINE__), 1)
+/* The same, not fatal: for checks after which the ranks of an MPI test must stay in step (a fatal
+ * assertion sends one rank on to the next test while the others wait in this one's MPI calls). */
+#define ACX_CHECK_STATUS(call, expected) CU_ASSERT_EQUAL(acx_test_status_check((call), (expected), #call, __FILE__, __LINE__), 1)
 int acx_test_status_check(int got, int expected, const char *expr, const char *file, int line);
 #endif

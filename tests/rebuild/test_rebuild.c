@@ -181,7 +181,8 @@ static void test_rebuild_after_kill(void) {
       fprintf(stderr, "rank %d: the all-reduce rank 1 never joined returned %s; its first values (read: %s): %g %g %g %g\n",
               rank, acx_status_name(st), acx_status_name(rs), got[0], got[1], got[2], got[3]);
     }
-    ACX_ASSERT_STATUS(st, ACX_ERR_WORLD_REBUILDING);
+    /* Not fatal: the rebuild goes on on every rank, and the ranks must stay in step for the rest. */
+    ACX_CHECK_STATUS(st, ACX_ERR_WORLD_REBUILDING);
     CU_ASSERT(ACX_IS_RETRYABLE(st));
     acx_buffer_release(pend);
   }
@@ -320,7 +321,7 @@ static void test_transport_error_under_supervision(void) {
     acxc_coll_break(coll, ACX_ERR_NCCL, 1, "test: the transport saw a peer's connection close");
     acx_status_t st = acx_future_wait(f, T_LONG, NULL, 0, NULL);
     acx_future_release(f);
-    ACX_ASSERT_STATUS(st, ACX_ERR_WORLD_REBUILDING);
+    ACX_CHECK_STATUS(st, ACX_ERR_WORLD_REBUILDING); /* not fatal: the ranks stay in step */
     /* New operations too, until the rebuild is done (or already done: the world moved on). */
     st = acx_coll_state(coll);
     CU_ASSERT(st == ACX_ERR_WORLD_REBUILDING || st == ACX_OK);
