@@ -898,6 +898,7 @@ static void coll_free(acx_coll_t *c) {
   pthread_mutex_destroy(&c->submit_lock);
   pthread_mutex_destroy(&c->track_lock);
   pthread_mutex_destroy(&c->attempt_lock);
+  pthread_mutex_destroy(&c->reg_lock);
   free(c->tv);
   free(c->gents);
   free(c->gdesc);
@@ -942,6 +943,7 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   pthread_mutexattr_destroy(&ma);
   pthread_mutex_init(&c->track_lock, NULL);
   pthread_mutex_init(&c->attempt_lock, NULL);
+  pthread_mutex_init(&c->reg_lock, NULL);
   atomic_init(&c->broken, ACX_OK);
   atomic_init(&c->supervised, 0);
   c->gents = malloc(ACXC_GROUP_MAX * sizeof *c->gents);
@@ -1026,6 +1028,7 @@ acx_status_t acx_coll_destroy(acx_coll_t *c, int64_t timeout_ns) {
   int64_t budget = timeout_ns >= 0 ? timeout_ns : c->timeout_ns;
   acx_status_t st = broken(c) == ACX_OK ? acx_coll_synchronize(c, budget) : broken(c);
   atomic_store_explicit(&c->closing, 1, memory_order_release);
+  acxc_coll_regs_destroy(c, budget);
   acxc_coll_actor_stop(c);
   if (broken(c) != ACX_OK) acxc_peer_abort(c, broken(c));
   if (!c->host) acxc_peer_destroy(c, budget);

@@ -93,12 +93,48 @@ struct acx_coll {
   acxc_mpi_t *mpi; /* worker path */
   acxc_hier_t *hier; /* hierarchical: groups, staging, the leaders' communicator (replaced by a rebuild) */
   acxc_peer_t *peer; /* the own all-reduce's set (peer_coll.c; NULL: never wanted); made anew by a rebuild */
+  /* Registered buffers (coll_reg.c), newest first, and the next registration's number. */
+  pthread_mutex_t reg_lock;
+  struct acxc_reg *regs;
+  int reg_next;
 };
 
 /* The world is being rebuilt: remote access's NCCL channels are aborted (their transfers fail at
  * once, with ACX_ERR_WORLD_REBUILDING) and replaced on their next use. No-op without
  * acx_remote_start. Any thread but the control plane's progress thread. */
 void acxc_remote_retire(acx_world_t *world);
+
+/* ---- registered buffers (coll_reg.c; issue 16's mapped path, docs/collectives.md) ----
+ * A shareable buffer (ACX_MEM_SHAREABLE) registered with a coll is mapped by the executors of the
+ * ranks that share this rank's GPU (the own all-reduce's groups: acxc_peer_group), so that the
+ * two-shot with groups can read their inputs and store their outputs in place. Registration and
+ * deregistration are collective over the coll: every rank calls them, the same number of times in
+ * the same order (like MPI_Win_create / MPI_Win_free), each rank with its own buffer; a rank's
+ * failure fails the call on every rank (the others with ACX_ERR_PEER_LOST). While registered the
+ * buffer cannot be freed (acx_buffer_free: ACX_ERR_INVALID_STATE) and is held; deregistration
+ * closes this rank's mappings and agrees with every rank before it lets the buffer go, so that no
+ * executor maps memory that its owner has freed (CUDA IPC's rule). A rebuild makes every
+ * registration stale (the own all-reduce's set is made anew): acxc_reg_peer then answers NULL and
+ * the buffer is used as an unregistered one until deregistered and registered again. Not yet public:
+ * the two-shot's kernels do not read through it yet. */
+typedef struct acxc_reg acxc_reg_t;
+acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeout_ns, acxc_reg_t **reg);
+acx_status_t acxc_coll_deregister(acxc_reg_t *reg, int64_t timeout_ns);
+/* World rank `peer`'s buffer of the registration as this rank's executor maps it; NULL where peer
+ * is not of this rank's group (or is this rank), or the registration is stale. */
+acx_buffer_t *acxc_reg_peer(const acxc_reg_t *reg, int peer);
+/* Its number in the coll (the same on every rank), and whether a rebuild has made it stale. */
+int acxc_reg_index(const acxc_reg_t *reg);
+int acxc_reg_stale(const acxc_reg_t *reg);
+/* acx_coll_destroy: the registrations left are closed (collective, as destroy is), with a warning. */
+void acxc_coll_regs_destroy(acx_coll_t *c, int64_t timeout_ns);
+/* The other ranks of this rank's group in the own all-reduce's set, into peers (up to cap); returns
+ * how many (0: no set, or a set without groups) and *set_id the set's id (0: none). */
+int acxc_peer_group(const acx_coll_t *c, int *peers, int cap, uint64_t *set_id);
+/* MPI_Allgather of `bytes` per rank over the world within the deadline; `what` names the exchange
+ * in the log line of a late rank. */
+acx_status_t acxc_coll_allgather(acx_coll_t *c, const void *mine, size_t bytes, void *all, int64_t deadline,
+                                 const char *what);
 
 /* A new executor-side communicator id (per rank process, never 0): colls and remote channels. */
 uint64_t acxc_next_comm_id(void);

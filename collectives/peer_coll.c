@@ -126,7 +126,8 @@ static int big_wanted(const acx_coll_t *c, const char **why) {
 
 /* MPI_Allgather of `bytes` per rank over the world, within the deadline (a late exchange is
  * parked with its memory, which MPI may still write). */
-static acx_status_t allgather(acx_coll_t *c, const void *mine, size_t bytes, void *all, int64_t deadline) {
+acx_status_t acxc_coll_allgather(acx_coll_t *c, const void *mine, size_t bytes, void *all, int64_t deadline,
+                                 const char *what) {
   unsigned char *buf = malloc((size_t)(c->size + 1) * bytes);
   if (!buf) return ACX_ERR_NO_MEMORY;
   memcpy(buf, mine, bytes);
@@ -138,7 +139,7 @@ static acx_status_t allgather(acx_coll_t *c, const void *mine, size_t bytes, voi
   }
   acx_status_t st = acxc_world_wait(req, buf, deadline);
   if (st == ACX_ERR_TIMEOUT)
-    ACX_WARN(COLL, "own all-reduce set-up: a rank did not take part in the exchange of the areas in time");
+    ACX_WARN(COLL, "%s: a rank did not take part in the exchange in time", what);
   if (st != ACX_OK) return st; /* buf is parked */
   memcpy(all, buf + bytes, (size_t)c->size * bytes);
   free(buf);
@@ -213,7 +214,7 @@ static acx_status_t make_groups(acx_coll_t *c, acxc_peer_t *p, int64_t deadline)
   memset(&p->grp, 0, sizeof p->grp);
   if (!p->big_bytes) return ACX_OK;
   int32_t me = big_color(c, p), color[ACXP_MAX_RANKS];
-  acx_status_t st = allgather(c, &me, sizeof me, color, deadline);
+  acx_status_t st = acxc_coll_allgather(c, &me, sizeof me, color, deadline, "own all-reduce set-up (groups)");
   if (st != ACX_OK) return st;
   int grouped = big_groups(c, color, p);
   if (p->big_auto && acxc_world_gpu_sharers(c->world) > 1 && (!grouped || p->grp.groups != 2)) {
@@ -257,7 +258,7 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   /* Every rank takes part in the exchange, an empty handle where its own steps failed. */
   acxi_ipc_handle_t *all = calloc((size_t)c->size, sizeof *all);
   if (!all) return ACX_ERR_NO_MEMORY;
-  acx_status_t x = allgather(c, &h, sizeof h, all, deadline);
+  acx_status_t x = acxc_coll_allgather(c, &h, sizeof h, all, deadline, "own all-reduce set-up (areas)");
   if (x != ACX_OK) {
     free(all);
     return x;
@@ -473,6 +474,16 @@ int acxc_peer_parts(const acx_coll_t *c, uint64_t *slot_bytes, uint64_t *big_min
 }
 
 int acxc_peer_on(const acx_coll_t *c) { return c->peer && c->peer->id; }
+
+int acxc_peer_group(const acx_coll_t *c, int *peers, int cap, uint64_t *set_id) {
+  const acxc_peer_t *p = c->peer;
+  *set_id = p ? p->id : 0;
+  if (!p || !p->id || !p->grp.groups) return 0;
+  int n = 0;
+  for (int q = 0; q < c->size; q++)
+    if (q != c->rank && p->grp.grp[q] == p->grp.grp[c->rank] && n < cap) peers[n++] = q;
+  return n;
+}
 
 acx_status_t acxc_peer_fence(acx_coll_t *c, acx_future_t **f) {
   acxi_cmd_t cmd = {.op = ACXP_OP_FENCE, .arg = {c->peer->id}};

@@ -218,8 +218,13 @@ acx_status_t acx_device_inject_fault(acx_device_t *dev, int sticky, int64_t time
 /* ---- buffers ---- */
 
 typedef enum acx_mem_kind {
-  ACX_MEM_DEVICE = 0, /* stream-ordered device pool */
-  ACX_MEM_MANAGED = 1 /* managed (unified) memory: prefetch/advise apply */
+  ACX_MEM_DEVICE = 0,  /* stream-ordered device pool */
+  ACX_MEM_MANAGED = 1, /* managed (unified) memory: prefetch/advise apply */
+  /* Device memory that the executors of other ranks on the same GPU can map (cuda: cudaMalloc with
+   * a CUDA IPC handle; host kind: a memfd), for registration with a coll where ranks share GPUs
+   * (docs/collectives.md, "Registered buffers"). Allocated and freed synchronously (cudaMalloc,
+   * cudaFree), not from the stream-ordered pool: meant for long-lived buffers. */
+  ACX_MEM_SHAREABLE = 2
 } acx_mem_kind_t;
 
 typedef struct acx_buffer_info {

@@ -148,8 +148,9 @@ static acx_status_t alloc_common(const char *fn, acx_device_t *dev, size_t bytes
     ACX_WARN(BUFFER, "%s: argument 'dtype'=%d is not an acx_dtype_t", fn, (int)dtype);
     return ACX_ERR_BAD_DTYPE;
   }
-  ACX_CHECK_ARG(kind == ACX_MEM_DEVICE || kind == ACX_MEM_MANAGED, "%s: argument 'kind'=%d is not an acx_mem_kind_t",
-                fn, (int)kind);
+  ACX_CHECK_ARG(kind == ACX_MEM_DEVICE || kind == ACX_MEM_MANAGED || kind == ACX_MEM_SHAREABLE,
+                "%s: argument 'kind'=%d is not an acx_mem_kind_t", fn, (int)kind);
+  if (kind == ACX_MEM_SHAREABLE) share = ACXI_SHARE_EXPORT;
   ACX_CHECK_ARG(bytes > 0, "%s: argument 'bytes' is 0", fn);
   if (bytes > (size_t)INT64_MAX) {
     ACX_WARN(BUFFER, "%s: argument 'bytes'=%zu overflows a device size", fn, bytes);
@@ -182,6 +183,7 @@ acx_status_t acxi_buffer_make(acx_device_t *dev, const char *fn, acxi_cmd_t *cmd
   if (!b) return ACX_ERR_NO_MEMORY;
   atomic_init(&b->refs, 1);
   atomic_init(&b->freed, 0);
+  atomic_init(&b->registered, 0);
   b->dev = dev;
   acxi_device_hold(dev);
   b->id = atomic_fetch_add_explicit(&dev->next_buffer_id, 1, memory_order_relaxed); /* unique is enough */
@@ -256,6 +258,12 @@ acx_status_t acx_buffer_alloc_async(acx_device_t *dev, size_t bytes, acx_dtype_t
 acx_status_t acx_buffer_free(acx_buffer_t *buf, int64_t timeout_ns) {
   ACX_CHECK_NULL(buf);
   acx_device_t *dev = buf->dev;
+  int regs = atomic_load_explicit(&buf->registered, memory_order_acquire);
+  if (regs > 0) {
+    ACX_WARN(BUFFER, "acx_buffer_free: argument 'buf' (buffer %" PRIu64 ") is registered with %d coll(s): deregister it "
+             "first (acxc_coll_deregister), since the executors of its GPU's other ranks map it", buf->id, regs);
+    return ACX_ERR_INVALID_STATE;
+  }
   int expected = 0;
   if (!atomic_compare_exchange_strong(&buf->freed, &expected, 1)) {
     ACX_WARN(BUFFER, "acx_buffer_free: argument 'buf' (buffer %" PRIu64 ") was already freed", buf->id);

@@ -87,6 +87,9 @@ struct acx_buffer {
   int share; /* ACXI_SHARE_* */
   uint64_t generation;
   _Atomic int freed;
+  /* Registrations with colls that hold it (collectives/coll_reg.c): acx_buffer_free is refused
+   * while any does, so that no group peer's executor maps memory that is gone. */
+  _Atomic int registered;
 };
 
 struct acx_event {
