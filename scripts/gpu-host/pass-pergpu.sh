@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 16's goals on 2 GPUs in one detached pass (written in session 23 for the next device
 # time). PARTS (default "own pergpu l2 occ all") picks the steps, run in this order:
-#   own:    the gpu-mpi test of --per-gpu and the own path's big and default-choice tests;
+#   own:    the gpu-mpi test of --per-gpu, the own path's big and default-choice tests, and session 24's
+#           executor-abort (test_coll --exec-abort) and registration (test_coll_reg) tests;
 #   pergpu: the per-GPU comparison in one run each (acx-allreduce-bench --compare --per-gpu under
 #           MPS at 2 and 4 ranks per GPU, 8 B - 1 GiB, 3 interleaved rounds);
 #   l2:     the same from 16 MiB for each of PG_VARIANTS (default: big slots of 4 and 16 MiB for
@@ -24,7 +25,7 @@ PARTS=${PARTS:-own pergpu l2 occ all}
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi -L > $R/main.txt 2>&1
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
-OWN='per_gpu|peer_big|coll_auto'
+OWN='per_gpu|peer_big|coll_auto|exec_abort|coll_reg'
 has own && OUT=$R/c CTEST_R="$OWN" CTEST_T=400 bash $B ctestr > $R/c.txt 2>&1
 has pergpu && OUT=$R/p bash $B pergpu > $R/p-default.txt 2>&1
 if has l2; then
