@@ -86,6 +86,34 @@ typedef struct cstats {
   int cpu0;
 } cstats_t;
 
+/* A growable FIFO of T, name_t, with name_push (0, or -1 out of host memory) and name_pop. */
+#define FIFO_DEFINE(name, T)                                                                                          \
+  typedef struct name {                                                                                               \
+    T *v;                                                                                                             \
+    size_t head, count, cap;                                                                                          \
+  } name##_t;                                                                                                         \
+  static int name##_push(name##_t *f, const T *e) {                                                                   \
+    if (f->count == f->cap) {                                                                                         \
+      size_t cap = f->cap ? 2 * f->cap : 16;                                                                          \
+      T *n = malloc(cap * sizeof *n);                                                                                 \
+      if (!n) return -1;                                                                                              \
+      for (size_t i = 0; i < f->count; i++) n[i] = f->v[(f->head + i) % f->cap];                                      \
+      free(f->v);                                                                                                     \
+      f->v = n;                                                                                                       \
+      f->cap = cap;                                                                                                   \
+      f->head = 0;                                                                                                    \
+    }                                                                                                                 \
+    f->v[(f->head + f->count) % f->cap] = *e;                                                                         \
+    f->count++;                                                                                                       \
+    return 0;                                                                                                         \
+  }                                                                                                                   \
+  static T name##_pop(name##_t *f) {                                                                                  \
+    T e = f->v[f->head];                                                                                              \
+    f->head = (f->head + 1) % f->cap;                                                                                 \
+    f->count--;                                                                                                       \
+    return e;                                                                                                         \
+  }
+
 /* An operation in flight whose completion waits for ev (see "private streams" and "replies"). */
 typedef struct pend {
   acxi_cmd_t cmd;
@@ -93,11 +121,8 @@ typedef struct pend {
   int64_t deadline_ns;
 } pend_t;
 
-/* A FIFO of them. */
-typedef struct pring {
-  pend_t *v;
-  size_t head, count, cap;
-} pring_t;
+FIFO_DEFINE(cmdq, acxi_cmd_t)
+FIFO_DEFINE(pring, pend_t)
 
 typedef struct ncomm {
   uint64_t id;
@@ -111,9 +136,8 @@ typedef struct ncomm {
   int fail_code;
   int64_t failed_at_ns;
   int64_t next_poll_ns;
-  /* Commands that arrived while NCCL may not be called (C_INIT, C_ISSUING): a FIFO. */
-  acxi_cmd_t *q;
-  size_t qhead, qcount, qcap;
+  /* Commands that arrived while NCCL may not be called (C_INIT, C_ISSUING). */
+  cmdq_t q;
   int64_t timeout_ns;   /* ACX_COLL_TIMEOUT, read once */
   int64_t issued_at_ns; /* C_ISSUING: when the call returned ncclInProgress */
   /* Graph cache (gcap 0: off): capture runs on the private stream cs; `capturing` is the entry
@@ -202,29 +226,6 @@ static void stats_log(const ncomm_t *c);
 static void sjob_abandon(ncomm_t *c);
 static void replies_drop(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c);
 
-static int pring_push(pring_t *r, const pend_t *p) {
-  if (r->count == r->cap) {
-    size_t cap = r->cap ? 2 * r->cap : 16;
-    pend_t *n = malloc(cap * sizeof *n);
-    if (!n) return -1;
-    for (size_t i = 0; i < r->count; i++) n[i] = r->v[(r->head + i) % r->cap];
-    free(r->v);
-    r->v = n;
-    r->cap = cap;
-    r->head = 0;
-  }
-  r->v[(r->head + r->count) % r->cap] = *p;
-  r->count++;
-  return 0;
-}
-
-static pend_t pring_pop(pring_t *r) {
-  pend_t p = r->v[r->head];
-  r->head = (r->head + 1) % r->cap;
-  r->count--;
-  return p;
-}
-
 static void pring_free(pring_t *r) {
   for (size_t i = 0; i < r->count; i++) (void)cudaEventDestroy(r->v[(r->head + i) % r->cap].ev);
   free(r->v);
@@ -274,31 +275,8 @@ static void comm_remove(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x
       x->v[i] = x->v[--x->n];
       break;
     }
-  free(c->q);
+  free(c->q.v);
   free(c);
-}
-
-static int q_push(ncomm_t *c, const acxi_cmd_t *cmd) {
-  if (c->qcount == c->qcap) {
-    size_t cap = c->qcap ? 2 * c->qcap : 64;
-    acxi_cmd_t *n = malloc(cap * sizeof *n);
-    if (!n) return -1;
-    for (size_t i = 0; i < c->qcount; i++) n[i] = c->q[(c->qhead + i) % c->qcap];
-    free(c->q);
-    c->q = n;
-    c->qcap = cap;
-    c->qhead = 0;
-  }
-  c->q[(c->qhead + c->qcount) % c->qcap] = *cmd;
-  c->qcount++;
-  return 0;
-}
-
-static acxi_cmd_t q_pop(ncomm_t *c) {
-  acxi_cmd_t cmd = c->q[c->qhead];
-  c->qhead = (c->qhead + 1) % c->qcap;
-  c->qcount--;
-  return cmd;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -852,7 +830,7 @@ static void comm_fail(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c
                       int abort_now, const char *why) {
   if (c->state != C_FAILED) {
     ACX_WARN(COLL, "communicator %" PRIu64 " (rank %d of %d) fails: %s: %s; %zu queued commands fail with it",
-             c->id, c->rank, c->nranks, why, acx_status_name(st), c->qcount);
+             c->id, c->rank, c->nranks, why, acx_status_name(st), c->q.count);
     cstate_t was = c->state;
     c->state = C_FAILED;
     c->fail_status = st;
@@ -863,8 +841,8 @@ static void comm_fail(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c
       capture_abandon(c);
       finish(e, api, &c->issuing, st, code, 0, 0);
     }
-    while (c->qcount) {
-      acxi_cmd_t q = q_pop(c);
+    while (c->q.count) {
+      acxi_cmd_t q = cmdq_pop(&c->q);
       finish(e, api, &q, st, code, 0, 0);
     }
   }
@@ -1559,8 +1537,8 @@ static void execute(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, nc
 /* Runs queued commands while the communicator is ready. */
 static int drain(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, ncomm_t *c) {
   int n = 0;
-  while (c->state == C_READY && c->qcount) {
-    acxi_cmd_t cmd = q_pop(c);
+  while (c->state == C_READY && c->q.count) {
+    acxi_cmd_t cmd = cmdq_pop(&c->q);
     int last = cmd.op == ACXC_OP_DESTROY;
     execute(e, api, x, c, &cmd);
     n++;
@@ -1758,8 +1736,8 @@ static void nccl_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const ac
     finish(e, api, cmd, ACX_ERR_INVALID_STATE, 0, 0, 0);
     return;
   }
-  if (c->state != C_READY || c->qcount) {
-    if (q_push(c, cmd) != 0) {
+  if (c->state != C_READY || c->q.count) {
+    if (cmdq_push(&c->q, cmd) != 0) {
       ACX_WARN(COLL, "communicator %" PRIu64 ": out of host memory queueing a command", c->id);
       comm_fail(e, api, c, ACX_ERR_NO_MEMORY, 0, 1, "out of memory");
       finish(e, api, cmd, ACX_ERR_NO_MEMORY, 0, 0, 0);
@@ -1952,7 +1930,7 @@ static void nccl_flush(acxi_engine_t *e, const acxi_engine_api_t *api) {
   for (;;) {
     ncomm_t *c = NULL;
     for (int i = 0; i < x->n && !c; i++)
-      if (x->v[i]->state == C_ISSUING || (x->v[i]->state == C_READY && x->v[i]->qcount)) c = x->v[i];
+      if (x->v[i]->state == C_ISSUING || (x->v[i]->state == C_READY && x->v[i]->q.count)) c = x->v[i];
     if (!c) return;
     /* Either may issue again, or take c away (a DESTROY drained): c is found anew above. */
     if (c->state == C_READY) {
