@@ -51,6 +51,15 @@ if has rbdbg; then
     timeout 240 $S/scripts/sim-cluster/run.sh -q -N 2 -r $((NG / 2)) -g $((NG / 2)) --mpirun -x --mpirun ACX_EXECUTOR_PATH \
     --mpirun -x --mpirun ACX_DEBUG --mpirun -x --mpirun ACX_DEBUG_SUBSYS -- $d/test_rebuild --cuda > $R/r/rb-2x.txt 2>&1
   echo "test_rebuild across 2 x $((NG / 2)): rc=$?" >> $R/rbdbg.txt; grep -E "Run Summary|tests  |asserts|never joined" $R/r/rb-2x.txt >> $R/rbdbg.txt
+  # The same with NCCL's cuMem buffers (refcounted across processes: a dead executor's memory stays
+  # while its peers map it), against the hypothesis that the survivors' kernels read the killed
+  # executor's freed (or reused) legacy-IPC pages and completed with garbage (resilience.md).
+  env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 ACX_EXECUTOR_PATH=$BB/tools/acx-executor \
+    ACX_HEARTBEAT_MS=20000 ACX_COLL_TIMEOUT=30000 ACX_REBUILD_TIMEOUT=60000 ACX_REMOTE_TIMEOUT=20000 NCCL_CUMEM_ENABLE=1 \
+    timeout 240 $S/scripts/sim-cluster/run.sh -q -N 2 -r $((NG / 2)) -g $((NG / 2)) --mpirun -x --mpirun ACX_EXECUTOR_PATH \
+    --mpirun -x --mpirun NCCL_CUMEM_ENABLE -- $d/test_rebuild --cuda > $R/r/rb-2x-cumem.txt 2>&1
+  echo "test_rebuild across 2 x $((NG / 2)), NCCL_CUMEM_ENABLE=1: rc=$?" >> $R/rbdbg.txt
+  grep -E "Run Summary|tests  |asserts|never joined|sticky" $R/r/rb-2x-cumem.txt >> $R/rbdbg.txt
 fi
 has pergpu && OUT=$R/p PG_K=${PG_K:-2} bash $B pergpu > $R/pergpu.txt 2>&1
 if has pergpu; then
