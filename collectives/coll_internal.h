@@ -115,8 +115,9 @@ void acxc_remote_retire(acx_world_t *world);
  * closes this rank's mappings and agrees with every rank before it lets the buffer go, so that no
  * executor maps memory that its owner has freed (CUDA IPC's rule). A rebuild makes every
  * registration stale (the own all-reduce's set is made anew): acxc_reg_peer then answers NULL and
- * the buffer is used as an unregistered one until deregistered and registered again. Not yet public:
- * the two-shot's kernels do not read through it yet. */
+ * the buffer is used as an unregistered one until deregistered and registered again. Like coll
+ * creation, registration uses the world's MPI communicator: not while a rebuild runs (wait for
+ * acx_world_wait_ready first). Not yet public: the two-shot's kernels do not read through it yet. */
 typedef struct acxc_reg acxc_reg_t;
 acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeout_ns, acxc_reg_t **reg);
 acx_status_t acxc_coll_deregister(acxc_reg_t *reg, int64_t timeout_ns);
