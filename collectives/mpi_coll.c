@@ -136,7 +136,12 @@ static void release_op(mop_t *o, int free_staging) {
 }
 
 static void req_free(mreq_t *r, int free_staging) {
-  for (int i = 0; i < r->nops; i++) release_op(&r->ops[i], free_staging);
+  for (int i = 0; i < r->nops; i++) {
+    /* The request is over: buffer operations ordered after it may go (acxi_buffer_coll_begin). */
+    acxi_buffer_coll_end(r->ops[i].d.send);
+    if (r->ops[i].d.recv != r->ops[i].d.send) acxi_buffer_coll_end(r->ops[i].d.recv);
+    release_op(&r->ops[i], free_staging);
+  }
   free(r->ops);
   free(r->reqs);
   free(r->mfuts);
@@ -359,6 +364,7 @@ static int test_orphans(acxc_mpi_t *m) {
 
 static void *worker(void *arg) {
   acx_coll_t *c = arg;
+  acxi_buffer_coll_worker(); /* its own buffer operations are the collectives' */
   acxc_mpi_t *m = c->mpi;
   mreq_t *fly = NULL, *fly_tail = NULL; /* own all-reduces in flight, oldest first */
   int nfly = 0;
@@ -505,6 +511,9 @@ static acx_status_t enqueue(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, a
   for (int i = 0; i < nops; i++) {
     o[i].d = ops[i];
     reqs[i] = MPI_REQUEST_NULL;
+    /* Until req_free: the caller's later buffer operations on these wait for it, as in a stream. */
+    acxi_buffer_coll_begin(ops[i].send);
+    if (ops[i].recv != ops[i].send) acxi_buffer_coll_begin(ops[i].recv);
   }
   r->nops = nops;
   r->ops = o;

@@ -90,6 +90,8 @@ struct acx_buffer {
   /* Registrations with colls that hold it (collectives/coll_reg.c): acx_buffer_free is refused
    * while any does, so that no group peer's executor maps memory that is gone. */
   _Atomic int registered;
+  /* Collectives queued or running on a coll's worker thread that use it (acxi_buffer_coll_begin). */
+  _Atomic int coll_pending;
 };
 
 struct acx_event {
@@ -271,6 +273,18 @@ acx_status_t acxi_device_state_status(acx_device_t *dev);
  * (closing or closed), ACX_ERR_TIMEOUT (the poller did not act in time; logged). reason may be
  * NULL. */
 acx_status_t acxi_device_restart(acx_device_t *dev, const char *reason);
+
+/* ---- stream order for collectives run by a worker thread (runtime/device/buffer.c) ----
+ * The host kind's collectives and the hierarchical ones run on their coll's worker thread
+ * (collectives/mpi_coll.c), which reads and writes the buffers through this API after the
+ * collective's call has returned. On GPUs a buffer operation issued later on a stream runs after
+ * the collective; here the public buffer operations (acx_buffer_read/write/fill/copy*, free) of a
+ * buffer with such collectives queued or running wait for them (within their deadline), so that
+ * they behave as the stream order promises (include/acx/coll.h). The worker marks its thread
+ * (acxi_buffer_coll_worker), whose own buffer operations never wait. */
+void acxi_buffer_coll_begin(acx_buffer_t *buf);
+void acxi_buffer_coll_end(acx_buffer_t *buf);
+void acxi_buffer_coll_worker(void);
 
 /* ---- shareable buffers (runtime/device/share.c; issue 16: ranks sharing one GPU) ----
  * Device memory that another executor on the same device can map: kind cuda, CUDA IPC (the

@@ -418,6 +418,46 @@ static void run_watchdog(void) {
   acx_buffer_release(b);
 }
 
+/* ---- stream order: buffer operations issued after a fire-and-forget collective ---- */
+/* A write to the send buffer and a read of the receive buffer, issued on the collective's stream
+ * right after it, run after it: the collective adds the old values, the read sees the result. On
+ * GPUs the stream does it; the host kind's collectives and the hierarchical ones run on the coll's
+ * worker thread after their call returns, and the buffer operations wait for them. Rank 1 submits
+ * late, so that rank 0's collective is still queued when its write and read come (not a
+ * synchronisation: the checks hold whatever the timing). */
+static void test_stream_order(void) {
+  static const size_t counts[] = {1000, 30000};
+  for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+    const size_t n = counts[k];
+    float *v = malloc(n * sizeof *v), *o = malloc(n * sizeof *o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    acx_buffer_t *a = alloc(n, ACX_DTYPE_F32), *b = alloc(n, ACX_DTYPE_F32);
+    for (size_t i = 0; i < n; i++) v[i] = (float)(rank + 1 + (int)(i % 7));
+    put(a, 0, v, n, ACX_DTYPE_F32);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) usleep(100000);
+    ACX_ASSERT_STATUS(acx_allreduce(coll, a, b, n, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, NULL), ACX_OK);
+    for (size_t i = 0; i < n; i++) v[i] = -1000.0f; /* too late for the all-reduce */
+    put(a, 0, v, n, ACX_DTYPE_F32);
+    get(b, 0, o, n, ACX_DTYPE_F32);
+    size_t wrong = 0;
+    const float ranks_sum = (float)nranks * (float)(nranks + 1) / 2;
+    for (size_t i = 0; i < n; i++) wrong += o[i] != ranks_sum + (float)nranks * (float)(i % 7);
+    /* In place, then read at once. */
+    ACX_ASSERT_STATUS(acx_allreduce(coll, b, b, n, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, NULL), ACX_OK);
+    get(b, 0, o, n, ACX_DTYPE_F32);
+    for (size_t i = 0; i < n; i++) wrong += o[i] != (float)nranks * (ranks_sum + (float)nranks * (float)(i % 7));
+    if (wrong) fprintf(stderr, "rank %d: %zu values out of stream order (%zu elements)\n", rank, wrong, n);
+    CU_ASSERT_EQUAL(wrong, 0);
+    ACX_ASSERT_STATUS(acx_coll_synchronize(coll, T_LONG), ACX_OK);
+    acx_buffer_release(a);
+    acx_buffer_release(b);
+    free(v);
+    free(o);
+  }
+}
+
 /* ---- cuda: the executor aborts the communicator under an operation in flight ---- */
 /* The executor aborts a communicator on its own in several cases (an operation that NCCL or its
  * validation refused, a point-to-point deadline, a destroy's deadline, the grace period after an
@@ -662,7 +702,7 @@ static int run_suite(void) {
                                           ACX_TEST(test_allgather_reduce_scatter),
                                           ACX_TEST(test_ring_alltoall), ACX_TEST(test_group_and_pipeline),
                                           ACX_TEST(test_repeated),      ACX_TEST(test_own_path),
-                                          ACX_TEST_END};
+                                          ACX_TEST(test_stream_order),  ACX_TEST_END};
   return acx_test_run(use_cuda ? "coll-nccl" : "coll-mpi", cases, NULL, NULL);
 }
 
