@@ -114,7 +114,11 @@ acx_status_t acx_coll_synchronize(acx_coll_t *coll, int64_t timeout_ns);
  * the watchdog), releases it, and returns its status. */
 acx_status_t acx_coll_wait(acx_coll_t *coll, acx_future_t *done, int64_t timeout_ns);
 
-/* ---- collectives; `stream` is an executor stream of the device (host kind: ordering only) ---- */
+/* ---- collectives; `stream` is an executor stream of the device (host kind: ordering only) ----
+ * Buffer operations issued after a collective on its stream run after it (a read sees the result,
+ * a write does not change what it reads). On the host kind and for hierarchical colls the
+ * collective runs on the coll's worker thread, and the public buffer operations of its buffers wait
+ * for it (docs/collectives.md, "Stream order on the worker path"). */
 
 /* recv[0, count) := op over ranks of send[0, count). send == recv: in place. */
 acx_status_t acx_allreduce(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,
