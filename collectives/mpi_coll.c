@@ -136,12 +136,7 @@ static void release_op(mop_t *o, int free_staging) {
 }
 
 static void req_free(mreq_t *r, int free_staging) {
-  for (int i = 0; i < r->nops; i++) {
-    /* The request is over: buffer operations ordered after it may go (acxi_buffer_coll_begin). */
-    acxi_buffer_coll_end(r->ops[i].d.send);
-    if (r->ops[i].d.recv != r->ops[i].d.send) acxi_buffer_coll_end(r->ops[i].d.recv);
-    release_op(&r->ops[i], free_staging);
-  }
+  for (int i = 0; i < r->nops; i++) release_op(&r->ops[i], free_staging);
   free(r->ops);
   free(r->reqs);
   free(r->mfuts);
@@ -149,6 +144,13 @@ static void req_free(mreq_t *r, int free_staging) {
 }
 
 static void req_complete(acx_coll_t *c, mreq_t *r, acx_status_t st) {
+  /* Done with the buffers (the results written back, or failed; an abandoned MPI request keeps only
+   * its staging): the buffer operations ordered after it may go (acxi_buffer_coll_begin), before
+   * its future says so. Once per request: every path completes it once. */
+  for (int i = 0; i < r->nops; i++) {
+    acxi_buffer_coll_end(r->ops[i].d.send);
+    if (r->ops[i].d.recv != r->ops[i].d.send) acxi_buffer_coll_end(r->ops[i].d.recv);
+  }
   /* A failure that broke the coll reads as its callers see every failure of a broken coll
    * (ACX_ERR_WORLD_REBUILDING under supervision: coll_internal.h). */
   if (st != ACX_OK && acxc_coll_cause(c) != ACX_OK) st = acxc_coll_user_status(c, st);
