@@ -733,25 +733,14 @@ int main(int argc, char **argv) {
   cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
   cfg.transport = inline_mode ? ACX_TRANSPORT_INLINE : ACX_TRANSPORT_PROCESS;
   cfg.streams = 2;
-  acx_topo_binding_t bind;
-  acx_world_binding(world, &bind);
-  if (use_cuda && bind.pci_bus_id[0]) cfg.pci_bus_id = bind.pci_bus_id;
-  acx_status_t st = acx_device_open(sys, &cfg, &dev);
-  int ok = st == ACX_OK, all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all) {
-    if (use_cuda && (st == ACX_ERR_NO_DEVICE || st == ACX_OK)) {
-      if (dev) acx_device_close(dev, T_LONG);
-      acx_system_destroy(sys, T_LONG);
-      acx_world_finalize(world);
-      MPI_Finalize();
-      if (rank == 0) printf("test_coll: no GPU on every rank: skipped\n");
-      return ACX_TEST_SKIP;
-    }
-    fprintf(stderr, "rank %d: acx_device_open: %s\n", rank, acx_status_str(st));
-    MPI_Abort(MPI_COMM_WORLD, 2);
+  int orc = acx_test_open_device(world, sys, &cfg, "test_coll", &dev);
+  if (orc != 0) {
+    acx_system_destroy(sys, T_LONG);
+    acx_world_finalize(world);
+    MPI_Finalize();
+    return orc;
   }
-  st = acx_coll_create(world, dev, sys, NULL, &coll);
+  acx_status_t st = acx_coll_create(world, dev, sys, NULL, &coll);
   if (st != ACX_OK) {
     fprintf(stderr, "rank %d: acx_coll_create: %s\n", rank, acx_status_str(st));
     MPI_Abort(MPI_COMM_WORLD, 2);

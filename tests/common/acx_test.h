@@ -33,4 +33,16 @@ char *acx_test_log_end(void);
  * assertion sends one rank on to the next test while the others wait in this one's MPI calls). */
 #define ACX_CHECK_STATUS(call, expected) CU_ASSERT_EQUAL(acx_test_status_check((call), (expected), #call, __FILE__, __LINE__), 1)
 int acx_test_status_check(int got, int expected, const char *expr, const char *file, int line);
+
+/* MPI tests (tests/common/acx_test_world.c): opens the device described by cfg on every rank of
+ * MPI_COMM_WORLD (cuda: this rank's GPU by the world's binding, unless cfg names one) and agrees:
+ * 0 when every rank has it; ACX_TEST_SKIP where a rank has no GPU (cuda; rank 0 says so); 1 when
+ * the open failed otherwise (logged). On 77 and 1 the device is closed and *dev NULL; the caller
+ * tears down the rest and exits with the value. */
+struct acx_world;
+struct acx_system;
+struct acx_device;
+struct acx_device_config;
+int acx_test_open_device(struct acx_world *world, struct acx_system *sys, struct acx_device_config *cfg,
+                         const char *prog, struct acx_device **dev);
 #endif

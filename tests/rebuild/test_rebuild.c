@@ -739,23 +739,13 @@ int main(int argc, char **argv) {
   if (acx_system_create(NULL, &sys) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   acx_device_config_t cfg = ACX_DEVICE_CONFIG_INIT;
   cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
-  acx_topo_binding_t bind;
-  acx_world_binding(world, &bind);
-  if (use_cuda && bind.pci_bus_id[0]) cfg.pci_bus_id = bind.pci_bus_id;
-  acx_status_t st = acx_device_open(sys, &cfg, &dev);
-  int ok = st == ACX_OK, all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all) {
-    if (dev) acx_device_close(dev, T_LONG);
+  acx_status_t st;
+  int orc = acx_test_open_device(world, sys, &cfg, "test_rebuild", &dev);
+  if (orc != 0) {
     acx_system_destroy(sys, T_LONG);
     acx_world_finalize(world);
     MPI_Finalize();
-    if (use_cuda) {
-      if (rank == 0) printf("test_rebuild: no GPU on every rank: skipped\n");
-      return ACX_TEST_SKIP;
-    }
-    fprintf(stderr, "rank %d: acx_device_open: %s\n", rank, acx_status_str(st));
-    return 1;
+    return orc;
   }
   if (acx_coll_create(world, dev, sys, NULL, &coll) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);

@@ -960,23 +960,13 @@ int main(int argc, char **argv) {
   cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
   /* Two tests stop an executor (SIGSTOP) for a while: it must not be declared hung meanwhile. */
   if (!use_cuda) cfg.heartbeat_ns = 120000000000LL;
-  acx_topo_binding_t bind;
-  acx_world_binding(world, &bind);
-  if (use_cuda && bind.pci_bus_id[0]) cfg.pci_bus_id = bind.pci_bus_id;
-  acx_status_t st = acx_device_open(sys, &cfg, &dev);
-  int ok = st == ACX_OK, all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all) {
-    if (dev) acx_device_close(dev, T_LONG);
+  acx_status_t st;
+  int orc = acx_test_open_device(world, sys, &cfg, "test_remote", &dev);
+  if (orc != 0) {
     acx_system_destroy(sys, T_LONG);
     acx_world_finalize(world);
     MPI_Finalize();
-    if (use_cuda) {
-      if (rank == 0) printf("test_remote: no GPU on every rank: skipped\n");
-      return ACX_TEST_SKIP;
-    }
-    fprintf(stderr, "rank %d: acx_device_open: %s\n", rank, acx_status_str(st));
-    return 1;
+    return orc;
   }
   if (bad_param) {
     /* An unknown ACX_REMOTE_TRANSPORT is refused with its own status on every rank, and the world
