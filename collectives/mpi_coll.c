@@ -513,7 +513,7 @@ static acx_status_t enqueue(acx_coll_t *c, const acxc_opdesc_t *ops, int nops, a
   for (int i = 0; i < nops; i++) {
     o[i].d = ops[i];
     reqs[i] = MPI_REQUEST_NULL;
-    /* Until req_free: the caller's later buffer operations on these wait for it, as in a stream. */
+    /* Until req_complete: the caller's later commands on these wait for it, as in a stream. */
     acxi_buffer_coll_begin(ops[i].send);
     if (ops[i].recv != ops[i].send) acxi_buffer_coll_begin(ops[i].recv);
   }

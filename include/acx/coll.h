@@ -117,8 +117,9 @@ acx_status_t acx_coll_wait(acx_coll_t *coll, acx_future_t *done, int64_t timeout
 /* ---- collectives; `stream` is an executor stream of the device (host kind: ordering only) ----
  * Buffer operations issued after a collective on its stream run after it (a read sees the result,
  * a write does not change what it reads). On the host kind and for hierarchical colls the
- * collective runs on the coll's worker thread, and the public buffer operations of its buffers wait
- * for it (docs/collectives.md, "Stream order on the worker path"). */
+ * collective runs on the coll's worker thread, and later commands naming its buffers (copies,
+ * reads, writes, library calls, ...) wait for it (docs/collectives.md, "Stream order on the worker
+ * path"). */
 
 /* recv[0, count) := op over ranks of send[0, count). send == recv: in place. */
 acx_status_t acx_allreduce(acx_coll_t *coll, acx_buffer_t *send, acx_buffer_t *recv, size_t count, acx_dtype_t dtype,

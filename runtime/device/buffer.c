@@ -256,8 +256,6 @@ acx_status_t acx_buffer_alloc_async(acx_device_t *dev, size_t bytes, acx_dtype_t
   return alloc_common("acx_buffer_alloc", dev, bytes, dtype, kind, ACXI_SHARE_NONE, -1, buf, done);
 }
 
-static acx_status_t coll_order_t(const char *fn, const char *name, acx_buffer_t *buf, int64_t timeout_ns);
-
 acx_status_t acx_buffer_free(acx_buffer_t *buf, int64_t timeout_ns) {
   ACX_CHECK_NULL(buf);
   acx_device_t *dev = buf->dev;
@@ -267,7 +265,9 @@ acx_status_t acx_buffer_free(acx_buffer_t *buf, int64_t timeout_ns) {
              "first (acxc_coll_deregister), since the executors of its GPU's other ranks map it", buf->id, regs);
     return ACX_ERR_INVALID_STATE;
   }
-  ACXCHECK(coll_order_t("acx_buffer_free", "buf", buf, timeout_ns));
+  /* FREE names no buffer argument (the buffer is marked freed first): its wait is here. */
+  int64_t deadline = acxi_deadline(acxi_device_timeout(dev, timeout_ns));
+  ACXCHECK(acxi_buffer_coll_order("acx_buffer_free", "buf", buf, deadline));
   int expected = 0;
   if (!atomic_compare_exchange_strong(&buf->freed, &expected, 1)) {
     ACX_WARN(BUFFER, "acx_buffer_free: argument 'buf' (buffer %" PRIu64 ") was already freed", buf->id);
@@ -334,8 +334,7 @@ void acxi_buffer_coll_end(acx_buffer_t *buf) {
   if (buf) atomic_fetch_sub_explicit(&buf->coll_pending, 1, memory_order_release);
 }
 
-/* A public buffer operation on buf waits for the collectives queued or running on it (deadline). */
-static acx_status_t coll_order(const char *fn, const char *name, acx_buffer_t *buf, int64_t deadline) {
+acx_status_t acxi_buffer_coll_order(const char *fn, const char *name, acx_buffer_t *buf, int64_t deadline) {
   /* acquire: pairs with acxi_buffer_coll_end. */
   if (coll_worker_thread || atomic_load_explicit(&buf->coll_pending, memory_order_acquire) == 0) return ACX_OK;
   const int64_t t0 = acxi_now_ns();
@@ -349,10 +348,6 @@ static acx_status_t coll_order(const char *fn, const char *name, acx_buffer_t *b
     acxi_poll_nap(now - t0, 20000);
   }
   return ACX_OK;
-}
-
-static acx_status_t coll_order_t(const char *fn, const char *name, acx_buffer_t *buf, int64_t timeout_ns) {
-  return coll_order(fn, name, buf, acxi_deadline(acxi_device_timeout(buf->dev, timeout_ns)));
 }
 
 static acx_status_t fill_common(acx_buffer_t *buf, size_t offset, size_t bytes, uint64_t pattern, unsigned width,
@@ -370,7 +365,6 @@ static acx_status_t fill_common(acx_buffer_t *buf, size_t offset, size_t bytes, 
   ACXCHECK(check_range(fn, "buf", offset, &bytes, buf->bytes));
   ACX_CHECK_ARG(offset % width == 0 && bytes % width == 0,
                 "%s: 'offset'=%zu and 'bytes'=%zu must be multiples of 'width'=%u", fn, offset, bytes, width);
-  ACXCHECK(coll_order_t(fn, "buf", buf, timeout_ns));
   acxi_cmd_t cmd = {.op = ACXI_OP_FILL, .stream = stream, .dtype = (uint32_t)buf->dtype, .buf = {buf->id},
                     .off = {offset}, .bytes = bytes, .arg = {pattern, width}};
   acxi_bufarg_t ba[] = {{buf, "buf"}};
@@ -406,7 +400,6 @@ static acx_status_t h2d_common(acx_buffer_t *dst, size_t dst_offset, acx_host_me
   ACXCHECK(check_range(fn, "src", src_offset, &bytes, src->bytes));
   ACXCHECK(check_range(fn, "dst", dst_offset, &bytes, dst->bytes));
   ACXCHECK(check_elems(fn, "dst", dst, dst_offset, bytes));
-  ACXCHECK(coll_order_t(fn, "dst", dst, timeout_ns));
   acxi_cmd_t cmd = {.op = ACXI_OP_COPY_H2D, .stream = stream, .dtype = (uint32_t)dst->dtype, .buf = {dst->id},
                     .off = {dst_offset, src_offset}, .bytes = bytes, .arg = {src->id}};
   acxi_bufarg_t ba[] = {{dst, "dst"}};
@@ -434,7 +427,6 @@ static acx_status_t d2h_common(acx_host_mem_t *dst, size_t dst_offset, acx_buffe
   ACXCHECK(check_range(fn, "src", src_offset, &bytes, src->bytes));
   ACXCHECK(check_range(fn, "dst", dst_offset, &bytes, dst->bytes));
   ACXCHECK(check_elems(fn, "src", src, src_offset, bytes));
-  ACXCHECK(coll_order_t(fn, "src", src, timeout_ns));
   acxi_cmd_t cmd = {.op = ACXI_OP_COPY_D2H, .stream = stream, .dtype = (uint32_t)src->dtype, .buf = {0, src->id},
                     .off = {dst_offset, src_offset}, .bytes = bytes, .arg = {dst->id}};
   acxi_bufarg_t ba[] = {{src, "src"}};
@@ -467,8 +459,6 @@ static acx_status_t d2d_common(acx_buffer_t *dst, size_t dst_offset, acx_buffer_
   ACXCHECK(check_range(fn, "dst", dst_offset, &bytes, dst->bytes));
   ACXCHECK(check_elems(fn, "src", src, src_offset, bytes));
   ACXCHECK(check_elems(fn, "dst", dst, dst_offset, bytes));
-  ACXCHECK(coll_order_t(fn, "dst", dst, timeout_ns));
-  ACXCHECK(coll_order_t(fn, "src", src, timeout_ns));
   acxi_cmd_t cmd = {.op = ACXI_OP_COPY_D2D, .stream = stream, .dtype = (uint32_t)dst->dtype,
                     .buf = {dst->id, src->id}, .off = {dst_offset, src_offset}, .bytes = bytes};
   acxi_bufarg_t ba[] = {{dst, "dst"}, {src, "src"}};
@@ -755,7 +745,9 @@ acx_status_t acx_buffer_write(acx_buffer_t *dst, size_t dst_offset, const void *
   ACXCHECK(check_elems(fn, "dst", dst, dst_offset, bytes));
   if (bytes == 0) return ACX_OK;
   int64_t deadline = acxi_deadline(acxi_device_timeout(dev, timeout_ns));
-  ACXCHECK(coll_order(fn, "dst", dst, deadline));
+  /* Before the staging is taken (acxi_device_submit would wait holding it, and the worker reads
+   * and writes through the same staging). */
+  ACXCHECK(acxi_buffer_coll_order(fn, "dst", dst, deadline));
   size_t half = dev->staging_bytes / 2;
   acxi_staging_t *s;
   int idx[2], n;
@@ -788,7 +780,7 @@ acx_status_t acx_buffer_read(acx_buffer_t *src, size_t src_offset, void *dst, si
   ACXCHECK(check_elems(fn, "src", src, src_offset, bytes));
   if (bytes == 0) return ACX_OK;
   int64_t deadline = acxi_deadline(acxi_device_timeout(dev, timeout_ns));
-  ACXCHECK(coll_order(fn, "src", src, deadline));
+  ACXCHECK(acxi_buffer_coll_order(fn, "src", src, deadline)); /* before the staging: as in write */
   size_t half = dev->staging_bytes / 2, nchunks = (bytes + half - 1) / half;
   acxi_staging_t *s;
   int idx[2], n;

@@ -277,14 +277,18 @@ acx_status_t acxi_device_restart(acx_device_t *dev, const char *reason);
 /* ---- stream order for collectives run by a worker thread (runtime/device/buffer.c) ----
  * The host kind's collectives and the hierarchical ones run on their coll's worker thread
  * (collectives/mpi_coll.c), which reads and writes the buffers through this API after the
- * collective's call has returned. On GPUs a buffer operation issued later on a stream runs after
- * the collective; here the public buffer operations (acx_buffer_read/write/fill/copy*, free) of a
- * buffer with such collectives queued or running wait for them (within their deadline), so that
- * they behave as the stream order promises (include/acx/coll.h). The worker marks its thread
- * (acxi_buffer_coll_worker), whose own buffer operations never wait. */
+ * collective's call has returned. On GPUs a command issued later on a stream runs after the
+ * collective; here every command that names a buffer with such collectives queued or running
+ * (acxi_device_submit's buffer arguments: copies, fills, library calls, token transfers, other
+ * colls) and acx_buffer_read/write/free wait for them first (within their deadline), so that they
+ * behave as the stream order promises (include/acx/coll.h). The worker marks its thread
+ * (acxi_buffer_coll_worker), whose own commands never wait. */
 void acxi_buffer_coll_begin(acx_buffer_t *buf);
 void acxi_buffer_coll_end(acx_buffer_t *buf);
 void acxi_buffer_coll_worker(void);
+/* ACX_OK once buf has no such collective (at once on the worker's thread); ACX_ERR_TIMEOUT at
+ * the deadline, logged naming fn and the argument `name`. */
+acx_status_t acxi_buffer_coll_order(const char *fn, const char *name, acx_buffer_t *buf, int64_t deadline);
 
 /* ---- shareable buffers (runtime/device/share.c; issue 16: ranks sharing one GPU) ----
  * Device memory that another executor on the same device can map: kind cuda, CUDA IPC (the

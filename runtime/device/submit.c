@@ -51,8 +51,11 @@ acx_status_t acxi_device_submit(acx_device_t *dev, acxi_cmd_t *cmd, const acxi_b
   acx_status_t st = ACX_OK;
   acx_future_t *f = NULL;
   uint64_t req_id = 0;
+  if (future) *future = NULL;
+  /* Stream order with collectives on a coll's worker thread (device_internal.h). */
+  for (int i = 0; i < nbufs; i++)
+    ACXCHECK(acxi_buffer_coll_order("a command", bufs[i].name, bufs[i].buf, deadline_ns));
   if (future) {
-    *future = NULL;
     ACXCHECK(acx_future_create(&f));
     acx_future_hold(f); /* one reference for the table, one for the caller */
   }
