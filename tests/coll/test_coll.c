@@ -444,10 +444,14 @@ static void test_stream_order(void) {
     size_t wrong = 0;
     const float ranks_sum = (float)nranks * (float)(nranks + 1) / 2;
     for (size_t i = 0; i < n; i++) wrong += o[i] != ranks_sum + (float)nranks * (float)(i % 7);
-    /* In place, then read at once. */
+    /* In place, then copied at once on the device (a command, not the buffer API's staged read),
+     * then read. */
+    acx_buffer_t *cp = alloc(n, ACX_DTYPE_F32);
     ACX_ASSERT_STATUS(acx_allreduce(coll, b, b, n, ACX_DTYPE_F32, ACX_REDOP_SUM, 0, NULL), ACX_OK);
-    get(b, 0, o, n, ACX_DTYPE_F32);
+    ACX_ASSERT_STATUS(acx_buffer_copy(cp, 0, b, 0, n * sizeof(float), 0, T_LONG), ACX_OK);
+    get(cp, 0, o, n, ACX_DTYPE_F32);
     for (size_t i = 0; i < n; i++) wrong += o[i] != (float)nranks * (ranks_sum + (float)nranks * (float)(i % 7));
+    acx_buffer_release(cp);
     if (wrong) fprintf(stderr, "rank %d: %zu values out of stream order (%zu elements)\n", rank, wrong, n);
     CU_ASSERT_EQUAL(wrong, 0);
     ACX_ASSERT_STATUS(acx_coll_synchronize(coll, T_LONG), ACX_OK);
