@@ -116,13 +116,12 @@ acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeou
   int ok = 0;
   acx_status_t ag = acxc_coll_agree_min(c, st == ACX_OK, &ok);
   if (ag != ACX_OK || !ok) {
-    if (r) {
-      close_imports(r, deadline);
-      /* Every mapping made is closed before any rank returns (and may free its buffer). */
-      int dummy = 0;
-      if (np > 0) (void)acxc_coll_agree_min(c, 1, &dummy);
-      free(r);
-    }
+    if (r) close_imports(r, deadline);
+    free(r);
+    /* Every mapping made is closed before any rank returns (and may free its buffer): every rank
+     * takes this second step, whatever failed on it. */
+    int dummy = 0;
+    if (np > 0 && ag == ACX_OK) (void)acxc_coll_agree_min(c, 1, &dummy);
     if (st == ACX_OK)
       ACX_WARN(COLL, "%s: %s", fn, ag != ACX_OK ? "the ranks could not agree" : "another rank's registration failed "
                                                                                   "(its log says why)");
