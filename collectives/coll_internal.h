@@ -126,6 +126,12 @@ acx_status_t acxc_coll_deregister(acxc_reg_t *reg, int64_t timeout_ns);
 acx_buffer_t *acxc_reg_peer(const acxc_reg_t *reg, int peer);
 /* Its number in the coll (the same on every rank), and whether a rebuild has made it stale. */
 int acxc_reg_index(const acxc_reg_t *reg);
+/* Its slot in the executors' registration tables (runtime/proto/peer_ops.h), -1 where it has none
+ * (no group peers, all ACXP_REG_MAX slots taken, or stale). */
+int acxc_reg_slot(const acxc_reg_t *reg);
+/* Whether c has any registration; the slot of buf's live registration with c, or -1. */
+int acxc_regs_any(acx_coll_t *c);
+int acxc_reg_slot_of(acx_coll_t *c, const acx_buffer_t *buf);
 int acxc_reg_stale(const acxc_reg_t *reg);
 /* acx_coll_destroy: the registrations left are closed (collective, as destroy is), with a warning. */
 void acxc_coll_regs_destroy(acx_coll_t *c, int64_t timeout_ns);
@@ -179,6 +185,9 @@ acx_status_t acxc_peer_finish(acx_coll_t *c, acx_future_t *f, int64_t deadline);
 /* Sends the set's FENCE (NCCL path): *f completes once the set's operations sent before it have,
  * with the set's first failure. Under the submit lock. */
 acx_status_t acxc_peer_fence(acx_coll_t *c, acx_future_t **f);
+/* ACXP_OP_REG to this rank's executor, waited for: entry [peer][slot] of set set_id's registration
+ * table := imp's device address (imp NULL: cleared), once the set has nothing in flight. */
+acx_status_t acxc_peer_reg(acx_coll_t *c, uint64_t set_id, int slot, int peer, acx_buffer_t *imp, int64_t deadline);
 /* 1 while the set is made (the path is on). */
 int acxc_peer_on(const acx_coll_t *c);
 /* The parts of the path that are on (ACXC_PEER_SMALL: the all-reduces of at most *slot_bytes;

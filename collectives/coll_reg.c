@@ -30,6 +30,7 @@ struct acxc_reg {
   acx_buffer_t *buf; /* held */
   uint64_t set_id;   /* the own all-reduce's set it maps for (0: none, no group peers) */
   int index;
+  int slot;          /* its entry in the executors' registration tables (peer_ops.h; -1: none, all taken) */
   int npeers;
   int peer[ACXP_MAX_RANKS];          /* world ranks of this rank's group, this rank excepted */
   acx_buffer_t *imp[ACXP_MAX_RANKS]; /* their buffers, mapped by this rank's executor */
@@ -48,6 +49,25 @@ static void close_imports(acxc_reg_t *r, int64_t deadline) {
     acx_buffer_release(r->imp[i]);
     r->imp[i] = NULL;
   }
+}
+
+/* The lowest registration slot no registration of c holds, or -1 (under reg_lock). Every rank
+ * holds the same registrations (the calls are collective), so every rank picks the same. */
+static int free_slot(acx_coll_t *c) {
+  for (int slot = 0; slot < ACXP_REG_MAX; slot++) {
+    int used = 0;
+    for (const acxc_reg_t *q = c->regs; q && !used; q = q->next) used = q->slot == slot;
+    if (!used) return slot;
+  }
+  return -1;
+}
+
+/* Writes (imp non-NULL) or clears this rank's executor's table entries of r's slot. */
+static acx_status_t table(acxc_reg_t *r, int set, int64_t deadline) {
+  acx_status_t st = ACX_OK;
+  for (int i = 0; st == ACX_OK && i < r->npeers && r->slot >= 0; i++)
+    st = acxc_peer_reg(r->coll, r->set_id, r->slot, r->peer[i], set ? r->imp[i] : NULL, deadline);
+  return st;
 }
 
 /* This rank's checks of its argument (its failure is every rank's, through the agreement). */
@@ -82,6 +102,7 @@ acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeou
   int peers[ACXP_MAX_RANKS];
   uint64_t set = 0;
   int np = acxc_peer_group(c, peers, ACXP_MAX_RANKS, &set);
+  int tabled = 0; /* this executor's table may hold entries of r (cleared before the mappings close) */
   if (np > 0) {
     acxi_ipc_handle_t h, *all = calloc((size_t)c->size, sizeof *all);
     memset(&h, 0, sizeof h);
@@ -99,6 +120,13 @@ acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeou
     }
     acxi_ipc_handle_t none;
     memset(&none, 0, sizeof none);
+    if (r) {
+      pthread_mutex_lock(&c->reg_lock);
+      r->slot = free_slot(c);
+      pthread_mutex_unlock(&c->reg_lock);
+      r->coll = c;
+      r->set_id = set;
+    }
     for (int i = 0; st == ACX_OK && i < np; i++) {
       r->peer[i] = peers[i];
       r->npeers = i + 1;
@@ -112,10 +140,18 @@ acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeou
                  acx_status_name(st));
     }
     free(all);
+    /* The executor's table, for the kernels that read through it (after every import worked). */
+    if (st == ACX_OK) {
+      tabled = 1;
+      if ((st = table(r, 1, deadline)) != ACX_OK)
+        ACX_WARN(COLL, "%s: this rank's executor did not take the registration's table entries: %s", fn,
+                 acx_status_name(st));
+    }
   }
   int ok = 0;
   acx_status_t ag = acxc_coll_agree_min(c, st == ACX_OK, &ok);
   if (ag != ACX_OK || !ok) {
+    if (tabled) (void)table(r, 0, deadline);
     if (r) close_imports(r, deadline);
     free(r);
     /* Every mapping made is closed before any rank returns (and may free its buffer): every rank
@@ -130,6 +166,7 @@ acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeou
   r->coll = c;
   r->buf = buf;
   r->set_id = np > 0 ? set : 0;
+  if (np <= 0) r->slot = -1;
   acx_buffer_hold(buf);
   atomic_fetch_add_explicit(&buf->registered, 1, memory_order_acq_rel);
   pthread_mutex_lock(&c->reg_lock);
@@ -137,8 +174,11 @@ acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeou
   r->next = c->regs;
   c->regs = r;
   pthread_mutex_unlock(&c->reg_lock);
-  ACX_INFO(COLL, "registration %d: buffer %" PRIu64 " (%zu bytes) mapped by %d group peer(s)' executors", r->index,
-           buf->id, buf->bytes, np);
+  if (np > 0 && r->slot < 0)
+    ACX_WARN(COLL, "registration %d: all %d table slots are taken: buffer %" PRIu64 " is mapped but the own "
+             "all-reduce stages it (deregister another to free one)", r->index, ACXP_REG_MAX, buf->id);
+  ACX_INFO(COLL, "registration %d (slot %d): buffer %" PRIu64 " (%zu bytes) mapped by %d group peer(s)' executors",
+           r->index, r->slot, buf->id, buf->bytes, np);
   *out = r;
   return ACX_OK;
 }
@@ -163,6 +203,14 @@ acx_status_t acxc_coll_deregister(acxc_reg_t *r, int64_t timeout_ns) {
   ACX_CHECK_NULL_IN(fn, r, "reg");
   acx_coll_t *c = r->coll;
   int64_t deadline = acxi_deadline(timeout_ns >= 0 ? timeout_ns : c->timeout_ns);
+  /* No kernel reads the entries once they are cleared (REG waits for the set's operations in
+   * flight); a stale registration's set is gone with its table. */
+  if (!acxc_reg_stale(r) && r->set_id) {
+    acx_status_t ts = table(r, 0, deadline);
+    if (ts != ACX_OK)
+      ACX_WARN(COLL, "%s: registration %d: clearing this executor's table entries: %s", fn, r->index,
+               acx_status_name(ts));
+  }
   close_imports(r, deadline);
   /* Every rank has closed its mappings before any buffer goes. */
   int ok = 0;
@@ -186,6 +234,28 @@ acx_buffer_t *acxc_reg_peer(const acxc_reg_t *r, int peer) {
 }
 
 int acxc_reg_index(const acxc_reg_t *r) { return r ? r->index : -1; }
+
+int acxc_reg_slot(const acxc_reg_t *r) { return r && !acxc_reg_stale(r) ? r->slot : -1; }
+
+int acxc_regs_any(acx_coll_t *c) {
+  pthread_mutex_lock(&c->reg_lock);
+  int any = c->regs != NULL;
+  pthread_mutex_unlock(&c->reg_lock);
+  return any;
+}
+
+int acxc_reg_slot_of(acx_coll_t *c, const acx_buffer_t *buf) {
+  /* Only a registration of the current set: a stale one (its set rebuilt) has no entries in the
+   * new set's tables. */
+  uint64_t set = 0;
+  int peers[ACXP_MAX_RANKS], slot = -1;
+  (void)acxc_peer_group(c, peers, ACXP_MAX_RANKS, &set);
+  pthread_mutex_lock(&c->reg_lock);
+  for (const acxc_reg_t *q = c->regs; q && slot < 0; q = q->next)
+    if (q->buf == buf && q->slot >= 0 && q->set_id && q->set_id == set) slot = q->slot;
+  pthread_mutex_unlock(&c->reg_lock);
+  return slot;
+}
 
 int acxc_reg_stale(const acxc_reg_t *r) {
   if (!r || !r->set_id) return 0; /* nothing mapped: nothing to go stale */

@@ -250,7 +250,7 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
     st = acx_buffer_fill(p->mine, ACXP_LL_OFF(0, 0, p->slot_bytes), ACXP_LL_REGION_BYTES, 0, 4, 0,
                          acxi_left_ns(deadline));
   if (st == ACX_OK && p->big_bytes) /* the two-shot's flags */
-    st = acx_buffer_fill(p->mine, ACXP_BIG_OFF(p->slot_bytes), 2 * ACXP_BIG_FLAG_BYTES, 0, 4, 0,
+    st = acx_buffer_fill(p->mine, ACXP_BIG_OFF(p->slot_bytes), 2 * ACXP_BIG_FLAG_BYTES + ACXP_BIG_PUB_BYTES, 0, 4, 0,
                          acxi_left_ns(deadline));
   acxi_ipc_handle_t h;
   memset(&h, 0, sizeof h);
@@ -490,6 +490,19 @@ acx_status_t acxc_peer_fence(acx_coll_t *c, acx_future_t **f) {
   return acxi_device_submit(c->dev, &cmd, NULL, 0, 0, -1, acxi_deadline(acxi_device_timeout(c->dev, -1)), f);
 }
 
+acx_status_t acxc_peer_reg(acx_coll_t *c, uint64_t set_id, int slot, int peer, acx_buffer_t *imp, int64_t deadline) {
+  const int64_t left = acxi_left_ns(deadline);
+  const int64_t ms = left / 1000000;
+  acxi_cmd_t cmd = {.op = ACXP_OP_REG, .arg = {set_id, (uint64_t)slot, (uint64_t)peer, 0, (uint64_t)(ms > 0 ? ms : 1)}};
+  acxi_bufarg_t ba = {imp, "registration mapping"};
+  acx_future_t *f = NULL;
+  acx_status_t st = acxi_device_submit(c->dev, &cmd, imp ? &ba : NULL, imp ? 1 : 0, 0, -1, deadline, &f);
+  if (st != ACX_OK) return st;
+  st = acx_future_wait(f, acxi_left_ns(deadline), NULL, 0, NULL);
+  acx_future_release(f);
+  return st;
+}
+
 uint64_t acxc_peer_ops(const acx_coll_t *c) {
   return c->peer ? atomic_load_explicit(&c->peer->ops, memory_order_relaxed) : 0;
 }
@@ -500,9 +513,16 @@ uint64_t acxc_peer_ops(const acx_coll_t *c) {
 static acx_status_t send_op(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t **f) {
   acxc_peer_t *p = c->peer;
   int64_t ms = c->timeout_ns / 1000000 * 3 / 2;
+  /* The registration slots of send and recv (peer_ops.h, "Registered buffers"): looked up only for
+   * the two-shot with groups, the one variant that reads through them. */
+  uint64_t regs = 0;
+  if (p->grp.groups && (uint64_t)d->count * acx_dtype_size(d->dtype) > p->slot_bytes && acxc_regs_any(c)) {
+    int ss = acxc_reg_slot_of(c, d->send), rs = d->recv == d->send ? ss : acxc_reg_slot_of(c, d->recv);
+    regs = (uint64_t)(ss + 1) | (uint64_t)(rs + 1) << 8;
+  }
   acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .stream = d->stream, .dtype = (uint32_t)d->dtype, .bytes = d->count,
                     .buf = {d->send->id, d->recv->id},
-                    .arg = {p->id, (uint64_t)d->redop, 0, p->seq + 1, (uint64_t)(ms > 0 ? ms : 1)}};
+                    .arg = {p->id, (uint64_t)d->redop, regs, p->seq + 1, (uint64_t)(ms > 0 ? ms : 1)}};
   acxi_bufarg_t ba[2] = {{d->send, "send"}, {d->recv, "recv"}};
   acx_status_t st = acxi_device_submit(c->dev, &cmd, ba, d->recv == d->send ? 1 : 2, 0, -1,
                                        acxi_deadline(acxi_device_timeout(c->dev, -1)), f);

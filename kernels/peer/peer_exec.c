@@ -206,6 +206,7 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
     s->lane[q] = (int8_t)(ctl->groups ? ctl->lane[q] : 0);
     s->at[q] = (int8_t)(ctl->groups ? ctl->at[q] : q);
   }
+  memset(ctl->regtab, 0, sizeof ctl->regtab); /* a new set: no registration maps for it yet */
   s->gos_min = (uint64_t)ctl->small_groups;
   s->llg = ctl->ll_groups != 0;
   s->id = id;
@@ -883,6 +884,14 @@ static int joins(const pset_t *s, const acxi_cmd_t *cmd, const unsigned char *in
   return 1;
 }
 
+/* A buffer's publication word (peer_ops.h, "Registered buffers"): slot1 = its registration slot + 1
+ * from the rank (0: none), off its byte offset; none where the address is not 16-byte aligned (the
+ * peers read and store it in 16-byte vectors where their own buffers allow). */
+static uint64_t pub_word(uint64_t slot1, uint64_t off, const unsigned char *p) {
+  if (!slot1 || slot1 > ACXP_REG_MAX || ((uintptr_t)p & 15u) || off >= (1ull << 56)) return 0;
+  return ACXP_PUB(slot1 - 1, off);
+}
+
 /* Whether the lines of operation seq's parity are cleared after it (peer_ops.h): for the two
  * operations at the start of every clear_every. */
 static int clears_after(const pset_t *s, uint64_t seq) { return s->ll_bytes && seq % s->clear_every < 2; }
@@ -952,6 +961,11 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
     a.timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull;
     a.status = (int32_t *)(void *)&s->ctl_dev->status[first];
     a.big = p0->cmd.bytes * p0->es > s->slot_bytes;
+    if (a.big && s->K > 1) { /* the two-shot with groups: this rank's publication (peer_ops.h) */
+      a.regtab = s->ctl_dev->regtab;
+      a.pub_in = pub_word(p0->cmd.arg[2] & 0xff, p0->cmd.off[0], p0->in);
+      a.pub_out = pub_word((p0->cmd.arg[2] >> 8) & 0xff, p0->cmd.off[1], p0->out);
+    }
     a.small_groups = !a.big && s->gos_min && p0->cmd.bytes * p0->es >= s->gos_min;
     uint64_t doff = ACXP_SLOT_OFF(a.seq & 1u, s->slot_bytes);
     for (int q = 0; q < s->nranks; q++) a.data[q] = s->area[q] + doff;
@@ -1107,6 +1121,59 @@ static void allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, 
   host_poll(e, api, s); /* the head starts now */
 }
 
+/* REG: an entry of the registration table (peer_ops.h, "Registered buffers"), written once the set
+ * has nothing in flight: a kernel reads the table after its launch, so an entry that changed under
+ * a kernel launched before it could name another buffer. Registration is collective, so the
+ * operations in flight here need no more commands from this rank to finish; their peers' kernels
+ * were launched (or will be) in the same order. */
+static void reg(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, const acxi_cmd_t *cmd) {
+  pset_t *s = set_find(x, cmd->arg[0]);
+  const uint64_t slot = cmd->arg[1], q = cmd->arg[2];
+  if (!s || s->destroying) {
+    ACX_WARN(COLL, "peer REG: no set %" PRIu64 " in this executor", cmd->arg[0]);
+    finish(e, api, cmd, ACX_ERR_INVALID_ARG);
+    return;
+  }
+  if (slot >= ACXP_REG_MAX || q >= (uint64_t)s->nranks || q == (uint64_t)s->rank) {
+    ACX_WARN(COLL, "peer REG: slot %" PRIu64 " of rank %" PRIu64 " (need a slot below %d and another rank of the %d)",
+             slot, q, ACXP_REG_MAX, s->nranks);
+    finish(e, api, cmd, ACX_ERR_INVALID_ARG);
+    return;
+  }
+  uint64_t addr = 0;
+  if (cmd->buf[0]) {
+    void *p = NULL;
+    uint64_t have = 0;
+    acx_status_t st = api->buffer(e, cmd->buf[0], &p, &have);
+    if (st != ACX_OK) {
+      ACX_WARN(COLL, "peer REG: buffer %" PRIu64 " (rank %" PRIu64 "'s, slot %" PRIu64 ") is unknown here",
+               cmd->buf[0], q, slot);
+      finish(e, api, cmd, st);
+      return;
+    }
+    addr = (uint64_t)(uintptr_t)p;
+  }
+  const int64_t dl = acxi_now_ns() + op_timeout_ns(cmd);
+  for (unsigned spins = 0; s->pcount && s->failed == ACX_OK && acxi_now_ns() < dl; spins++) {
+#if ACX_HAVE_CUDA
+    if (on_cuda(e, api)) cuda_complete(e, api, s);
+    else
+#endif
+      host_poll(e, api, s);
+    if (s->pcount && spins > 64) sched_yield();
+  }
+  if (s->pcount) {
+    /* A failed set ends its operations through its abort; the entry is not needed then, and one
+     * written under a kernel still in flight is what this wait avoids. */
+    ACX_WARN(COLL, "peer REG: %u operations of set %" PRIu64 " still in flight%s: slot %" PRIu64 " of rank %" PRIu64
+             " not written", s->pcount, s->id, s->failed != ACX_OK ? " after its failure" : " at the deadline", slot, q);
+    finish(e, api, cmd, s->failed != ACX_OK ? s->failed : ACX_ERR_TIMEOUT);
+    return;
+  }
+  s->ctl->regtab[q * ACXP_REG_MAX + slot] = addr;
+  finish(e, api, cmd, ACX_OK);
+}
+
 /* FENCE: at once when nothing of the set is in flight, else in its turn after what is. */
 static void fence(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, const acxi_cmd_t *cmd) {
   pset_t *s = set_find(x, cmd->arg[0]);
@@ -1145,6 +1212,7 @@ static void peer_submit(acxi_engine_t *e, const acxi_engine_api_t *api, const ac
   case ACXP_OP_ALLREDUCE: allreduce(e, api, x, cmd); return;
   case ACXP_OP_DESTROY: destroy(e, api, x, cmd); return;
   case ACXP_OP_FENCE: fence(e, api, x, cmd); return;
+  case ACXP_OP_REG: reg(e, api, x, cmd); return;
   default:
     ACX_WARN(COLL, "peer: unknown op %#x", cmd->op);
     finish(e, api, cmd, ACX_ERR_INVALID_ARG);

@@ -706,10 +706,12 @@ __device__ bool grp_sync(const acxk_peer_args_t &a, int phase, int who, int b, u
 // of the part whose lane is this rank's and whose group is gq: its own input at its place, the
 // group peers' pieces from its first half (slot jl * G + gq, d: the offset in the part); loads
 // four at a time.
+// A group peer's element comes from its registered input where it published one (pin[place], in
+// shared memory: the whole buffer, element base + i of it), else from its staged piece.
 template <typename E, int OP>
 __device__ __forceinline__ void group_sum_vec(const acxk_peer_args_t &a, const typename E::S *first,
                                               const typename E::S *in, uint64_t i, uint64_t d, int gq, uint64_t pp,
-                                              typename E::A *acc) {
+                                              typename E::A *acc, const typename E::S *const *pin, uint64_t base) {
   using S = typename E::S;
   constexpr int V = Vec<E>::V, BATCH = 4;
   const int K = a.per_group, G = a.groups, j = a.lane[a.rank];
@@ -719,7 +721,8 @@ __device__ __forceinline__ void group_sum_vec(const acxk_peer_args_t &a, const t
     for (int k = 0; k < BATCH; k++)
       if (j0 + k < K)
         v[k] = j0 + k == j ? *(const uint4 *)(in + i)
-                           : __ldcg((const uint4 *)(first + (uint64_t)((j0 + k) * G + gq) * pp + d));
+               : pin[j0 + k] ? __ldcg((const uint4 *)(pin[j0 + k] + base + i))
+                             : __ldcg((const uint4 *)(first + (uint64_t)((j0 + k) * G + gq) * pp + d));
 #pragma unroll
     for (int k = 0; k < BATCH; k++) {
       if (j0 + k < K) {
@@ -734,13 +737,74 @@ __device__ __forceinline__ void group_sum_vec(const acxk_peer_args_t &a, const t
 template <typename E, int OP>
 __device__ __forceinline__ typename E::A group_sum_one(const acxk_peer_args_t &a, const typename E::S *first,
                                                        const typename E::S *in, uint64_t i, uint64_t d, int gq,
-                                                       uint64_t pp) {
+                                                       uint64_t pp, const typename E::S *const *pin, uint64_t base) {
   using A = typename E::A;
   const int K = a.per_group, G = a.groups, j = a.lane[a.rank];
-  A acc = E::up(j == 0 ? in[i] : __ldcg(first + (uint64_t)gq * pp + d));
-  for (int jl = 1; jl < K; jl++)
-    acc = E::template comb<OP>(acc, E::up(jl == j ? in[i] : __ldcg(first + (uint64_t)(jl * G + gq) * pp + d)));
+  auto at = [&](int jl) {
+    return jl == j ? in[i] : pin[jl] ? __ldcg(pin[jl] + base + i) : __ldcg(first + (uint64_t)(jl * G + gq) * pp + d);
+  };
+  A acc = E::up(at(0));
+  for (int jl = 1; jl < K; jl++) acc = E::template comb<OP>(acc, E::up(at(jl)));
   return acc;
+}
+
+// src[0, len) stored at dst[k] + at for each of the nd outputs (16-byte vectors where vec; each
+// vector loaded once): the parts that came from other GPUs, into the group peers' registered outputs.
+template <typename S>
+__device__ __forceinline__ void big_copy_to(S *const *dst, int nd, uint64_t at, const S *src, uint64_t len,
+                                            bool vec) {
+  constexpr int V = 16 / sizeof(S);
+  const uint64_t vend = vec ? len / V * V : 0;
+  for (uint64_t i = (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
+    const uint4 v = __ldcg((const uint4 *)(src + i));
+    for (int k = 0; k < nd; k++) *(uint4 *)(dst[k] + at + i) = v;
+  }
+  for (uint64_t i = vend + threadIdx.x; i < len; i += kThreads) {
+    const S v = src[i];
+    for (int k = 0; k < nd; k++) dst[k][at + i] = v;
+  }
+}
+
+// The group peers' publications (peer_ops.h, "Registered buffers"), read by block b after its
+// first A: pin[place] / pout[place] their registered input / output through this executor's
+// table (NULL: staged / copied from the second halves; NULL at this rank's own place), pout's
+// registered ones also packed into outs[0, *nouts). False (fail set) where a peer published a
+// slot that this executor's table does not have (a registration out of step: never by design).
+template <typename S>
+__device__ bool read_pubs(const acxk_peer_args_t &a, int b, const S **pin, S **pout, S **outs, int *nouts,
+                          int32_t *fail) {
+  const int p = threadIdx.x, K = a.per_group, g = a.grp[a.rank], j = a.lane[a.rank];
+  if (p < K) {
+    pin[p] = nullptr;
+    pout[p] = nullptr;
+    if (p != j) {
+      const int l = a.at[g * K + p];
+      const volatile uint64_t *w = (const volatile uint64_t *)(a.flags[l] + ACXP_BIG_PUB_OFF(b, a.slot_bytes));
+      const uint64_t wi = w[0], wo = w[1];
+      for (int io = 0; io < 2; io++) {
+        const uint64_t word = io ? wo : wi;
+        const int slot = ACXP_PUB_SLOT(word);
+        if (slot < 0) continue;
+        const uint64_t base = slot < ACXP_REG_MAX ? ((const volatile uint64_t *)a.regtab)[l * ACXP_REG_MAX + slot] : 0;
+        if (!base) {
+          *(volatile int32_t *)fail = ACX_ERR_INVALID_STATE;
+          continue;
+        }
+        const uint64_t addr = base + ACXP_PUB_OFF(word);
+        if (io) pout[p] = (S *)addr;
+        else pin[p] = (const S *)addr;
+      }
+    }
+  }
+  __syncthreads();
+  if (p == 0) {
+    int n = 0;
+    for (int k = 0; k < K; k++)
+      if (pout[k]) outs[n++] = pout[k];
+    *nouts = n;
+  }
+  __syncthreads();
+  return *(volatile int32_t *)fail == 0;
 }
 
 template <typename E, int OP>
@@ -755,8 +819,16 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
   const uint64_t pp = ACXP_BIG_OP_PART(a.count, cpe, n, V);  // every chunk's parts (big_piece)
   const bool vec = aligned16(a.send) && aligned16(a.recv);
   __shared__ int32_t fail;
+  __shared__ const S *pin[ACXP_MAX_RANKS];
+  __shared__ S *pout[ACXP_MAX_RANKS], *outs[ACXP_MAX_RANKS];
+  __shared__ int nouts;
   if (threadIdx.x == 0) fail = 0;
   pdl_enter();
+  if (threadIdx.x == 0) {  // my publication, raised with my first A
+    uint64_t *w = (uint64_t *)(a.flags[r] + ACXP_BIG_PUB_OFF(b, a.slot_bytes));
+    w[0] = a.pub_in;
+    w[1] = a.pub_out;
+  }
   __syncthreads();
   for (uint64_t t = 0; t < chunks; t++) {
     const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
@@ -766,8 +838,9 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
     S *out = (S *)a.recv + base;
     const S *first = (const S *)(a.flags[r] + off);
     uint64_t lo, hi;
-    // 1. my pieces of the parts my group's peers stand for, into their first halves
-    for (int k = 1; k < K; k++) {
+    // 1. my pieces of the parts my group's peers stand for, into their first halves (none where
+    // my input is registered: they read it where it is)
+    for (int k = 1; k < K && !a.pub_in; k++) {
       const int jl = (j + k) % K, l = a.at[g * K + jl];
       for (int gq = 0; gq < G; gq++) {
         const int q = a.at[gq * K + jl];
@@ -778,6 +851,7 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
     }
     __syncthreads();
     if (!grp_sync(a, 0, 0, b, val, &fail)) break;
+    if (t == 0 && !read_pubs<S>(a, b, pin, pout, outs, &nouts, &fail)) break;
     // 2. my group's partial sums of my lane's parts, into their owners' first halves (the next
     // groups first, so that the groups spread their stores over the links)
     for (int k = 1; k < G; k++) {
@@ -788,7 +862,7 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
       const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
       for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
         A acc[V];
-        group_sum_vec<E, OP>(a, first, in, i, i - p0, gq, pp, acc);
+        group_sum_vec<E, OP>(a, first, in, i, i - p0, gq, pp, acc, pin, base);
         uint4 o;
         S *so = (S *)&o;
 #pragma unroll
@@ -796,12 +870,14 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
         *(uint4 *)(to + (i - p0)) = o;
       }
       for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads)
-        to[i - p0] = E::down(group_sum_one<E, OP>(a, first, in, i, i - p0, gq, pp));
+        to[i - p0] = E::down(group_sum_one<E, OP>(a, first, in, i, i - p0, gq, pp, pin, base));
     }
     __syncthreads();
     if (!grp_sync(a, 0, 1, b, val, &fail)) break;
     // 3. my part over the groups in order (each group's sum rounded to the type alike), into the
-    // output, my second half and my lane's second halves
+    // output, my lane's second halves, the registered outputs of my group and, where a group peer
+    // copies from it, my own second half
+    const bool own_half = nouts < K - 1;
     big_piece<V>(m, pp, r, nb, b, &lo, &hi);
     const uint64_t p0 = (uint64_t)r * pp < m ? (uint64_t)r * pp : m;
     const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
@@ -809,7 +885,7 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
       A acc[V], part[V];
       for (int gq = 0; gq < G; gq++) {
         if (gq == g) {
-          group_sum_vec<E, OP>(a, first, in, i, i - p0, g, pp, part);
+          group_sum_vec<E, OP>(a, first, in, i, i - p0, g, pp, part, pin, base);
 #pragma unroll
           for (int e = 0; e < V; e++) part[e] = E::up(E::down(part[e]));
         } else {
@@ -829,13 +905,14 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
         else so[e] = E::down(acc[e]);
       }
       *(uint4 *)(out + i) = o;
-      *(uint4 *)((S *)(a.flags[r] + off) + half + i) = o;
+      if (own_half) *(uint4 *)((S *)(a.flags[r] + off) + half + i) = o;
       for (int k = 1; k < G; k++) *(uint4 *)((S *)(a.flags[a.at[((g + k) % G) * K + j]] + off) + half + i) = o;
+      for (int k = 0; k < nouts; k++) *(uint4 *)(outs[k] + base + i) = o;
     }
     for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) {
       A acc = A();
       for (int gq = 0; gq < G; gq++) {
-        const A part = gq == g ? E::up(E::down(group_sum_one<E, OP>(a, first, in, i, i - p0, g, pp)))
+        const A part = gq == g ? E::up(E::down(group_sum_one<E, OP>(a, first, in, i, i - p0, g, pp, pin, base)))
                                : E::up(__ldcg(first + (uint64_t)(j * G + gq) * pp + (i - p0)));
         acc = gq == 0 ? part : E::template comb<OP>(acc, part);
       }
@@ -843,16 +920,26 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
       if constexpr (OP == ACX_REDOP_AVG) o = E::fin(acc, n);
       else o = E::down(acc);
       out[i] = o;
-      ((S *)(a.flags[r] + off) + half)[i] = o;
+      if (own_half) ((S *)(a.flags[r] + off) + half)[i] = o;
       for (int k = 1; k < G; k++) ((S *)(a.flags[a.at[((g + k) % G) * K + j]] + off) + half)[i] = o;
+      for (int k = 0; k < nouts; k++) outs[k][base + i] = o;
     }
     __syncthreads();
-    // 4. C: my lane's parts are in my second half; D: my group's are in theirs
+    // 4. C: my lane's parts are in my second half; they go on into my group's registered outputs;
+    // D: my group's are in theirs (and in my output where it is registered)
     if (!grp_sync(a, 1, 1, b, val, &fail)) break;
+    for (int k = 1; k < G && nouts; k++) {
+      const int q = a.at[((g + k) % G) * K + j];
+      big_piece<V>(m, pp, q, nb, b, &lo, &hi);
+      big_copy_to<S>(outs, nouts, base + lo, (const S *)(a.flags[r] + off) + half + lo, hi - lo, vec);
+    }
+    __syncthreads();
     if (!grp_sync(a, 1, 0, b, val, &fail)) break;
-    // 5. every other part, from the second half of my group's rank at its place
+    // 5. every other part, from the second half of my group's rank at its place (where my output
+    // is registered, only my lane's: the others stored theirs into it)
     for (int k = 1; k < n; k++) {
       const int q = (r + k) % n, from = a.at[g * K + a.lane[q]];
+      if (a.pub_out && from != r) continue;
       big_piece<V>(m, pp, q, nb, b, &lo, &hi);
       big_copy<S>(out + lo, (const S *)(a.flags[from] + off) + half + lo, hi - lo, vec);
     }

@@ -35,6 +35,9 @@ typedef struct acxk_peer_args {
   int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
   int32_t small_groups;             /* 1: this one-shot is the one-shot with groups (peer_ops.h) */
   int32_t ll_groups;                /* 1: the push lines with groups (peer_ops.h) */
+  const uint64_t *regtab;           /* the two-shot with groups: the registration table (peer_ops.h,
+                                       "Registered buffers"; pinned host memory) */
+  uint64_t pub_in, pub_out;         /* ... and this rank's publication words for its input and output */
   int32_t pdl;                      /* 1: launched with programmatic stream serialization (sm_90+: the
                                        kernel may be scheduled while the previous one on the stream
                                        ends, and waits for it before touching memory) */

@@ -191,14 +191,49 @@
  * order from the same partial sums on every rank: bit-identical everywhere, the order (group 0's
  * ranks in place order) then group 1's partial, and so on, as the two-shot with groups'. Only with
  * groups (which need big slots, whose flags it uses). */
+/* Registered buffers (issue 16's mapped path; collectives/coll_reg.c registers them). A rank's
+ * group peers' executors map its registered buffers; each executor keeps their device addresses in
+ * its control block's regtab [set rank][registration slot] (ACXP_OP_REG writes an entry once the
+ * set has nothing in flight, so that no kernel reads an entry while it changes). Per operation of
+ * the two-shot with groups, block b of every rank publishes, before its first flag A, two words in
+ * its own area at ACXP_BIG_PUB_OFF(b): its input's and its output's registration, each
+ * ACXP_PUB(slot, byte offset) or 0 (none: not registered, a stale registration, or an address not
+ * 16-byte aligned). After A, block b of each group peer reads them (A's acquire covers them) and,
+ * per peer and per chunk:
+ *   - input registered: the peer does not store its pieces (step 1); the owners read them from
+ *     its input through the table (regtab + offset + the element's place), in the same order as
+ *     they would read the staged copies: the sums are the same, bit for bit;
+ *   - output registered: every owner stores its final part into the peer's output as it stores
+ *     its own (step 5), and, between C and D, the rank at each place copies the parts that came
+ *     into its second half from other GPUs (its lane's) into the output of every group peer that
+ *     registered one; the peer then copies only its own lane's parts after D (every other part was
+ *     stored into its output before the D it waited for). Unregistered outputs copy from the
+ *     second halves as before, so ranks that registered and ranks that did not mix freely.
+ * The words published for operation s are read only between the peers' A of s and their D of s's
+ * last chunk: a rank writes them again for s + 1 only after its kernel of s has ended, which needs
+ * every group peer's D of s. In place, an output element is stored only after every read of the
+ * same element of the input: by the rank that read it (its own part, in the same thread) or after
+ * C (the others). Only GPUs publish: the host kind's executor runs a later buffer command at once
+ * while an all-reduce of the set is still in flight (its input is copied at the start), so its
+ * peers could not read a registered input in stream order; it publishes none, and its protocol is
+ * the one above. */
+#define ACXP_REG_MAX 32 /* registration slots per set (coll_reg.c: the lowest free one) */
+#define ACXP_PUB(slot, off) ((((uint64_t)(slot) + 1) << 56) | (uint64_t)(off))
+#define ACXP_PUB_SLOT(w) ((int)((w) >> 56) - 1) /* -1: none */
+#define ACXP_PUB_OFF(w) ((w) & ((1ull << 56) - 1))
 #define ACXP_BIG_OFF(slot_bytes) ACXP_AREA_BYTES(slot_bytes)
 #define ACXP_BIG_MAX_BLOCKS 128 /* the two-shot's blocks per operation at most (ACX_COLL_PEER_BIG_BLOCKS) */
 #define ACXP_BIG_FLAG_BYTES ((uint64_t)ACXP_MAX_RANKS * ACXP_BIG_MAX_BLOCKS * 8) /* one phase's flags */
 #define ACXP_BIG_FLAG_OFF(phase, from, block, slot_bytes) \
   (ACXP_BIG_OFF(slot_bytes) + (uint64_t)(phase) * ACXP_BIG_FLAG_BYTES + \
    ((uint64_t)(from) * ACXP_BIG_MAX_BLOCKS + (uint64_t)(block)) * 8)
+/* The two-shot with groups' publication (below, "Registered buffers"): block b's two words, after
+ * the flags. */
+#define ACXP_BIG_PUB_BYTES ((uint64_t)ACXP_BIG_MAX_BLOCKS * 16)
+#define ACXP_BIG_PUB_OFF(block, slot_bytes) \
+  (ACXP_BIG_OFF(slot_bytes) + 2 * ACXP_BIG_FLAG_BYTES + (uint64_t)(block) * 16)
 #define ACXP_BIG_SLOT_OFF(k, slot_bytes, big_bytes) \
-  (ACXP_BIG_OFF(slot_bytes) + 2 * ACXP_BIG_FLAG_BYTES + (uint64_t)(k) * (big_bytes))
+  (ACXP_BIG_OFF(slot_bytes) + 2 * ACXP_BIG_FLAG_BYTES + ACXP_BIG_PUB_BYTES + (uint64_t)(k) * (big_bytes))
 #define ACXP_AREA_BYTES_BIG(slot_bytes, big_bytes) \
   ((big_bytes) ? ACXP_BIG_SLOT_OFF(2, slot_bytes, big_bytes) : ACXP_AREA_BYTES(slot_bytes))
 #define ACXP_GOS_OFF(parity, g, groups, slot_bytes, big_bytes) \
@@ -250,15 +285,21 @@ typedef enum acxp_op {
                                 executor has resolved every area */
   ACXP_OP_ALLREDUCE = 0x401, /* arg[0] = set id, dtype, buf[0] = send, buf[1] = recv, off[0], off[1]:
                                 byte offsets into them, bytes = count in elements, arg[1] =
-                                acx_redop_t, arg[3] = operation number s (1, 2, ...), arg[4] =
+                                acx_redop_t, arg[2] = the registration slots of send (bits 0-7) and
+                                recv (8-15), each slot + 1 (0: not registered; used by the two-shot
+                                with groups on GPUs), arg[3] = operation number s (1, 2, ...), arg[4] =
                                 deadline (ms from the executor's start of it) */
   ACXP_OP_DESTROY = 0x402,   /* arg[0] = set id, arg[4] = deadline (ms) for its operations in flight:
                                 forgets the set once they are done (the rank frees the areas) */
-  ACXP_OP_FENCE = 0x403      /* arg[0] = set id: completes once the set's operations sent before it
+  ACXP_OP_FENCE = 0x403,     /* arg[0] = set id: completes once the set's operations sent before it
                                 have, with the set's first failure (ACX_OK: none): how a failure
                                 of an operation sent without a future reaches acx_coll_synchronize */
+  ACXP_OP_REG = 0x404        /* arg[0] = set id, arg[1] = registration slot (< ACXP_REG_MAX), arg[2] =
+                                the set rank whose buffer it is, buf[0] = this executor's mapping of
+                                it (0: clear the entry), arg[4] = deadline (ms): once the set has
+                                nothing in flight, regtab [arg[2]][arg[1]] := its device address */
 } acxp_op_t;
-_Static_assert(ACXP_OP_SETUP >= ACXP_OP_FIRST && ACXP_OP_FENCE <= ACXP_OP_LAST,
+_Static_assert(ACXP_OP_SETUP >= ACXP_OP_FIRST && ACXP_OP_REG <= ACXP_OP_LAST,
                "peer ops stay inside their range (runtime/proto/limits.h)");
 
 #define ACXP_CTL_MAGIC 0x6163787065657231ull /* "acxpeer1" */
@@ -297,6 +338,9 @@ typedef struct acxp_ctl {
   /* Written by the executor (the CUDA kernel) for pending entry i: nonzero when an operation
    * failed in its wait (ACX_ERR_COLL_TIMEOUT, or the abort word's status). */
   _Atomic int32_t status[ACXP_PENDING];
+  /* Written by the executor (ACXP_OP_REG; zeroed at SETUP): [q * ACXP_REG_MAX + slot], the device
+   * address at which it maps set rank q's buffer of that registration slot (0: none). */
+  uint64_t regtab[ACXP_MAX_RANKS * ACXP_REG_MAX];
 } acxp_ctl_t;
 #endif
 

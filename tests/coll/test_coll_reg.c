@@ -11,6 +11,7 @@
  * Default: host kind; --cuda: the same on GPUs (exit 77 without one). */
 #define _GNU_SOURCE
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,135 @@ static void test_rebuild_makes_stale(void) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* ---- the all-reduce through registered buffers (runtime/proto/peer_ops.h, "Registered buffers") ----
+ * Every rank's output must be the exact sum (max) and bit-identical to the unregistered run's,
+ * whichever ranks registered what: all (out of place and in place), ranks with only their input or
+ * only their output registered, one rank only. Registration is collective, so a rank "without" a
+ * registration registers a scratch buffer in its place. An out-of-place input must come back
+ * untouched (its group peers read it where it is). Sizes from the smallest the two-shot takes to
+ * several of its chunks, with odd counts (the kernels' element-by-element tails). */
+enum { M_NONE, M_ALL, M_INPLACE, M_SEND_ONLY_EVEN, M_ONE_RANK, M_COUNT };
+static const char *const mode_name[M_COUNT] = {"none", "all", "in place", "inputs of even ranks, outputs of odd",
+                                               "rank 0 only"};
+
+static float fval(size_t i, int r) { return (float)((int)((i * 7 + (size_t)r * 13) % 61) - 30); }
+static uint16_t bf16_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16); /* exact: small integers */
+}
+
+/* Input element i of rank r, as bytes of the dtype. */
+static void fill_input(unsigned char *v, size_t n, acx_dtype_t dt, int r) {
+  for (size_t i = 0; i < n; i++) {
+    if (dt == ACX_DTYPE_F32) ((float *)v)[i] = fval(i, r);
+    else if (dt == ACX_DTYPE_BF16) ((uint16_t *)v)[i] = bf16_of((float)((i + (size_t)r * 5) % 29));
+    else ((int32_t *)v)[i] = (int32_t)((i * 2654435761u + (size_t)r * 977) % 100003) - 50000;
+  }
+}
+
+/* The exact result of sum (f32, bf16) or max (i32) over every rank, compared with got: wrong elements. */
+static size_t count_wrong(const unsigned char *got, size_t n, acx_dtype_t dt) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (dt == ACX_DTYPE_F32) {
+      float want = 0;
+      for (int r = 0; r < nranks; r++) want += fval(i, r);
+      wrong += ((const float *)got)[i] != want;
+    } else if (dt == ACX_DTYPE_BF16) {
+      float want = 0;
+      for (int r = 0; r < nranks; r++) want += (float)((i + (size_t)r * 5) % 29);
+      wrong += ((const uint16_t *)got)[i] != bf16_of(want);
+    } else {
+      int32_t want = INT32_MIN;
+      for (int r = 0; r < nranks; r++) {
+        int32_t v = (int32_t)((i * 2654435761u + (size_t)r * 977) % 100003) - 50000;
+        if (v > want) want = v;
+      }
+      wrong += ((const int32_t *)got)[i] != want;
+    }
+  }
+  return wrong;
+}
+
+/* Whether this rank registers its input / output in mode m (else a scratch buffer in its place). */
+static int reg_send(int m) { return m == M_ALL || m == M_INPLACE || (m == M_SEND_ONLY_EVEN && rank % 2 == 0) || (m == M_ONE_RANK && rank == 0); }
+static int reg_recv(int m) { return m == M_ALL || (m == M_SEND_ONLY_EVEN && rank % 2 == 1) || (m == M_ONE_RANK && rank == 0); }
+
+static void one_case(size_t n, acx_dtype_t dt, acx_redop_t op, int groups) {
+  const size_t es = acx_dtype_size(dt), bytes = n * es;
+  unsigned char *in = malloc(bytes), *ref = malloc(bytes), *got = malloc(bytes);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(got);
+  fill_input(in, n, dt, rank);
+  for (int m = 0; m < M_COUNT; m++) {
+    acx_buffer_t *send = NULL, *recv = NULL, *scratch[2] = {NULL, NULL};
+    ACX_ASSERT_STATUS(acx_buffer_alloc(dev, bytes, ACX_DTYPE_BYTE, ACX_MEM_SHAREABLE, T_LONG, &send), ACX_OK);
+    if (m == M_INPLACE) recv = send;
+    else ACX_ASSERT_STATUS(acx_buffer_alloc(dev, bytes, ACX_DTYPE_BYTE, ACX_MEM_SHAREABLE, T_LONG, &recv), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_write(send, 0, in, bytes, 0, T_LONG), ACX_OK);
+    acxc_reg_t *rs = NULL, *rr = NULL;
+    if (m != M_NONE) { /* two registrations on every rank (collective), the real buffers or scratch */
+      for (int k = 0; k < 2; k++)
+        if (!(k == 0 ? reg_send(m) : reg_recv(m)))
+          ACX_ASSERT_STATUS(acx_buffer_alloc(dev, 4096, ACX_DTYPE_BYTE, ACX_MEM_SHAREABLE, T_LONG, &scratch[k]), ACX_OK);
+      ACX_ASSERT_STATUS(acxc_coll_register(coll, reg_send(m) ? send : scratch[0], T_LONG, &rs), ACX_OK);
+      ACX_ASSERT_STATUS(acxc_coll_register(coll, m == M_INPLACE ? scratch[1] : reg_recv(m) ? recv : scratch[1], T_LONG, &rr),
+                        ACX_OK);
+      if (groups && reg_send(m)) CU_ASSERT(acxc_reg_slot_of(coll, send) >= 0);
+    }
+    uint64_t ops0 = acxc_peer_ops(coll);
+    ACX_ASSERT_STATUS(acx_allreduce_sync(coll, send, recv, n, dt, op, 0, T_LONG), ACX_OK);
+    if (groups) CU_ASSERT_EQUAL(acxc_peer_ops(coll), ops0 + 1); /* the own path's two-shot took it */
+    ACX_ASSERT_STATUS(acx_buffer_read(recv, 0, got, bytes, 0, T_LONG), ACX_OK);
+    size_t wrong = count_wrong(got, n, dt);
+    if (m == M_NONE) memcpy(ref, got, bytes);
+    int same = !memcmp(ref, got, bytes);
+    if (wrong || !same)
+      fprintf(stderr, "rank %d: %zu elements of dtype %d op %d, registered %s: %zu wrong, %s the unregistered run's\n",
+              rank, n, (int)dt, (int)op, mode_name[m], wrong, same ? "the same as" : "NOT bit-identical to");
+    CU_ASSERT_EQUAL(wrong, 0);
+    CU_ASSERT(same);
+    if (m != M_INPLACE) { /* the input, read where it is by the group peers, is untouched */
+      ACX_ASSERT_STATUS(acx_buffer_read(send, 0, got, bytes, 0, T_LONG), ACX_OK);
+      CU_ASSERT(!memcmp(got, in, bytes));
+    }
+    if (rr) ACX_ASSERT_STATUS(acxc_coll_deregister(rr, T_LONG), ACX_OK);
+    if (rs) ACX_ASSERT_STATUS(acxc_coll_deregister(rs, T_LONG), ACX_OK);
+    for (int k = 0; k < 2; k++)
+      if (scratch[k]) {
+        ACX_ASSERT_STATUS(acx_buffer_free(scratch[k], T_LONG), ACX_OK);
+        acx_buffer_release(scratch[k]);
+      }
+    if (recv != send) {
+      ACX_ASSERT_STATUS(acx_buffer_free(recv, T_LONG), ACX_OK);
+      acx_buffer_release(recv);
+    }
+    ACX_ASSERT_STATUS(acx_buffer_free(send, T_LONG), ACX_OK);
+    acx_buffer_release(send);
+  }
+  free(in);
+  free(ref);
+  free(got);
+}
+
+static void test_allreduce_registered(void) {
+  uint64_t slot = 0, big_min = 0;
+  int parts = acxc_peer_on(coll) ? acxc_peer_parts(coll, &slot, &big_min) : 0;
+  const int groups = (parts & ACXC_PEER_GROUPS) != 0;
+  /* the smallest all-reduce the two-shot takes (or 64 KiB without it), then one of several chunks */
+  uint64_t base = groups ? (big_min > slot ? big_min : slot + 1) : 65536;
+  const struct { acx_dtype_t dt; acx_redop_t op; } kinds[] = {
+      {ACX_DTYPE_F32, ACX_REDOP_SUM}, {ACX_DTYPE_BF16, ACX_REDOP_SUM}, {ACX_DTYPE_I32, ACX_REDOP_MAX}};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    const size_t es = acx_dtype_size(kinds[k].dt), n1 = (size_t)(base + es - 1) / es + 37;
+    one_case(n1, kinds[k].dt, kinds[k].op, groups);
+    if (k == 0) one_case(n1 * 37 + 11, kinds[k].dt, kinds[k].op, groups);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* The groups this test expects: ranks on this rank's GPU; on the host kind blocks of
  * ACX_COLL_HIER_GROUP consecutive ranks (one node) where the own all-reduce's two-shot has groups. */
 static void expect_groups(void) {
@@ -195,7 +325,8 @@ int main(int argc, char **argv) {
   expect_groups();
   if (rank == 0) printf("test_coll_reg: %d ranks, %d group peer(s) each\n", nranks, nmine);
   static const acx_test_case_t cases[] = {ACX_TEST(test_register_maps), ACX_TEST(test_register_refused),
-                                          ACX_TEST(test_rebuild_makes_stale), ACX_TEST_END};
+                                          ACX_TEST(test_allreduce_registered), ACX_TEST(test_rebuild_makes_stale),
+                                          ACX_TEST_END};
   int rc = acx_test_run("coll-reg", cases, NULL, NULL);
   /* A registration left to the coll's destroy: closed with it (collective, as the destroy is). */
   acx_buffer_t *left = NULL;
