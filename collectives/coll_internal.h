@@ -95,7 +95,7 @@ struct acx_coll {
   acxc_peer_t *peer; /* the own all-reduce's set (peer_coll.c; NULL: never wanted); made anew by a rebuild */
   /* Registered buffers (coll_reg.c), newest first, and the next registration's number. */
   pthread_mutex_t reg_lock;
-  struct acxc_reg *regs;
+  struct acx_coll_reg *regs;
   int reg_next;
 };
 
@@ -118,7 +118,7 @@ void acxc_remote_retire(acx_world_t *world);
  * the buffer is used as an unregistered one until deregistered and registered again. Like coll
  * creation, registration uses the world's MPI communicator: not while a rebuild runs (wait for
  * acx_world_wait_ready first). Not yet public: the two-shot's kernels do not read through it yet. */
-typedef struct acxc_reg acxc_reg_t;
+typedef struct acx_coll_reg acxc_reg_t; /* the public acx_coll_reg_t */
 acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeout_ns, acxc_reg_t **reg);
 acx_status_t acxc_coll_deregister(acxc_reg_t *reg, int64_t timeout_ns);
 /* World rank `peer`'s buffer of the registration as this rank's executor maps it; NULL where peer

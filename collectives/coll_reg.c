@@ -25,7 +25,7 @@
 #include "runtime/device/device_internal.h"
 #include "runtime/proto/peer_ops.h"
 
-struct acxc_reg {
+struct acx_coll_reg {
   acx_coll_t *coll;
   acx_buffer_t *buf; /* held */
   uint64_t set_id;   /* the own all-reduce's set it maps for (0: none, no group peers) */
@@ -34,7 +34,7 @@ struct acxc_reg {
   int npeers;
   int peer[ACXP_MAX_RANKS];          /* world ranks of this rank's group, this rank excepted */
   acx_buffer_t *imp[ACXP_MAX_RANKS]; /* their buffers, mapped by this rank's executor */
-  struct acxc_reg *next;
+  struct acx_coll_reg *next;
 };
 
 /* Closes this rank's mappings (each waits for its executor: stream-ordered behind the work that
@@ -292,3 +292,9 @@ void acxc_coll_regs_destroy(acx_coll_t *c, int64_t timeout_ns) {
   }
   while (c->regs) unlink_free(c->regs);
 }
+
+acx_status_t acx_coll_register(acx_coll_t *coll, acx_buffer_t *buf, int64_t timeout_ns, acx_coll_reg_t **reg) {
+  return acxc_coll_register(coll, buf, timeout_ns, reg);
+}
+
+acx_status_t acx_coll_deregister(acx_coll_reg_t *reg, int64_t timeout_ns) { return acxc_coll_deregister(reg, timeout_ns); }

@@ -44,6 +44,7 @@ typedef struct opts {
   bench_mode_t mode, baseline;
   int compare;
   int per_gpu; /* --per-gpu: the baseline on one rank per GPU (issue 16: ranks that share GPUs) */
+  int reg;     /* --register: acx's buffers ACX_MEM_SHAREABLE and registered with the coll */
   const char *transport; /* actor mode: NULL (ACX_EXECUTOR), "process" or "inline" */
   const char *json, *csv, *plot;
 } opts_t;
@@ -94,6 +95,7 @@ struct backend {
   acx_device_t *dev;
   acx_coll_t *coll;
   acx_buffer_t *asend, *arecv;
+  acx_coll_reg_t *rsend, *rrecv; /* --register */
   /* run: when the last operation had been handed over (now_s), before the final wait */
   double issued_s;
 };
@@ -181,10 +183,15 @@ static int actor_setup(backend_t *be, bench_t *b) {
   }
   ACTOR_OR(acx_device_open(be->sys, &cfg, &be->dev), return -1);
   acx_dtype_t t = acx_type(b->o.dtype);
-  ACTOR_OR(acx_buffer_alloc(be->dev, b->o.max_bytes, t, ACX_MEM_DEVICE, ACTOR_TIMEOUT, &be->asend), return -1);
-  ACTOR_OR(acx_buffer_alloc(be->dev, b->o.max_bytes, t, ACX_MEM_DEVICE, ACTOR_TIMEOUT, &be->arecv), return -1);
+  const acx_mem_kind_t mk = b->o.reg ? ACX_MEM_SHAREABLE : ACX_MEM_DEVICE;
+  ACTOR_OR(acx_buffer_alloc(be->dev, b->o.max_bytes, t, mk, ACTOR_TIMEOUT, &be->asend), return -1);
+  ACTOR_OR(acx_buffer_alloc(be->dev, b->o.max_bytes, t, mk, ACTOR_TIMEOUT, &be->arecv), return -1);
   /* Collective: every rank reaches this line (setup is agreed on only afterwards). */
   ACTOR_OR(acx_coll_create(b->world, be->dev, be->sys, NULL, &be->coll), return -1);
+  if (b->o.reg) { /* collective too */
+    ACTOR_OR(acx_coll_register(be->coll, be->asend, ACTOR_TIMEOUT, &be->rsend), return -1);
+    ACTOR_OR(acx_coll_register(be->coll, be->arecv, ACTOR_TIMEOUT, &be->rrecv), return -1);
+  }
   return 0;
 }
 
@@ -217,6 +224,8 @@ static int actor_fetch(backend_t *be, bench_t *b, void *host, size_t bytes) {
 
 static void actor_teardown(backend_t *be, bench_t *b) {
   (void)b;
+  if (be->rrecv) (void)acx_coll_deregister(be->rrecv, ACTOR_TIMEOUT);
+  if (be->rsend) (void)acx_coll_deregister(be->rsend, ACTOR_TIMEOUT);
   if (be->coll) acx_coll_destroy(be->coll, ACTOR_TIMEOUT);
   acx_buffer_release(be->asend);
   acx_buffer_release(be->arecv);
@@ -538,8 +547,9 @@ static const char *side_name(const opts_t *o, int k) {
 
 static void print_header(const bench_t *b, const char *const *devs) {
   const opts_t *o = &b->o;
-  printf("# acx-allreduce-bench  mode: %s%s%s  nranks: %d  nodes: %d\n", mode_names[o->mode],
-         o->compare ? "  baseline: " : "", o->compare ? side_name(o, 1) : "", b->nranks, b->nodes);
+  printf("# acx-allreduce-bench  mode: %s%s%s%s  nranks: %d  nodes: %d\n", mode_names[o->mode],
+         o->reg ? " (registered buffers)" : "", o->compare ? "  baseline: " : "", o->compare ? side_name(o, 1) : "",
+         b->nranks, b->nodes);
   printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %u(factor) warmup iters: %d iters: %d agg iters: 1 "
          "validation: %d graph: 0\n#\n# Using devices\n",
          o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->check);
@@ -616,6 +626,7 @@ static void write_json(const bench_t *b, const row_t *rows, int nrows, const dou
           bench_dtype_name(b->o.dtype), bench_op_name(b->o.op));
   fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"check\": %d,\n  \"busbw_factor\": %.6f,\n", b->o.iters,
           b->o.warmup, b->o.check, bench_allreduce_busbw(1.0, b->nranks));
+  fprintf(f, "  \"registered\": %s,\n", b->o.reg ? "true" : "false");
   if (nb > 1) /* ratio: side 0's algbw over side 1's (with the same ranks, their busbw's ratio) */
     fprintf(f, "  \"per_gpu\": %s,\n  \"baseline_nranks\": %d,\n", b->o.per_gpu ? "true" : "false",
             b->side_nranks[1]);
@@ -777,6 +788,9 @@ static void usage(void) {
          "                           time over the mode's);\n"
          "                           without GPUs the groups are ACX_COLL_HIER_GROUP ranks of a node (the\n"
          "                           host kind's; 0 or unset: the whole node)\n"
+         "      --register           acx's buffers ACX_MEM_SHAREABLE and registered with the coll\n"
+         "                           (acx_coll_register: ranks sharing a GPU read and store each other's\n"
+         "                           buffers instead of staging them; issue 16)\n"
          "      --json FILE          write the results as JSON\n"
          "      --csv FILE           write the results as CSV\n"
          "      --plot FILE.png      plot busbw and time against size (needs gnuplot)\n"
@@ -812,7 +826,7 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
       {"baseline", required_argument, 0, 'B'}, {"json", required_argument, 0, 'J'},
       {"transport", required_argument, 0, 'T'},
       {"csv", required_argument, 0, 'V'}, {"plot", required_argument, 0, 'P'},
-      {"per-gpu", no_argument, 0, 'G'},
+      {"per-gpu", no_argument, 0, 'G'}, {"register", no_argument, 0, 'R'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   opterr = 0;
   int c, factor = 2;
@@ -833,6 +847,7 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
     case 'B': if (parse_mode(optarg, &o->baseline)) bad = "--baseline: actor, nccl or mpi"; break;
     case 'C': o->compare = 1; break;
     case 'G': o->per_gpu = 1; break;
+    case 'R': o->reg = 1; break;
     case 'T':
       if (strcmp(optarg, "process") && strcmp(optarg, "inline")) bad = "--transport: process or inline";
       o->transport = optarg;
@@ -857,6 +872,8 @@ static int parse_args(int argc, char **argv, opts_t *o, int rank) {
   if (!bad && o->per_gpu && (!o->compare || o->baseline == MODE_ACTOR))
     bad = "--per-gpu: needs --compare and --baseline nccl or mpi (the baseline runs on one rank per GPU; acx's "
           "collectives span every rank)";
+  if (!bad && o->reg && o->mode != MODE_ACTOR && o->mode != MODE_NONE && !(o->compare && o->baseline == MODE_ACTOR))
+    bad = "--register: registers acx's buffers, and neither --mode nor --baseline is actor";
   if (!bad && o->per_gpu && o->mode == MODE_NCCL)
     bad = "--per-gpu: --mode runs on every rank, and NCCL takes one rank per GPU: use actor (the default) or mpi";
   if (bad) {

@@ -94,6 +94,26 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
  * worker thread. */
 acx_status_t acx_coll_destroy(acx_coll_t *coll, int64_t timeout_ns);
 
+/* Registered buffers (issue 16; docs/collectives.md, "Registered buffers"). Where ranks share a GPU
+ * (the own all-reduce's two-shot with groups), the executors of a GPU's ranks can read each other's
+ * registered inputs and store into each other's registered outputs directly instead of staging
+ * them through their areas: registering the buffers that large all-reduces use saves GPU memory
+ * traffic. Collective over the coll, like MPI_Win_create: every rank calls it, the same number of
+ * times in the same order (a rank with nothing to register passes a small shareable buffer of its
+ * own). buf must be ACX_MEM_SHAREABLE (else ACX_ERR_INVALID_ARG, naming it) on the coll's device.
+ * A rank's failure fails the call on every rank (that rank's reason there, ACX_ERR_PEER_LOST
+ * elsewhere) and leaves nothing registered. While registered the buffer is held and
+ * acx_buffer_free refuses it (ACX_ERR_INVALID_STATE) until acx_coll_deregister (collective too).
+ * Where no rank shares a GPU the call maps nothing and results are as without it. Results are
+ * bit-identical with and without registration, whichever ranks registered what. A rebuild makes
+ * registrations stale (their buffers are staged again) until deregistered and registered anew; a
+ * coll destroyed with registrations left closes them, with a warning. At most 32 registrations of
+ * a coll are used by its kernels at once (more are mapped but staged, with a warning). Not while a
+ * rebuild runs; not a worker thread. */
+typedef struct acx_coll_reg acx_coll_reg_t;
+acx_status_t acx_coll_register(acx_coll_t *coll, acx_buffer_t *buf, int64_t timeout_ns, acx_coll_reg_t **reg);
+acx_status_t acx_coll_deregister(acx_coll_reg_t *reg, int64_t timeout_ns);
+
 /* Rank and size in the coll (those of the world). Any thread. */
 acx_status_t acx_coll_rank(const acx_coll_t *coll, int *rank);
 acx_status_t acx_coll_size(const acx_coll_t *coll, int *size);

@@ -182,12 +182,12 @@ for step in "$@"; do
         timeout 120 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY "${PE[@]}" $B/bench/allreduce/acx-allreduce-bench -b ${PM_B:-32K} -e ${PM_E:-2M} -f 2 -n ${PM_N:-200} -w 20 -d float >$OUT/peermid-$k-$mk-$bk-$bb-$sg-$ll-$lg-$rep.txt 2>&1; echo "ranks/GPU=$k maxkb=$mk bigminkb=$bk blocks=$bb smallgroups=$sg llkb=$ll llgroups=$lg rep=$rep rc=$?"
         grep -E "^ +[0-9]+ " $OUT/peermid-$k-$mk-$bk-$bb-$sg-$ll-$lg-$rep.txt | sed "s/^/k=$k mk=$mk bk=$bk bb=$bb sg=$sg ll=$ll lg=$lg rep=$rep /"; done; done
       mps_off ;;
-    pergpu) el pergpu  # issue 16's goals in one run each: under MPS, PG_K ranks per GPU (default 2 4) through acx beside raw NCCL on one rank per GPU (acx-allreduce-bench --compare --per-gpu: the ratio is the busbw per GPU), PG_B - PG_E (8 B - 1 GiB), factor PG_F (4), PG_R interleaved rounds (3), f32; PG_ENV="NAME=VALUE ..." set for the runs (e.g. ACX_COLL_PEER_BIG_KB=4096)
+    pergpu) el pergpu  # issue 16's goals in one run each: under MPS, PG_K ranks per GPU (default 2 4) through acx beside raw NCCL on one rank per GPU (acx-allreduce-bench --compare --per-gpu: the ratio is the busbw per GPU), PG_B - PG_E (8 B - 1 GiB), factor PG_F (4), PG_R interleaved rounds (3), f32; PG_ENV="NAME=VALUE ..." set for the runs (e.g. ACX_COLL_PEER_BIG_KB=4096); PG_X: more bench options (e.g. --register)
       mps_on || continue
       PGX=(); for kv in ${PG_ENV:-}; do export "${kv?}"; PGX+=(-x "${kv%%=*}"); done
-      for k in ${PG_K:-2 4}; do np=$((NG * k)); tag=$(echo "${PG_ENV:-default}" | tr -c 'a-zA-Z0-9=_\n' _)
-        timeout ${PG_T:-300} mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY "${PGX[@]}" $B/bench/allreduce/acx-allreduce-bench --compare --per-gpu -b ${PG_B:-8} -e ${PG_E:-1G} -f ${PG_F:-4} -n ${PG_N:-20} -w 5 -r ${PG_R:-3} -d float --json $OUT/pergpu-$k-$tag.json >$OUT/pergpu-$k-$tag.txt 2>&1; echo "ranks/GPU=$k env=${PG_ENV:-default} rc=$?"
-        grep -E "^# per GPU|^ +[0-9]+ |Out of bounds" $OUT/pergpu-$k-$tag.txt | sed "s/^/k=$k /"; done
+      for k in ${PG_K:-2 4}; do np=$((NG * k)); tag=$(echo "${PG_ENV:-default}${PG_X:-}" | tr -c 'a-zA-Z0-9=_\n' _)
+        timeout ${PG_T:-300} mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY "${PGX[@]}" $B/bench/allreduce/acx-allreduce-bench --compare --per-gpu ${PG_X:-} -b ${PG_B:-8} -e ${PG_E:-1G} -f ${PG_F:-4} -n ${PG_N:-20} -w 5 -r ${PG_R:-3} -d float --json $OUT/pergpu-$k-$tag.json >$OUT/pergpu-$k-$tag.txt 2>&1; echo "ranks/GPU=$k env=${PG_ENV:-default} ${PG_X:-} rc=$?"
+        grep -E "^# per GPU|^ +[0-9]+ |Out of bounds" $OUT/pergpu-$k-$tag.txt | sed "s/^/k=$k ${PG_X:+reg }/"; done
       for kv in ${PG_ENV:-}; do unset "${kv%%=*}"; done
       mps_off ;;
     libs) el libs; timeout 200 $B/bench/libs/acx-lib-bench 2>&1 | tee $OUT/libs.txt | grep -v "ACX WARN" | tail -16 ;;
