@@ -493,7 +493,8 @@ acx_status_t acxc_peer_fence(acx_coll_t *c, acx_future_t **f) {
 acx_status_t acxc_peer_reg(acx_coll_t *c, uint64_t set_id, int slot, int peer, acx_buffer_t *imp, int64_t deadline) {
   const int64_t left = acxi_left_ns(deadline);
   const int64_t ms = left / 1000000;
-  acxi_cmd_t cmd = {.op = ACXP_OP_REG, .arg = {set_id, (uint64_t)slot, (uint64_t)peer, 0, (uint64_t)(ms > 0 ? ms : 1)}};
+  acxi_cmd_t cmd = {.op = ACXP_OP_REG, .buf = {imp ? imp->id : 0},
+                    .arg = {set_id, (uint64_t)slot, (uint64_t)peer, 0, (uint64_t)(ms > 0 ? ms : 1)}};
   acxi_bufarg_t ba = {imp, "registration mapping"};
   acx_future_t *f = NULL;
   acx_status_t st = acxi_device_submit(c->dev, &cmd, imp ? &ba : NULL, imp ? 1 : 0, 0, -1, deadline, &f);
