@@ -77,12 +77,14 @@ typedef struct pset {
   uint64_t gos_min;  /* the one-shot with groups from this many bytes (peer_ops.h; acxp_ctl_t's
                         small_groups; 0: never) */
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
+  int reg_use;       /* cuda: ACX_COLL_PEER_REG (bit 0 inputs, bit 1 outputs), read at SETUP */
   unsigned ev_every; /* cuda: ACX_COLL_PEER_EVENT_EVERY, read at SETUP */
   unsigned since_ev; /* cuda: operations launched without an event since the last one with */
   unsigned batch_max;   /* cuda: ACX_COLL_PEER_BATCH, read at SETUP */
   uint64_t clear_every; /* cuda: ACX_COLL_PEER_LL_CLEAR, read at SETUP */
   unsigned nstaged;     /* cuda: the newest pending operations, not launched yet (a batch) */
   uint64_t nlaunch, nops; /* cuda: kernels launched, operations they ran (the log at the end) */
+  uint64_t npub;          /* cuda: operations of the two-shot with groups that published a registered buffer */
   unsigned char *ll_scratch; /* host kind: the lines of every rank unpacked, [nranks][ACXP_LL_MAX] */
   acx_status_t failed; /* the first failure: later operations fail with it at once */
   pend_t pv[ACXP_PENDING];
@@ -218,6 +220,8 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
   s->big_bytes = ctl->big_bytes;
   s->big_blocks = ctl->big_blocks;
   s->pdl = acxi_param_int("ACX_COLL_PEER_PDL") > 0;
+  int64_t ru = acxi_param_int("ACX_COLL_PEER_REG");
+  s->reg_use = ru < 0 ? 3 : (int)(ru & 3);
   int64_t every = acxi_param_int("ACX_COLL_PEER_EVENT_EVERY");
   s->ev_every = every < 1 ? 1 : every > 64 ? 64 : (unsigned)every;
   int64_t batch = acxi_param_int("ACX_COLL_PEER_BATCH");
@@ -275,8 +279,8 @@ static void ev_cache_drop(pset_t *s) {
 
 static void log_launches(const pset_t *s) {
   if (s->nlaunch)
-    ACX_INFO(COLL, "peer set %" PRIu64 ": %" PRIu64 " all-reduces in %" PRIu64 " kernel launches", s->id, s->nops,
-             s->nlaunch);
+    ACX_INFO(COLL, "peer set %" PRIu64 ": %" PRIu64 " all-reduces in %" PRIu64 " kernel launches, %" PRIu64
+             " through registered buffers", s->id, s->nops, s->nlaunch, s->npub);
 }
 
 static void set_free(ext_t *x, pset_t *s) {
@@ -963,8 +967,9 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
     a.big = p0->cmd.bytes * p0->es > s->slot_bytes;
     if (a.big && s->K > 1) { /* the two-shot with groups: this rank's publication (peer_ops.h) */
       a.regtab = s->ctl_dev->regtab;
-      a.pub_in = pub_word(p0->cmd.arg[2] & 0xff, p0->cmd.off[0], p0->in);
-      a.pub_out = pub_word((p0->cmd.arg[2] >> 8) & 0xff, p0->cmd.off[1], p0->out);
+      a.pub_in = (s->reg_use & 1) ? pub_word(p0->cmd.arg[2] & 0xff, p0->cmd.off[0], p0->in) : 0;
+      a.pub_out = (s->reg_use & 2) ? pub_word((p0->cmd.arg[2] >> 8) & 0xff, p0->cmd.off[1], p0->out) : 0;
+      s->npub += a.pub_in || a.pub_out;
     }
     a.small_groups = !a.big && s->gos_min && p0->cmd.bytes * p0->es >= s->gos_min;
     uint64_t doff = ACXP_SLOT_OFF(a.seq & 1u, s->slot_bytes);
