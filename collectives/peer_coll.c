@@ -250,7 +250,7 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
     st = acx_buffer_fill(p->mine, ACXP_LL_OFF(0, 0, p->slot_bytes), ACXP_LL_REGION_BYTES, 0, 4, 0,
                          acxi_left_ns(deadline));
   if (st == ACX_OK && p->big_bytes) /* the two-shot's flags */
-    st = acx_buffer_fill(p->mine, ACXP_BIG_OFF(p->slot_bytes), 2 * ACXP_BIG_FLAG_BYTES + ACXP_BIG_PUB_BYTES, 0, 4, 0,
+    st = acx_buffer_fill(p->mine, ACXP_BIG_OFF(p->slot_bytes), 2 * ACXP_BIG_FLAG_BYTES + ACXP_BIG_PUB_BYTES + ACXP_BIG_REGTAB_BYTES, 0, 4, 0,
                          acxi_left_ns(deadline));
   acxi_ipc_handle_t h;
   memset(&h, 0, sizeof h);

@@ -208,7 +208,6 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
     s->lane[q] = (int8_t)(ctl->groups ? ctl->lane[q] : 0);
     s->at[q] = (int8_t)(ctl->groups ? ctl->at[q] : q);
   }
-  memset(ctl->regtab, 0, sizeof ctl->regtab); /* a new set: no registration maps for it yet */
   s->gos_min = (uint64_t)ctl->small_groups;
   s->llg = ctl->ll_groups != 0;
   s->id = id;
@@ -966,7 +965,7 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
     a.status = (int32_t *)(void *)&s->ctl_dev->status[first];
     a.big = p0->cmd.bytes * p0->es > s->slot_bytes;
     if (a.big && s->K > 1) { /* the two-shot with groups: this rank's publication (peer_ops.h) */
-      a.regtab = s->ctl_dev->regtab;
+      a.regtab = (const uint64_t *)(const void *)(s->area[s->rank] + ACXP_BIG_REGTAB_OFF(s->slot_bytes));
       a.pub_in = (s->reg_use & 1) ? pub_word(p0->cmd.arg[2] & 0xff, p0->cmd.off[0], p0->in) : 0;
       a.pub_out = (s->reg_use & 2) ? pub_word((p0->cmd.arg[2] >> 8) & 0xff, p0->cmd.off[1], p0->out) : 0;
       s->npub += a.pub_in || a.pub_out;
@@ -1139,6 +1138,11 @@ static void reg(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, const 
     finish(e, api, cmd, ACX_ERR_INVALID_ARG);
     return;
   }
+  if (!s->big_bytes) {
+    ACX_WARN(COLL, "peer REG: set %" PRIu64 " has no big slots (its areas have no registration table)", s->id);
+    finish(e, api, cmd, ACX_ERR_INVALID_ARG);
+    return;
+  }
   if (slot >= ACXP_REG_MAX || q >= (uint64_t)s->nranks || q == (uint64_t)s->rank) {
     ACX_WARN(COLL, "peer REG: slot %" PRIu64 " of rank %" PRIu64 " (need a slot below %d and another rank of the %d)",
              slot, q, ACXP_REG_MAX, s->nranks);
@@ -1175,8 +1179,22 @@ static void reg(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, const 
     finish(e, api, cmd, s->failed != ACX_OK ? s->failed : ACX_ERR_TIMEOUT);
     return;
   }
-  s->ctl->regtab[q * ACXP_REG_MAX + slot] = addr;
-  finish(e, api, cmd, ACX_OK);
+  acx_status_t st = ACX_OK;
+  unsigned char *at = s->area[s->rank] + ACXP_BIG_REGTAB_OFF(s->slot_bytes) + (q * ACXP_REG_MAX + slot) * 8;
+#if ACX_HAVE_CUDA
+  if (on_cuda(e, api)) {
+    cudaStream_t st0 = api->stream(e, 0);
+    cudaError_t err = cudaMemcpyAsync(at, &addr, sizeof addr, cudaMemcpyHostToDevice, st0);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(st0);
+    if (err != cudaSuccess) {
+      ACX_WARN(COLL, "peer REG: writing slot %" PRIu64 " of rank %" PRIu64 ": %s", slot, q, cudaGetErrorString(err));
+      (void)cudaGetLastError();
+      st = ACX_ERR_DEVICE;
+    }
+  } else
+#endif
+    memcpy(at, &addr, sizeof addr);
+  finish(e, api, cmd, st);
 }
 
 /* FENCE: at once when nothing of the set is in flight, else in its turn after what is. */

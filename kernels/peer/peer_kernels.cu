@@ -785,7 +785,7 @@ __device__ bool read_pubs(const acxk_peer_args_t &a, int b, const S **pin, S **p
         const uint64_t word = io ? wo : wi;
         const int slot = ACXP_PUB_SLOT(word);
         if (slot < 0) continue;
-        const uint64_t base = slot < ACXP_REG_MAX ? ((const volatile uint64_t *)a.regtab)[l * ACXP_REG_MAX + slot] : 0;
+        const uint64_t base = slot < ACXP_REG_MAX ? __ldcg(a.regtab + l * ACXP_REG_MAX + slot) : 0;
         if (!base) {
           *(volatile int32_t *)fail = ACX_ERR_INVALID_STATE;
           continue;

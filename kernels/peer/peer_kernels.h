@@ -36,7 +36,7 @@ typedef struct acxk_peer_args {
   int32_t small_groups;             /* 1: this one-shot is the one-shot with groups (peer_ops.h) */
   int32_t ll_groups;                /* 1: the push lines with groups (peer_ops.h) */
   const uint64_t *regtab;           /* the two-shot with groups: the registration table (peer_ops.h,
-                                       "Registered buffers"; pinned host memory) */
+                                       "Registered buffers"; in this rank's area) */
   uint64_t pub_in, pub_out;         /* ... and this rank's publication words for its input and output */
   int32_t pdl;                      /* 1: launched with programmatic stream serialization (sm_90+: the
                                        kernel may be scheduled while the previous one on the stream
