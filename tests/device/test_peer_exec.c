@@ -56,7 +56,9 @@ static void setup_set(void) {
                       ACX_OK);
     ACX_ASSERT_STATUS(acx_buffer_fill(area[r], 0, ACXP_FLAG_BYTES, 0, 4, 0, T), ACX_OK);
     ACX_ASSERT_STATUS(acx_buffer_fill(area[r], ACXP_LL_OFF(0, 0, SLOT), ACXP_LL_REGION_BYTES, 0, 4, 0, T), ACX_OK);
-    ACX_ASSERT_STATUS(acx_buffer_fill(area[r], ACXP_BIG_OFF(SLOT), 2 * ACXP_BIG_FLAG_BYTES, 0, 4, 0, T), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_fill(area[r], ACXP_BIG_OFF(SLOT),
+                                      2 * ACXP_BIG_FLAG_BYTES + ACXP_BIG_PUB_BYTES + ACXP_BIG_REGTAB_BYTES, 0, 4, 0, T),
+                      ACX_OK);
   }
   for (int r = 0; r < NR; r++) {
     acxi_ipc_handle_t h;
@@ -516,6 +518,174 @@ static void test_abort_word(void) {
 
 static void test_setup(void) { setup_set(); }
 
+/* Registered buffers (peer_ops.h, "Registered buffers"): every rank's executor maps the others'
+ * shareable buffers and takes them into its table (ACXP_OP_REG: entry [rank][slot] of its area
+ * becomes the mapping's address; cleared again with no buffer); all-reduces beyond a slot then name
+ * registered inputs and outputs (arg[2]) in every mix: all, in place, rank 0 its input only, rank 1
+ * its output only, nobody. Results equal the reference bit for bit whoever registered what, and an
+ * out-of-place input comes back untouched. With --cuda --group the kernel reads and stores through
+ * the table (the host kind publishes nothing and stages; the results are the same). Bad REG
+ * commands are refused. */
+static uint64_t regtab_entry(int r, int q, int slot) {
+  uint64_t v = 0;
+  ACX_ASSERT_STATUS(acx_buffer_read(area[r], ACXP_BIG_REGTAB_OFF(SLOT) + (uint64_t)(q * ACXP_REG_MAX + slot) * 8, &v,
+                                    8, 0, T), ACX_OK);
+  return v;
+}
+
+static acx_status_t reg_cmd(int r, uint64_t set, uint64_t slot, uint64_t q, acx_buffer_t *b) {
+  acxi_cmd_t cmd = {.op = ACXP_OP_REG, .buf = {b ? b->id : 0}, .arg = {set, slot, q, 0, 10000}};
+  acxi_bufarg_t ba = {b, "mapping"};
+  return acxi_device_call(dev[r], &cmd, b ? &ba : NULL, b ? 1 : 0, 0, -1, T, NULL);
+}
+
+static void test_registered(void) {
+  const acx_dtype_t dts[] = {ACX_DTYPE_F32, ACX_DTYPE_BF16, ACX_DTYPE_I32};
+  const int ops[] = {ACX_REDOP_SUM, ACX_REDOP_AVG, ACX_REDOP_MAX};
+  acx_buffer_t *sb[NR], *rb[NR], *ms[NR][NR] = {{0}}, *mr[NR][NR] = {{0}};
+  for (int r = 0; r < NR; r++) {
+    ACX_ASSERT_STATUS(acxi_buffer_alloc_shareable(dev[r], MAXB, ACX_DTYPE_BYTE, T, &sb[r]), ACX_OK);
+    ACX_ASSERT_STATUS(acxi_buffer_alloc_shareable(dev[r], MAXB, ACX_DTYPE_BYTE, T, &rb[r]), ACX_OK);
+  }
+  /* Every executor maps the others' buffers: slot 0 the inputs, slot 1 the outputs. */
+  for (int r = 0; r < NR; r++) {
+    acxi_ipc_handle_t hs, hr;
+    ACX_ASSERT_STATUS(acxi_buffer_ipc_export(sb[r], &hs, T), ACX_OK);
+    ACX_ASSERT_STATUS(acxi_buffer_ipc_export(rb[r], &hr, T), ACX_OK);
+    for (int q = 0; q < NR; q++)
+      if (q != r) {
+        ACX_ASSERT_STATUS(acxi_buffer_ipc_import(dev[q], &hs, ACX_DTYPE_BYTE, T, &ms[q][r]), ACX_OK);
+        ACX_ASSERT_STATUS(acxi_buffer_ipc_import(dev[q], &hr, ACX_DTYPE_BYTE, T, &mr[q][r]), ACX_OK);
+        ACX_ASSERT_STATUS(reg_cmd(q, SET, 0, (uint64_t)r, ms[q][r]), ACX_OK);
+        ACX_ASSERT_STATUS(reg_cmd(q, SET, 1, (uint64_t)r, mr[q][r]), ACX_OK);
+      }
+  }
+  for (int r = 0; r < NR; r++)
+    for (int q = 0; q < NR; q++) {
+      uint64_t e0 = regtab_entry(r, q, 0), e1 = regtab_entry(r, q, 1);
+      CU_ASSERT_EQUAL(e0 != 0, q != r);
+      CU_ASSERT_EQUAL(e1 != 0, q != r);
+      if (q != r) CU_ASSERT(e0 != e1);
+    }
+  /* Refused: no such set, a slot past the table, the rank's own, no such rank, an unknown buffer. */
+  CU_ASSERT_NOT_EQUAL(reg_cmd(0, SET + 9, 0, 1, ms[0][1]), ACX_OK);
+  CU_ASSERT_NOT_EQUAL(reg_cmd(0, SET, ACXP_REG_MAX, 1, ms[0][1]), ACX_OK);
+  CU_ASSERT_NOT_EQUAL(reg_cmd(0, SET, 2, 0, ms[0][1]), ACX_OK);
+  CU_ASSERT_NOT_EQUAL(reg_cmd(0, SET, 2, NR, ms[0][1]), ACX_OK);
+  acxi_cmd_t unknown = {.op = ACXP_OP_REG, .buf = {987654}, .arg = {SET, 2, 1, 0, 10000}};
+  CU_ASSERT_NOT_EQUAL(acxi_device_call(dev[0], &unknown, NULL, 0, 0, -1, T, NULL), ACX_OK);
+  CU_ASSERT_EQUAL(regtab_entry(0, 1, 2), 0);
+  void *in[NR], *out = malloc(MAXB), *want = malloc(MAXB);
+  for (int r = 0; r < NR; r++) in[r] = malloc(MAXB);
+  size_t bad_cases = 0;
+  for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++)
+    for (int k = 0; k < 2; k++)
+      for (int mode = 0; mode < 4; mode++) {
+        const acx_dtype_t d = dts[t];
+        const size_t es = acx_dtype_size(d), n = k == 0 ? SLOT / es + 1 : (7 * BIG / 2) / es + 1;
+        acx_buffer_t *s[NR], *o[NR];
+        acx_future_t *f[NR] = {0};
+        acx_status_t st[NR];
+        seq++;
+        for (int r = 0; r < NR; r++) {
+          fill_input(in[r], d, r, n);
+          ACX_ASSERT_STATUS(acx_buffer_write(sb[r], 0, in[r], n * es, 0, T), ACX_OK);
+          ACX_ASSERT_STATUS(acx_buffer_fill(rb[r], 0, n * es, 0x5a, 1, 0, T), ACX_OK);
+          s[r] = sb[r];
+          o[r] = mode == 1 ? sb[r] : rb[r]; /* mode 1: in place */
+          /* mode 0: all registered; 1: in place, registered; 2: rank 0 its input, rank 1 its output,
+           * rank 2 nothing; 3: nobody */
+          uint64_t si = mode <= 1 || (mode == 2 && r == 0) ? 1 : 0;
+          uint64_t ri = mode == 0 || (mode == 2 && r == 1) ? 2 : mode == 1 ? 1 : 0;
+          acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .dtype = (uint32_t)d, .bytes = n, .buf = {s[r]->id, o[r]->id},
+                            .arg = {SET, (uint64_t)ops[t], si | ri << 8, seq, 10000}};
+          acxi_bufarg_t ba[2] = {{s[r], "send"}, {o[r], "recv"}};
+          st[r] = acxi_device_submit(dev[r], &cmd, ba, s[r] == o[r] ? 1 : 2, 0, -1, acxi_deadline(T), &f[r]);
+        }
+        for (int r = 0; r < NR; r++)
+          if (f[r]) {
+            st[r] = acx_future_wait(f[r], T, NULL, 0, NULL);
+            acx_future_release(f[r]);
+          }
+        reference(in, want, d, ops[t], n);
+        for (int r = 0; r < NR; r++) {
+          CU_ASSERT_EQUAL(st[r], ACX_OK);
+          ACX_ASSERT_STATUS(acx_buffer_read(o[r], 0, out, n * es, 0, T), ACX_OK);
+          if (memcmp(out, want, n * es) != 0) {
+            if (bad_cases++ < 8)
+              printf("\n    %s %s, %zu elements, mode %d: rank %d differs from the reference", acx_dtype_name(d),
+                     acx_redop_name((acx_redop_t)ops[t]), n, mode, r);
+            CU_FAIL("result differs from the reference");
+          }
+          if (mode != 1) { /* the input, read where it is by the others, untouched */
+            ACX_ASSERT_STATUS(acx_buffer_read(s[r], 0, out, n * es, 0, T), ACX_OK);
+            CU_ASSERT(memcmp(out, in[r], n * es) == 0);
+          }
+        }
+      }
+  /* A REG while an operation of the set is in flight waits for it, within its deadline, and writes
+   * nothing at the deadline: here rank 0's all-reduce waits for peers that join only after the REG
+   * has given up (on GPUs the kernel waits alike). Then the peers join and the REG goes through. */
+  {
+    const size_t n = SLOT / 4 + 1;
+    acx_future_t *f[NR] = {0};
+    acx_status_t st[NR];
+    seq++;
+    for (int r = 0; r < NR; r++) {
+      fill_input(in[r], ACX_DTYPE_F32, r, n);
+      ACX_ASSERT_STATUS(acx_buffer_write(sb[r], 0, in[r], n * 4, 0, T), ACX_OK);
+    }
+    for (int r = 0; r < NR; r++) {
+      if (r == 1) { /* rank 0's operation is in flight (its peers withhold theirs): the REG times out */
+        acxi_cmd_t cmd = {.op = ACXP_OP_REG, .buf = {ms[0][1]->id}, .arg = {SET, 5, 1, 0, 200}};
+        acxi_bufarg_t ba = {ms[0][1], "mapping"};
+        CU_ASSERT_EQUAL(acxi_device_call(dev[0], &cmd, &ba, 1, 0, -1, T, NULL), ACX_ERR_TIMEOUT);
+        CU_ASSERT_EQUAL(regtab_entry(0, 1, 5), 0);
+      }
+      acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .dtype = ACX_DTYPE_F32, .bytes = n, .buf = {sb[r]->id, rb[r]->id},
+                        .arg = {SET, ACX_REDOP_SUM, 0, seq, 20000}};
+      acxi_bufarg_t ba[2] = {{sb[r], "send"}, {rb[r], "recv"}};
+      st[r] = acxi_device_submit(dev[r], &cmd, ba, 2, 0, -1, acxi_deadline(T), &f[r]);
+    }
+    for (int r = 0; r < NR; r++)
+      if (f[r]) {
+        st[r] = acx_future_wait(f[r], T, NULL, 0, NULL);
+        acx_future_release(f[r]);
+      }
+    reference(in, want, ACX_DTYPE_F32, ACX_REDOP_SUM, n);
+    for (int r = 0; r < NR; r++) {
+      CU_ASSERT_EQUAL(st[r], ACX_OK);
+      ACX_ASSERT_STATUS(acx_buffer_read(rb[r], 0, out, n * 4, 0, T), ACX_OK);
+      CU_ASSERT(memcmp(out, want, n * 4) == 0);
+    }
+    ACX_ASSERT_STATUS(reg_cmd(0, SET, 5, 1, ms[0][1]), ACX_OK);
+    CU_ASSERT_EQUAL(regtab_entry(0, 1, 5), regtab_entry(0, 1, 0));
+    ACX_ASSERT_STATUS(reg_cmd(0, SET, 5, 1, NULL), ACX_OK);
+  }
+  /* Cleared entries (the executor waits for the set's operations first), then the mappings close. */
+  for (int q = 0; q < NR; q++)
+    for (int r = 0; r < NR; r++)
+      if (q != r) {
+        ACX_ASSERT_STATUS(reg_cmd(q, SET, 0, (uint64_t)r, NULL), ACX_OK);
+        ACX_ASSERT_STATUS(reg_cmd(q, SET, 1, (uint64_t)r, NULL), ACX_OK);
+        CU_ASSERT_EQUAL(regtab_entry(q, r, 0), 0);
+        CU_ASSERT_EQUAL(regtab_entry(q, r, 1), 0);
+        ACX_ASSERT_STATUS(acx_buffer_free(ms[q][r], T), ACX_OK);
+        ACX_ASSERT_STATUS(acx_buffer_free(mr[q][r], T), ACX_OK);
+        acx_buffer_release(ms[q][r]);
+        acx_buffer_release(mr[q][r]);
+      }
+  for (int r = 0; r < NR; r++) {
+    ACX_ASSERT_STATUS(acx_buffer_free(sb[r], T), ACX_OK);
+    ACX_ASSERT_STATUS(acx_buffer_free(rb[r], T), ACX_OK);
+    acx_buffer_release(sb[r]);
+    acx_buffer_release(rb[r]);
+    free(in[r]);
+  }
+  free(out);
+  free(want);
+}
+
 
 static void test_bad_commands(void) {
   acx_buffer_t *b = NULL, *big = NULL;
@@ -595,11 +765,11 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  static const acx_test_case_t cases[] = {ACX_TEST(test_setup), ACX_TEST(test_every_dtype_and_op), ACX_TEST(test_bad_commands),
+  static const acx_test_case_t cases[] = {ACX_TEST(test_setup), ACX_TEST(test_every_dtype_and_op), ACX_TEST(test_registered), ACX_TEST(test_bad_commands),
                                           ACX_TEST(test_back_to_back), ACX_TEST(test_executor_free_while_waiting), ACX_TEST(test_withheld), ACX_TEST(test_abort_word), ACX_TEST_END};
   /* On a GPU a write on the all-reduce's stream runs after it: test_input_read_at_start is the host
    * kind's (its commands run at once). */
-  static const acx_test_case_t host_cases[] = {ACX_TEST(test_setup), ACX_TEST(test_every_dtype_and_op), ACX_TEST(test_bad_commands),
+  static const acx_test_case_t host_cases[] = {ACX_TEST(test_setup), ACX_TEST(test_every_dtype_and_op), ACX_TEST(test_registered), ACX_TEST(test_bad_commands),
                                                ACX_TEST(test_back_to_back), ACX_TEST(test_executor_free_while_waiting), ACX_TEST(test_input_read_at_start),
                                                ACX_TEST(test_withheld), ACX_TEST(test_abort_word), ACX_TEST_END};
   int rc = acx_test_run("peer_exec", cuda_mode ? cases : host_cases, NULL, NULL);
