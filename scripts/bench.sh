@@ -8,7 +8,9 @@
 # ACX_BENCH_RANKS_PER_GPU=k (k > 1): k ranks per GPU through acx beside raw NCCL on one rank per GPU
 # (--compare --per-gpu: the ratio is the busbw per GPU), under MPS: a private MPS control daemon is
 # started for the run (and quit after) where none answers; without a GPU, 2 k ranks on the host
-# kind in groups of k (ACX_COLL_HIER=1 ACX_COLL_HIER_GROUP=k) beside MPI on one rank per group.
+# kind in groups of k (ACX_COLL_HIER=1 ACX_COLL_HIER_GROUP=k) beside MPI on one rank per group. On
+# GPUs acx's buffers are registered with the coll (--register, acx_coll_register: the ranks of a GPU
+# read and store each other's buffers; ACX_BENCH_REGISTER=0 leaves them unregistered, staged).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=common.sh
@@ -39,7 +41,9 @@ if acx_have_gpu; then
   echo "== $ngpu GPU(s): $(nvidia-smi -L | head -1 | sed 's/ (UUID.*//')$([ "$ngpu" -gt 1 ] && echo ", ...")"
   if [ "$per" -gt 1 ]; then
     mode+=(--per-gpu)
-    echo "== mpirun -np $np: $per ranks per GPU through acx beside raw NCCL on one rank per GPU (ratio per GPU)"
+    reg=${ACX_BENCH_REGISTER:-1}
+    [ "$reg" = 0 ] || mode+=(--register)
+    echo "== mpirun -np $np: $per ranks per GPU through acx beside raw NCCL on one rank per GPU (ratio per GPU)$([ "$reg" = 0 ] && echo ", buffers unregistered" || echo ", buffers registered")"
     pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}
     if [ -e "$pipe/control" ]; then
       echo "== MPS: a control daemon answers at $pipe"
