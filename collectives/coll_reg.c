@@ -275,7 +275,10 @@ void acxc_coll_regs_destroy(acx_coll_t *c, int64_t timeout_ns) {
   if (!n) return;
   /* Every rank registered as many (the calls are collective): all take this step alike. */
   ACX_WARN(COLL, "acx_coll_destroy: %d registration(s) left; they are closed with the coll", n);
-  for (acxc_reg_t *q = r; q; q = q->next) close_imports(q, deadline);
+  for (acxc_reg_t *q = r; q; q = q->next) {
+    if (q->set_id && !acxc_reg_stale(q)) (void)table(q, 0, deadline); /* before the mappings close */
+    close_imports(q, deadline);
+  }
   int ok = 0;
   if (acxc_coll_agree_min(c, 1, &ok) != ACX_OK) {
     ACX_WARN(COLL, "acx_coll_destroy: the ranks did not agree on closing the registrations: their buffers stay "
