@@ -56,6 +56,13 @@ typedef struct pend {
                        the one-shot with groups: 1, 2 waiting for A, B (host_gos) */
   unsigned char *big_in; /* ... the input as it was at the start (the host engine runs a later write
                             on the stream at once; the chunks read it over time) */
+  /* host kind, the two-shot with groups through registered buffers (peer_ops.h): this rank's
+   * publication words, and its group peers' inputs / outputs where they published them (NULL:
+   * staged / copied from the second halves), read once after the first A */
+  uint64_t pub_in, pub_out;
+  int pubs_read, nouts;
+  const unsigned char *pin[ACXP_MAX_RANKS];
+  unsigned char *outs[ACXP_MAX_RANKS];
 } pend_t;
 
 typedef struct pset {
@@ -77,14 +84,14 @@ typedef struct pset {
   uint64_t gos_min;  /* the one-shot with groups from this many bytes (peer_ops.h; acxp_ctl_t's
                         small_groups; 0: never) */
   int pdl;           /* cuda: ACX_COLL_PEER_PDL, read at SETUP */
-  int reg_use;       /* cuda: ACX_COLL_PEER_REG (bit 0 inputs, bit 1 outputs), read at SETUP */
+  int reg_use;       /* ACX_COLL_PEER_REG (bit 0 inputs, bit 1 outputs), read at SETUP */
   unsigned ev_every; /* cuda: ACX_COLL_PEER_EVENT_EVERY, read at SETUP */
   unsigned since_ev; /* cuda: operations launched without an event since the last one with */
   unsigned batch_max;   /* cuda: ACX_COLL_PEER_BATCH, read at SETUP */
   uint64_t clear_every; /* cuda: ACX_COLL_PEER_LL_CLEAR, read at SETUP */
   unsigned nstaged;     /* cuda: the newest pending operations, not launched yet (a batch) */
   uint64_t nlaunch, nops; /* cuda: kernels launched, operations they ran (the log at the end) */
-  uint64_t npub;          /* cuda: operations of the two-shot with groups that published a registered buffer */
+  uint64_t npub;          /* operations of the two-shot with groups that published a registered buffer */
   unsigned char *ll_scratch; /* host kind: the lines of every rank unpacked, [nranks][ACXP_LL_MAX] */
   acx_status_t failed; /* the first failure: later operations fail with it at once */
   pend_t pv[ACXP_PENDING];
@@ -280,6 +287,8 @@ static void log_launches(const pset_t *s) {
   if (s->nlaunch)
     ACX_INFO(COLL, "peer set %" PRIu64 ": %" PRIu64 " all-reduces in %" PRIu64 " kernel launches, %" PRIu64
              " through registered buffers", s->id, s->nops, s->nlaunch, s->npub);
+  else if (s->npub)
+    ACX_INFO(COLL, "peer set %" PRIu64 ": %" PRIu64 " all-reduces through registered buffers", s->id, s->npub);
 }
 
 static void set_free(ext_t *x, pset_t *s) {
@@ -485,6 +494,14 @@ static void host_reduce(pset_t *s, const unsigned char *const *src, void *out, u
 
 static void big_signal(pset_t *s, int phase, int who, uint64_t val);
 
+/* A buffer's publication word (peer_ops.h, "Registered buffers"): slot1 = its registration slot + 1
+ * from the rank (0: none), off its byte offset; none where the address is not 16-byte aligned (the
+ * peers read and store it in 16-byte vectors where their own buffers allow). */
+static uint64_t pub_word(uint64_t slot1, uint64_t off, const unsigned char *p) {
+  if (!slot1 || slot1 > ACXP_REG_MAX || ((uintptr_t)p & 15u) || off >= (1ull << 56)) return 0;
+  return ACXP_PUB(slot1 - 1, off);
+}
+
 /* Steps 1 and 2 of the head operation: its input into the slot, then the flags (release) into
  * every peer's area; the small-message variant: its lines into every peer's area. */
 static void host_start(pset_t *s, pend_t *pd) {
@@ -496,6 +513,18 @@ static void host_start(pset_t *s, pend_t *pd) {
      * with ACX_ERR_NO_MEMORY if the copy cannot be made). */
     size_t bytes = pd->cmd.bytes * pd->es;
     if ((pd->big_in = malloc(bytes))) memcpy(pd->big_in, pd->in, bytes);
+    if (s->K > 1) {
+      /* Registered buffers: peers read this input and store into this output where they are. The
+       * rank keeps later commands on them behind the all-reduce (collectives/mpi_coll.c: stream
+       * order on the worker path), so a later write cannot reach what the peers read. The words go
+       * out with A's release. */
+      pd->pub_in = (s->reg_use & 1) ? pub_word(pd->cmd.arg[2] & 0xff, pd->cmd.off[0], pd->in) : 0;
+      pd->pub_out = (s->reg_use & 2) ? pub_word((pd->cmd.arg[2] >> 8) & 0xff, pd->cmd.off[1], pd->out) : 0;
+      _Atomic uint64_t *w = (_Atomic uint64_t *)(void *)(s->area[s->rank] + ACXP_BIG_PUB_OFF(0, s->slot_bytes));
+      atomic_store_explicit(&w[0], pd->pub_in, memory_order_relaxed);
+      atomic_store_explicit(&w[1], pd->pub_out, memory_order_relaxed);
+      s->npub += pd->pub_in || pd->pub_out;
+    }
     return;
   }
   if (pd->ll) {
@@ -661,8 +690,42 @@ static void big_group_sum(pset_t *s, const pend_t *pd, const unsigned char *firs
   const uint64_t es = pd->es;
   const unsigned char *src[ACXP_MAX_RANKS];
   for (int jl = 0; jl < s->K; jl++)
-    src[jl] = jl == s->lane[s->rank] ? pd->big_in + (base + lo) * es : first + (uint64_t)(jl * s->G + gq) * pp * es;
+    src[jl] = jl == s->lane[s->rank] ? pd->big_in + (base + lo) * es
+              : pd->pin[jl]          ? pd->pin[jl] + (base + lo) * es
+                                     : first + (uint64_t)(jl * s->G + gq) * pp * es;
   host_reduce_n(s, src, s->K, 0, to, hi - lo, pd->cmd.dtype, (uint32_t)pd->cmd.arg[1]);
+}
+
+/* The group peers' publications (peer_ops.h, "Registered buffers"), after the first A: their
+ * registered inputs and outputs through this executor's table. ACX_ERR_INVALID_STATE where a peer
+ * published a slot the table does not have (a registration out of step: never by design). */
+static acx_status_t read_pubs(pset_t *s, pend_t *pd) {
+  const int r = s->rank, g = s->grp[r], j = s->lane[r], K = s->K;
+  const unsigned char *tab = s->area[r] + ACXP_BIG_REGTAB_OFF(s->slot_bytes);
+  pd->nouts = 0;
+  for (int jl = 0; jl < K; jl++) {
+    pd->pin[jl] = NULL;
+    if (jl == j) continue;
+    const int l = s->at[g * K + jl];
+    _Atomic uint64_t *w = (_Atomic uint64_t *)(void *)(s->area[l] + ACXP_BIG_PUB_OFF(0, s->slot_bytes));
+    for (int io = 0; io < 2; io++) {
+      const uint64_t word = atomic_load_explicit(&w[io], memory_order_relaxed); /* after A's acquire */
+      const int slot = ACXP_PUB_SLOT(word);
+      if (slot < 0) continue;
+      uint64_t base = 0;
+      if (slot < ACXP_REG_MAX) memcpy(&base, tab + (uint64_t)(l * ACXP_REG_MAX + slot) * 8, 8);
+      if (!base) {
+        ACX_WARN(COLL, "peer all-reduce %" PRIu64 ": rank %d published registration slot %d, which this executor's "
+                 "table does not have", pd->cmd.arg[3], l, slot);
+        return ACX_ERR_INVALID_STATE;
+      }
+      unsigned char *addr = (unsigned char *)(uintptr_t)base + ACXP_PUB_OFF(word);
+      if (io) pd->outs[pd->nouts++] = addr;
+      else pd->pin[jl] = addr;
+    }
+  }
+  pd->pubs_read = 1;
+  return ACX_OK;
 }
 
 /* Runs the two-shot's steps as far as the peers allow: ACX_OK when the output is complete,
@@ -683,8 +746,9 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
     for (int q = 0; q < n; q++) first[q] = s->area[q] + ACXP_BIG_SLOT_OFF(t & 1u, s->slot_bytes, s->big_bytes);
     uint64_t lo, hi;
     acx_status_t st;
-    if (pd->big_phase == 0) { /* 1. my pieces for my group's proxies; A raised */
-      for (int jl = 0; jl < K; jl++) {
+    if (pd->big_phase == 0) { /* 1. my pieces for my group's proxies (none where my input is
+                                 registered: they read it where it is); A raised */
+      for (int jl = 0; jl < K && !pd->pub_in; jl++) {
         const int l = s->at[g * K + jl];
         if (jl == j) continue;
         for (int gq = 0; gq < G; gq++) {
@@ -698,6 +762,7 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
     }
     if (pd->big_phase == 1) { /* 3. my group's partial sums for my lane's owners; B raised */
       if ((st = big_ready(s, pd, 0, 0, val)) != ACX_OK) return st;
+      if (K > 1 && !pd->pubs_read && (st = read_pubs(s, pd)) != ACX_OK) return st;
       for (int gq = 0; gq < G; gq++) {
         const int q = s->at[gq * K + j];
         if (gq == g) continue;
@@ -724,22 +789,32 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
         unsigned char *o = pd->out + (base + lo) * es;
         host_reduce_n(s, src, G, 1, o, hi - lo, dtype, op);
         free(mine);
-        if (K > 1) memcpy(first[r] + half + lo * es, o, (hi - lo) * es);
+        /* my second half only where a group peer copies from it; registered outputs directly */
+        if (K > 1 && pd->nouts < K - 1) memcpy(first[r] + half + lo * es, o, (hi - lo) * es);
         for (int gq = 0; gq < G; gq++)
           if (gq != g) memcpy(first[s->at[gq * K + j]] + half + lo * es, o, (hi - lo) * es);
+        for (int k = 0; k < pd->nouts; k++) memcpy(pd->outs[k] + (base + lo) * es, o, (hi - lo) * es);
       }
       big_signal(s, 1, 1, val);
       pd->big_phase = 3;
     }
-    if (pd->big_phase == 3) { /* 6. C awaited; D raised */
+    if (pd->big_phase == 3) { /* 6. C awaited; my lane's parts on into my group's registered outputs; D raised */
       if ((st = big_ready(s, pd, 1, 1, val)) != ACX_OK) return st;
+      for (int gq = 0; gq < G && pd->nouts; gq++) {
+        if (gq == g) continue;
+        big_part(m, pp, s->at[gq * K + j], &lo, &hi);
+        for (int k = 0; k < pd->nouts && hi > lo; k++)
+          memcpy(pd->outs[k] + (base + lo) * es, first[r] + half + lo * es, (hi - lo) * es);
+      }
       big_signal(s, 1, 0, val);
       pd->big_phase = 4;
     }
     if ((st = big_ready(s, pd, 1, 0, val)) != ACX_OK) return st;
-    for (int q = 0; q < n; q++) { /* 8. the other parts, from my group's second halves */
+    for (int q = 0; q < n; q++) { /* 8. the other parts, from my group's second halves (where my
+                                     output is registered only my lane's: the others stored theirs) */
       big_part(m, pp, q, &lo, &hi);
       const int from = s->at[g * K + s->lane[q]];
+      if (pd->pub_out && from != r) continue;
       if (q != r && hi > lo) memcpy(pd->out + (base + lo) * es, first[from] + half + lo * es, (hi - lo) * es);
     }
     pd->big_t++;
@@ -887,13 +962,6 @@ static int joins(const pset_t *s, const acxi_cmd_t *cmd, const unsigned char *in
   return 1;
 }
 
-/* A buffer's publication word (peer_ops.h, "Registered buffers"): slot1 = its registration slot + 1
- * from the rank (0: none), off its byte offset; none where the address is not 16-byte aligned (the
- * peers read and store it in 16-byte vectors where their own buffers allow). */
-static uint64_t pub_word(uint64_t slot1, uint64_t off, const unsigned char *p) {
-  if (!slot1 || slot1 > ACXP_REG_MAX || ((uintptr_t)p & 15u) || off >= (1ull << 56)) return 0;
-  return ACXP_PUB(slot1 - 1, off);
-}
 
 /* Whether the lines of operation seq's parity are cleared after it (peer_ops.h): for the two
  * operations at the start of every clear_every. */

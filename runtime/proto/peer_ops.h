@@ -214,10 +214,11 @@
  * last chunk: a rank writes them again for s + 1 only after its kernel of s has ended, which needs
  * every group peer's D of s. In place, an output element is stored only after every read of the
  * same element of the input: by the rank that read it (its own part, in the same thread) or after
- * C (the others). Only GPUs publish: the host kind's executor runs a later buffer command at once
- * while an all-reduce of the set is still in flight (its input is copied at the start), so its
- * peers could not read a registered input in stream order; it publishes none, and its protocol is
- * the one above. */
+ * C (the others). The host kind runs the same protocol (one block): its executor runs a later
+ * buffer command at once while an all-reduce is in flight (it reads its own input from a copy taken
+ * at the start), so a registered input or output relies on the rank keeping later commands on the
+ * buffer behind the all-reduce, which it does for every collective on the host kind
+ * (collectives/mpi_coll.c, stream order on the worker path). */
 #define ACXP_REG_MAX 32 /* registration slots per set (coll_reg.c: the lowest free one) */
 #define ACXP_PUB(slot, off) ((((uint64_t)(slot) + 1) << 56) | (uint64_t)(off))
 #define ACXP_PUB_SLOT(w) ((int)((w) >> 56) - 1) /* -1: none */
