@@ -12,7 +12,8 @@
 #           the same from 512 KiB for each of PG_VARIANTS (default: the two-shot with groups asked
 #           for, ACX_COLL_PEER_BIG_KB=65536: its default takes it on 2 GPUs only, and on 4 GPUs
 #           session 24 measured 0.18-0.46 of one rank per GPU from 512 KiB through the hierarchical
-#           path);
+#           path), each also with registered buffers (--register, session 25: on 2 GPUs 1.01-1.05
+#           of one rank per GPU at 2 ranks per GPU);
 #   rbdbg:  test_rebuild --cuda across 2 simulated nodes x NG/2 GPUs with ACX_DEBUG=INFO (session 24:
 #           failed twice there, an all-reduce that rank 1 never joined returned ACX_OK on two
 #           ranks), and the executor-abort tests (test_coll --exec-abort).
@@ -65,6 +66,8 @@ has pergpu && OUT=$R/p PG_K=${PG_K:-2} bash $B pergpu > $R/pergpu.txt 2>&1
 if has pergpu; then
   for v in ${PG_VARIANTS:-ACX_COLL_PEER_BIG_KB=65536}; do
     OUT=$R/p PG_K=${PG_K:-2} PG_B=512K PG_ENV="${v//,/ }" bash $B pergpu > "$R/pergpu-$(tr -c 'a-zA-Z0-9=_\n' _ <<<"$v").txt" 2>&1
+    OUT=$R/p PG_K=${PG_K:-2} PG_B=512K PG_X=--register PG_ENV="${v//,/ }" bash $B pergpu \
+      > "$R/pergpu-reg-$(tr -c 'a-zA-Z0-9=_\n' _ <<<"$v").txt" 2>&1
   done
 fi
 touch $R/DONE
