@@ -262,7 +262,7 @@ acx_status_t acx_buffer_free(acx_buffer_t *buf, int64_t timeout_ns) {
   int regs = atomic_load_explicit(&buf->registered, memory_order_acquire);
   if (regs > 0) {
     ACX_WARN(BUFFER, "acx_buffer_free: argument 'buf' (buffer %" PRIu64 ") is registered with %d coll(s): deregister it "
-             "first (acxc_coll_deregister), since the executors of its GPU's other ranks map it", buf->id, regs);
+             "first (acx_coll_deregister), since the executors of its GPU's other ranks map it", buf->id, regs);
     return ACX_ERR_INVALID_STATE;
   }
   /* FREE names no buffer argument (the buffer is marked freed first): its wait is here. */

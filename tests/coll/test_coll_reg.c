@@ -51,7 +51,7 @@ static acx_buffer_t *shareable(unsigned char seed) {
 }
 
 /* Every group peer's bytes through this rank's mapping; nobody else mapped. */
-static void check_maps(const acxc_reg_t *reg, unsigned char seed) {
+static void check_maps(const acx_coll_reg_t *reg, unsigned char seed) {
   size_t wrong = 0;
   int mapped = 0;
   for (int q = 0; q < nranks; q++) {
@@ -76,9 +76,9 @@ static void test_register_maps(void) {
   acx_buffer_info_t info;
   ACX_ASSERT_STATUS(acx_buffer_query(a, &info), ACX_OK);
   CU_ASSERT_EQUAL(info.kind, ACX_MEM_SHAREABLE);
-  acxc_reg_t *ra = NULL, *rb = NULL;
-  ACX_ASSERT_STATUS(acxc_coll_register(coll, a, T_LONG, &ra), ACX_OK);
-  ACX_ASSERT_STATUS(acxc_coll_register(coll, b, T_LONG, &rb), ACX_OK);
+  acx_coll_reg_t *ra = NULL, *rb = NULL;
+  ACX_ASSERT_STATUS(acx_coll_register(coll, a, T_LONG, &ra), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_register(coll, b, T_LONG, &rb), ACX_OK);
   /* Numbered alike everywhere: the same on every rank, one apart. */
   int ia = acxc_reg_index(ra), lo = 0, hi = 0;
   MPI_Allreduce(&ia, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -90,12 +90,12 @@ static void test_register_maps(void) {
   check_maps(rb, 2);
   /* Registered: not freeable (its group peers' executors map it); held against release. */
   ACX_ASSERT_STATUS(acx_buffer_free(a, T_LONG), ACX_ERR_INVALID_STATE);
-  ACX_ASSERT_STATUS(acxc_coll_deregister(ra, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_deregister(ra, T_LONG), ACX_OK);
   ACX_ASSERT_STATUS(acx_buffer_free(a, T_LONG), ACX_OK);
   acx_buffer_release(a);
   /* The release before the deregistration: the registration keeps the buffer. */
   acx_buffer_release(b);
-  ACX_ASSERT_STATUS(acxc_coll_deregister(rb, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_deregister(rb, T_LONG), ACX_OK);
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -110,8 +110,8 @@ static void test_register_refused(void) {
       want = bad == 0 ? ACX_ERR_INVALID_ARG : ACX_ERR_NULL_ARG;
     }
     static int sentinel;
-    acxc_reg_t *r = (acxc_reg_t *)&sentinel; /* must come back NULL */
-    ACX_ASSERT_STATUS(acxc_coll_register(coll, arg, T_LONG, &r), want);
+    acx_coll_reg_t *r = (acx_coll_reg_t *)&sentinel; /* must come back NULL */
+    ACX_ASSERT_STATUS(acx_coll_register(coll, arg, T_LONG, &r), want);
     CU_ASSERT_PTR_NULL(r);
     /* Nothing stays registered: the buffer frees. */
     ACX_ASSERT_STATUS(acx_buffer_free(b, T_LONG), ACX_OK);
@@ -119,14 +119,14 @@ static void test_register_refused(void) {
     acx_buffer_release(pool);
     MPI_Barrier(MPI_COMM_WORLD);
   }
-  ACX_ASSERT_STATUS(acxc_coll_register(NULL, NULL, T_LONG, NULL), ACX_ERR_NULL_ARG);
-  ACX_ASSERT_STATUS(acxc_coll_deregister(NULL, T_LONG), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_coll_register(NULL, NULL, T_LONG, NULL), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_coll_deregister(NULL, T_LONG), ACX_ERR_NULL_ARG);
 }
 
 static void test_rebuild_makes_stale(void) {
   acx_buffer_t *a = shareable(4);
-  acxc_reg_t *ra = NULL;
-  ACX_ASSERT_STATUS(acxc_coll_register(coll, a, T_LONG, &ra), ACX_OK);
+  acx_coll_reg_t *ra = NULL;
+  ACX_ASSERT_STATUS(acx_coll_register(coll, a, T_LONG, &ra), ACX_OK);
   uint64_t e = 0;
   acx_world_epoch(world, &e);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -136,11 +136,11 @@ static void test_rebuild_makes_stale(void) {
   /* The own all-reduce's set was made anew: the old mappings are not used (staged instead). */
   CU_ASSERT_EQUAL(acxc_reg_stale(ra), nmine > 0);
   for (int q = 0; q < nranks; q++) CU_ASSERT_PTR_NULL(acxc_reg_peer(ra, q));
-  ACX_ASSERT_STATUS(acxc_coll_deregister(ra, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_deregister(ra, T_LONG), ACX_OK);
   /* Registered again, it maps again. */
-  ACX_ASSERT_STATUS(acxc_coll_register(coll, a, T_LONG, &ra), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_register(coll, a, T_LONG, &ra), ACX_OK);
   check_maps(ra, 4);
-  ACX_ASSERT_STATUS(acxc_coll_deregister(ra, T_LONG), ACX_OK);
+  ACX_ASSERT_STATUS(acx_coll_deregister(ra, T_LONG), ACX_OK);
   ACX_ASSERT_STATUS(acx_buffer_free(a, T_LONG), ACX_OK);
   acx_buffer_release(a);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -214,13 +214,13 @@ static void one_case(size_t n, acx_dtype_t dt, acx_redop_t op, int groups) {
     if (m == M_INPLACE) recv = send;
     else ACX_ASSERT_STATUS(acx_buffer_alloc(dev, bytes, ACX_DTYPE_BYTE, ACX_MEM_SHAREABLE, T_LONG, &recv), ACX_OK);
     ACX_ASSERT_STATUS(acx_buffer_write(send, 0, in, bytes, 0, T_LONG), ACX_OK);
-    acxc_reg_t *rs = NULL, *rr = NULL;
+    acx_coll_reg_t *rs = NULL, *rr = NULL;
     if (m != M_NONE) { /* two registrations on every rank (collective), the real buffers or scratch */
       for (int k = 0; k < 2; k++)
         if (!(k == 0 ? reg_send(m) : reg_recv(m)))
           ACX_ASSERT_STATUS(acx_buffer_alloc(dev, 4096, ACX_DTYPE_BYTE, ACX_MEM_SHAREABLE, T_LONG, &scratch[k]), ACX_OK);
-      ACX_ASSERT_STATUS(acxc_coll_register(coll, reg_send(m) ? send : scratch[0], T_LONG, &rs), ACX_OK);
-      ACX_ASSERT_STATUS(acxc_coll_register(coll, m == M_INPLACE ? scratch[1] : reg_recv(m) ? recv : scratch[1], T_LONG, &rr),
+      ACX_ASSERT_STATUS(acx_coll_register(coll, reg_send(m) ? send : scratch[0], T_LONG, &rs), ACX_OK);
+      ACX_ASSERT_STATUS(acx_coll_register(coll, m == M_INPLACE ? scratch[1] : reg_recv(m) ? recv : scratch[1], T_LONG, &rr),
                         ACX_OK);
       if (groups && reg_send(m)) CU_ASSERT(acxc_reg_slot_of(coll, send) >= 0);
     }
@@ -240,8 +240,8 @@ static void one_case(size_t n, acx_dtype_t dt, acx_redop_t op, int groups) {
       ACX_ASSERT_STATUS(acx_buffer_read(send, 0, got, bytes, 0, T_LONG), ACX_OK);
       CU_ASSERT(!memcmp(got, in, bytes));
     }
-    if (rr) ACX_ASSERT_STATUS(acxc_coll_deregister(rr, T_LONG), ACX_OK);
-    if (rs) ACX_ASSERT_STATUS(acxc_coll_deregister(rs, T_LONG), ACX_OK);
+    if (rr) ACX_ASSERT_STATUS(acx_coll_deregister(rr, T_LONG), ACX_OK);
+    if (rs) ACX_ASSERT_STATUS(acx_coll_deregister(rs, T_LONG), ACX_OK);
     for (int k = 0; k < 2; k++)
       if (scratch[k]) {
         ACX_ASSERT_STATUS(acx_buffer_free(scratch[k], T_LONG), ACX_OK);
@@ -313,12 +313,7 @@ int main(int argc, char **argv) {
   cfg.kind = use_cuda ? ACX_DEVICE_KIND_CUDA : ACX_DEVICE_KIND_HOST;
   acx_status_t st;
   int orc = acx_test_open_device(world, sys, &cfg, "test_coll_reg", &dev);
-  if (orc != 0) {
-    acx_system_destroy(sys, T_LONG);
-    acx_world_finalize(world);
-    MPI_Finalize();
-    return orc;
-  }
+  if (orc != 0) return orc; /* skipped or failed: sys, world and MPI are gone */
   if (acx_coll_create(world, dev, sys, NULL, &coll) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   if (acx_remote_start(world) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
   if (acx_world_supervise(world, sys, dev, coll, NULL) != ACX_OK) MPI_Abort(MPI_COMM_WORLD, 2);
@@ -330,9 +325,9 @@ int main(int argc, char **argv) {
   int rc = acx_test_run("coll-reg", cases, NULL, NULL);
   /* A registration left to the coll's destroy: closed with it (collective, as the destroy is). */
   acx_buffer_t *left = NULL;
-  acxc_reg_t *rl = NULL;
+  acx_coll_reg_t *rl = NULL;
   st = acx_buffer_alloc(dev, BYTES, ACX_DTYPE_BYTE, ACX_MEM_SHAREABLE, T_LONG, &left);
-  if (st == ACX_OK) st = acxc_coll_register(coll, left, T_LONG, &rl);
+  if (st == ACX_OK) st = acx_coll_register(coll, left, T_LONG, &rl);
   if (st != ACX_OK) {
     fprintf(stderr, "rank %d: the registration left to the destroy: %s\n", rank, acx_status_str(st));
     rc = 1;

@@ -37,8 +37,8 @@ int acx_test_status_check(int got, int expected, const char *expr, const char *f
 /* MPI tests (tests/common/acx_test_world.c): opens the device described by cfg on every rank of
  * MPI_COMM_WORLD (cuda: this rank's GPU by the world's binding, unless cfg names one) and agrees:
  * 0 when every rank has it; ACX_TEST_SKIP where a rank has no GPU (cuda; rank 0 says so); 1 when
- * the open failed otherwise (logged). On 77 and 1 the device is closed and *dev NULL; the caller
- * tears down the rest and exits with the value. */
+ * the open failed otherwise (logged). On 77 and 1 the device is closed, *dev NULL, sys destroyed,
+ * the world finalized and MPI finalized: the caller returns the value from main. */
 struct acx_world;
 struct acx_system;
 struct acx_device;
