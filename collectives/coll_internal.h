@@ -129,8 +129,7 @@ int acxc_reg_index(const acxc_reg_t *reg);
 /* Its slot in the executors' registration tables (runtime/proto/peer_ops.h), -1 where it has none
  * (no group peers, all ACXP_REG_MAX slots taken, or stale). */
 int acxc_reg_slot(const acxc_reg_t *reg);
-/* Whether c has any registration; the slot of buf's live registration with c, or -1. */
-int acxc_regs_any(acx_coll_t *c);
+/* The slot of buf's live registration with c, or -1. */
 int acxc_reg_slot_of(acx_coll_t *c, const acx_buffer_t *buf);
 int acxc_reg_stale(const acxc_reg_t *reg);
 /* acx_coll_destroy: the registrations left are closed (collective, as destroy is), with a warning. */

@@ -102,6 +102,13 @@ acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeou
   int peers[ACXP_MAX_RANKS];
   uint64_t set = 0;
   int np = acxc_peer_group(c, peers, ACXP_MAX_RANKS, &set);
+  if (r) {
+    r->coll = c;
+    r->set_id = np > 0 ? set : 0;
+    pthread_mutex_lock(&c->reg_lock);
+    r->slot = np > 0 ? free_slot(c) : -1;
+    pthread_mutex_unlock(&c->reg_lock);
+  }
   int tabled = 0; /* this executor's table may hold entries of r (cleared before the mappings close) */
   if (np > 0) {
     acxi_ipc_handle_t h, *all = calloc((size_t)c->size, sizeof *all);
@@ -120,13 +127,6 @@ acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeou
     }
     acxi_ipc_handle_t none;
     memset(&none, 0, sizeof none);
-    if (r) {
-      pthread_mutex_lock(&c->reg_lock);
-      r->slot = free_slot(c);
-      pthread_mutex_unlock(&c->reg_lock);
-      r->coll = c;
-      r->set_id = set;
-    }
     for (int i = 0; st == ACX_OK && i < np; i++) {
       r->peer[i] = peers[i];
       r->npeers = i + 1;
@@ -163,10 +163,7 @@ acx_status_t acxc_coll_register(acx_coll_t *c, acx_buffer_t *buf, int64_t timeou
                                                                                   "(its log says why)");
     return st != ACX_OK ? st : ag != ACX_OK ? ag : ACX_ERR_PEER_LOST;
   }
-  r->coll = c;
   r->buf = buf;
-  r->set_id = np > 0 ? set : 0;
-  if (np <= 0) r->slot = -1;
   acx_buffer_hold(buf);
   atomic_fetch_add_explicit(&buf->registered, 1, memory_order_acq_rel);
   pthread_mutex_lock(&c->reg_lock);
@@ -237,24 +234,20 @@ int acxc_reg_index(const acxc_reg_t *r) { return r ? r->index : -1; }
 
 int acxc_reg_slot(const acxc_reg_t *r) { return r && !acxc_reg_stale(r) ? r->slot : -1; }
 
-int acxc_regs_any(acx_coll_t *c) {
-  pthread_mutex_lock(&c->reg_lock);
-  int any = c->regs != NULL;
-  pthread_mutex_unlock(&c->reg_lock);
-  return any;
-}
-
 int acxc_reg_slot_of(acx_coll_t *c, const acx_buffer_t *buf) {
+  int slot = -1;
+  uint64_t of = 0;
+  pthread_mutex_lock(&c->reg_lock);
+  for (const acxc_reg_t *q = c->regs; q && slot < 0; q = q->next)
+    if (q->buf == buf && q->slot >= 0) slot = q->slot, of = q->set_id;
+  pthread_mutex_unlock(&c->reg_lock);
+  if (slot < 0) return -1;
   /* Only a registration of the current set: a stale one (its set rebuilt) has no entries in the
    * new set's tables. */
   uint64_t set = 0;
-  int peers[ACXP_MAX_RANKS], slot = -1;
+  int peers[ACXP_MAX_RANKS];
   (void)acxc_peer_group(c, peers, ACXP_MAX_RANKS, &set);
-  pthread_mutex_lock(&c->reg_lock);
-  for (const acxc_reg_t *q = c->regs; q && slot < 0; q = q->next)
-    if (q->buf == buf && q->slot >= 0 && q->set_id && q->set_id == set) slot = q->slot;
-  pthread_mutex_unlock(&c->reg_lock);
-  return slot;
+  return of == set ? slot : -1;
 }
 
 int acxc_reg_stale(const acxc_reg_t *r) {

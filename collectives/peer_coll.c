@@ -517,7 +517,7 @@ static acx_status_t send_op(acx_coll_t *c, const acxc_opdesc_t *d, acx_future_t 
   /* The registration slots of send and recv (peer_ops.h, "Registered buffers"): looked up only for
    * the two-shot with groups, the one variant that reads through them. */
   uint64_t regs = 0;
-  if (p->grp.groups && (uint64_t)d->count * acx_dtype_size(d->dtype) > p->slot_bytes && acxc_regs_any(c)) {
+  if (p->grp.groups && (uint64_t)d->count * acx_dtype_size(d->dtype) > p->slot_bytes) {
     int ss = acxc_reg_slot_of(c, d->send), rs = d->recv == d->send ? ss : acxc_reg_slot_of(c, d->recv);
     regs = (uint64_t)(ss + 1) | (uint64_t)(rs + 1) << 8;
   }
