@@ -940,20 +940,25 @@ static int same_or_apart(const unsigned char *a, uint64_t n, const unsigned char
   return a == b || a + n <= b || b + m <= a;
 }
 
+/* Whether an all-reduce of `bytes` runs in a batch (the push lines or the one-shot), not alone
+ * (the two-shot). */
+static int batched(const pset_t *s, uint64_t bytes) { return bytes <= s->ll_bytes || bytes <= s->slot_bytes; }
+
 /* Whether cmd (input `in`, output `out`, `bytes` each) may join the operations staged in s: the
- * small-message kernel, the same dtype, op, count and stream, and no byte that a staged operation
- * writes and cmd reads or writes (or that a staged one reads and cmd writes) at another line
- * index. */
+ * push lines or the one-shot (up to a slot), the same dtype, op, count, stream and deadline, and
+ * no byte that a staged operation writes and cmd reads or writes (or that a staged one reads and
+ * cmd writes) at another index: the kernels map an element to the same thread (the lines) or
+ * block (the one-shot) in every operation of one count. */
 static int joins(const pset_t *s, const acxi_cmd_t *cmd, const unsigned char *in, const unsigned char *out,
                  uint64_t bytes) {
-  if (bytes > s->ll_bytes) return 0;
+  if (!batched(s, bytes)) return 0;
   for (unsigned k = 0; k < s->nstaged; k++) {
     const pend_t *pd = &s->pv[(s->phead + s->pcount - s->nstaged + k) % ACXP_PENDING];
     uint64_t b = pd->cmd.bytes * pd->es;
     /* One count: a line that one operation of a batch does not use would break the chain that
      * keeps a peer's line for s + 2 from landing before this rank has read s (peer_ops.h). */
     if (pd->cmd.dtype != cmd->dtype || pd->cmd.arg[1] != cmd->arg[1] || pd->cmd.stream != cmd->stream ||
-        pd->cmd.bytes != cmd->bytes)
+        pd->cmd.bytes != cmd->bytes || pd->cmd.arg[4] != cmd->arg[4])
       return 0;
     if (!same_or_apart(pd->out, b, in, bytes) || !same_or_apart(pd->out, b, out, bytes) ||
         !same_or_apart(pd->in, b, out, bytes))
@@ -1011,39 +1016,38 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
     a.at[q] = s->at[q];
   }
   acxk_peer_batch_t bt;
-  const int ll = p0->cmd.bytes * p0->es <= s->ll_bytes;
-  a.ll_groups = ll && s->llg;
-  if (ll) {
+  const uint64_t bytes = p0->cmd.bytes * p0->es;
+  const int64_t ms = (int64_t)p0->cmd.arg[4]; /* every operation's (joins) */
+  a.count = p0->cmd.bytes;
+  a.timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull;
+  a.ll = bytes <= s->ll_bytes;
+  a.big = !batched(s, bytes);
+  a.ll_groups = a.ll && s->llg;
+  if (!a.big) { /* the push lines or the one-shot: a batch of one count (joins) */
     bt.nops = n;
     for (unsigned k = 0; k < n; k++) {
       const unsigned idx = (first + k) % ACXP_PENDING;
       const pend_t *pd = &s->pv[idx];
-      int64_t ms = (int64_t)pd->cmd.arg[4];
-      bt.op[k] = (acxk_peer_ll_op_t){.send = pd->in, .recv = pd->out, .count = pd->cmd.bytes, .seq = pd->cmd.arg[3],
-                                     .timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull,
+      bt.op[k] = (acxk_peer_op_t){.send = pd->in, .recv = pd->out, .count = pd->cmd.bytes, .seq = pd->cmd.arg[3],
+                                     .timeout_ns = a.timeout_ns,
                                      .status = (int32_t *)(void *)&s->ctl_dev->status[idx]};
     }
+    a.small_groups = !a.ll && s->gos_min && bytes >= s->gos_min;
+    for (int q = 0; q < s->nranks; q++) a.data[q] = s->area[q] + ACXP_SLOT_OFF(0, s->slot_bytes);
   } else {
-    int64_t ms = (int64_t)p0->cmd.arg[4];
     a.send = p0->in;
     a.recv = p0->out;
-    a.count = p0->cmd.bytes;
     a.seq = p0->cmd.arg[3];
-    a.timeout_ns = (uint64_t)(ms > 0 ? ms : 60000) * 1000000ull;
     a.status = (int32_t *)(void *)&s->ctl_dev->status[first];
-    a.big = p0->cmd.bytes * p0->es > s->slot_bytes;
-    if (a.big && s->K > 1) { /* the two-shot with groups: this rank's publication (peer_ops.h) */
+    if (s->K > 1) { /* the two-shot with groups: this rank's publication (peer_ops.h) */
       a.regtab = (const uint64_t *)(const void *)(s->area[s->rank] + ACXP_BIG_REGTAB_OFF(s->slot_bytes));
       a.pub_in = (s->reg_use & 1) ? pub_word(p0->cmd.arg[2] & 0xff, p0->cmd.off[0], p0->in) : 0;
       a.pub_out = (s->reg_use & 2) ? pub_word((p0->cmd.arg[2] >> 8) & 0xff, p0->cmd.off[1], p0->out) : 0;
       s->npub += a.pub_in || a.pub_out;
     }
-    a.small_groups = !a.big && s->gos_min && p0->cmd.bytes * p0->es >= s->gos_min;
-    uint64_t doff = ACXP_SLOT_OFF(a.seq & 1u, s->slot_bytes);
-    for (int q = 0; q < s->nranks; q++) a.data[q] = s->area[q] + doff;
   }
   if (err == cudaSuccess)
-    err = acxk_peer_launch_allreduce(&a, ll ? &bt : NULL, (int)p0->cmd.dtype, (int)p0->cmd.arg[1], stream);
+    err = acxk_peer_launch_allreduce(&a, a.big ? NULL : &bt, (int)p0->cmd.dtype, (int)p0->cmd.arg[1], stream);
   const uint64_t last = pl->cmd.arg[3];
   if (err == cudaSuccess && clears_after(s, last))
     err = cudaMemsetAsync(s->area[s->rank] + ACXP_LL_OFF(last & 1u, 0, s->slot_bytes), 0,
@@ -1124,7 +1128,7 @@ static void cuda_allreduce(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t
   s->pcount++;
   s->nstaged++;
   x->staged = s;
-  if (bytes > s->ll_bytes || s->nstaged >= s->batch_max || clears_after(s, cmd->arg[3])) flush(e, api, x);
+  if (!batched(s, bytes) || s->nstaged >= s->batch_max || clears_after(s, cmd->arg[3])) flush(e, api, x);
 }
 #endif
 

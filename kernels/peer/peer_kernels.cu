@@ -120,7 +120,7 @@ struct Vec {
 };
 
 template <typename E, int OP>
-__device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i, typename E::S *out) {
+__device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t doff, uint64_t i, typename E::S *out) {
   using S = typename E::S;
   using A = typename E::A;
   constexpr int V = Vec<E>::V;
@@ -134,7 +134,7 @@ __device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i
     uint4 r[BATCH];
 #pragma unroll
     for (int k = 0; k < BATCH; k++)
-      if (q0 + k < a.nranks) r[k] = __ldcg((const uint4 *)((const S *)a.data[q0 + k] + i));
+      if (q0 + k < a.nranks) r[k] = __ldcg((const uint4 *)((const S *)((const unsigned char *)a.data[q0 + k] + doff) + i));
 #pragma unroll
     for (int k = 0; k < BATCH; k++) {
       if (q0 + k < a.nranks) {
@@ -156,13 +156,13 @@ __device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t i
 }
 
 template <typename E, int OP>
-__device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t i, typename E::S *out) {
+__device__ __forceinline__ void reduce_one(const acxk_peer_args_t &a, uint64_t doff, uint64_t i, typename E::S *out) {
   using S = typename E::S;
   using A = typename E::A;
   S v[ACXP_MAX_RANKS];
 #pragma unroll
   for (int q = 0; q < ACXP_MAX_RANKS; q++)
-    if (q < a.nranks) v[q] = __ldcg((const S *)a.data[q] + i);
+    if (q < a.nranks) v[q] = __ldcg((const S *)((const unsigned char *)a.data[q] + doff) + i);
   A acc = E::up(v[0]);
 #pragma unroll
   for (int q = 1; q < ACXP_MAX_RANKS; q++)
@@ -184,8 +184,23 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
+// Where the one-shot's operation fails (its wait gave up: fail set), every operation of the batch
+// fails: the executor fails the set's later operations with the first failure anyway, and each
+// operation's status word is the executor's only news of it.
+__device__ __forceinline__ void batch_fail(const acxk_peer_batch_t &bt, int32_t fail) {
+  if (fail && threadIdx.x == 0) {
+    for (uint32_t k = 0; k < bt.nops; k++) *(volatile int32_t *)bt.op[k].status = fail;
+    __threadfence_system();
+  }
+}
+
+// The one-shot (runtime/proto/peer_ops.h) over a batch of operations of one count, one after the
+// other in each block (a lone one is a batch of one): block b's elements are the same in every
+// operation, and block b of operation s + 1 writes only what the peers' blocks b have read of s
+// (the reuse argument holds per block), so the blocks need no barrier between operations.
+// a.data[q] is slot 0 of rank q's area; operation s uses slot s % 2.
 template <typename E, int OP>
-__global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a) {
+__global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a, acxk_peer_batch_t bt) {
   using S = typename E::S;
   constexpr int V = Vec<E>::V;
   const int b = blockIdx.x, nb = gridDim.x;
@@ -196,56 +211,59 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a) {
   const uint64_t lo = per * b < a.count ? per * b : a.count, hi = lo + per < a.count ? lo + per : a.count;
   __shared__ int32_t fail;
   pdl_enter();
-
-  // The vector part of [lo, hi) where every address allows it (the same test on every thread).
-  bool vec = aligned16(a.send) && aligned16(a.recv);
-  for (int q = 0; q < a.nranks; q++) vec = vec && aligned16(a.data[q]);
-  const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
-
-  // 1. my elements into my data slot
-  S *mine = (S *)a.data[a.rank];
-  const S *in = (const S *)a.send;
-  for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
-    *(uint4 *)(mine + i) = *(const uint4 *)(in + i);
-  for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) mine[i] = in[i];
   if (threadIdx.x == 0) fail = 0;
   __syncthreads();
 
-  // 2. my flag [rank][b] in every peer's area; 3. the peers' flags [p][b] in mine
-  const int p = threadIdx.x;
-  if (p < a.nranks && p != a.rank) {
-    flag_release((uint64_t *)(a.flags[p] + ACXP_FLAG_OFF(a.rank, b)), a.seq);
-    const uint64_t *f = (const uint64_t *)(a.flags[a.rank] + ACXP_FLAG_OFF(p, b));
-    const uint64_t start = global_ns();
-    for (unsigned spin = 0;; spin++) {
-      if ((int64_t)(flag_acquire(f) - a.seq) >= 0) break;
-      if ((spin & 255) == 255) {
-        int32_t ab = *(volatile const int32_t *)a.abort;  // host memory: looked at now and then
-        if (ab) {
-          fail = ab;
-          break;
-        }
-        if (global_ns() - start > a.timeout_ns) {
-          fail = ACX_ERR_COLL_TIMEOUT;
-          break;
-        }
-      }
-      if (*(volatile int32_t *)&fail) break;
-    }
-  }
-  __syncthreads();
-  if (fail) {
-    if (threadIdx.x == 0) {
-      *(volatile int32_t *)a.status = fail;
-      __threadfence_system();
-    }
-    return;
-  }
+  for (uint32_t k = 0; k < bt.nops; k++) {
+    const acxk_peer_op_t &op = bt.op[k];
+    const uint64_t doff = (op.seq & 1u) * a.slot_bytes;
+    // The vector part of [lo, hi) where every address allows it (the same test on every thread).
+    bool vec = aligned16(op.send) && aligned16(op.recv);
+    for (int q = 0; q < a.nranks; q++) vec = vec && aligned16((const unsigned char *)a.data[q] + doff);
+    const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
 
-  // 4. reduce over ranks 0..n-1, in that order, into the output
-  S *out = (S *)a.recv;
-  for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) reduce_vec<E, OP>(a, i, out);
-  for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) reduce_one<E, OP>(a, i, out);
+    // 1. my elements into my data slot
+    S *mine = (S *)((unsigned char *)a.data[a.rank] + doff);
+    const S *in = (const S *)op.send;
+    for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
+      *(uint4 *)(mine + i) = *(const uint4 *)(in + i);
+    for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) mine[i] = in[i];
+    __syncthreads();
+
+    // 2. my flag [rank][b] in every peer's area; 3. the peers' flags [p][b] in mine
+    const int p = threadIdx.x;
+    if (p < a.nranks && p != a.rank) {
+      flag_release((uint64_t *)(a.flags[p] + ACXP_FLAG_OFF(a.rank, b)), op.seq);
+      const uint64_t *f = (const uint64_t *)(a.flags[a.rank] + ACXP_FLAG_OFF(p, b));
+      const uint64_t start = global_ns();
+      for (unsigned spin = 0;; spin++) {
+        if ((int64_t)(flag_acquire(f) - op.seq) >= 0) break;
+        if ((spin & 255) == 255) {
+          int32_t ab = *(volatile const int32_t *)a.abort;  // host memory: looked at now and then
+          if (ab) {
+            fail = ab;
+            break;
+          }
+          if (global_ns() - start > op.timeout_ns) {
+            fail = ACX_ERR_COLL_TIMEOUT;
+            break;
+          }
+        }
+        if (*(volatile int32_t *)&fail) break;
+      }
+    }
+    __syncthreads();
+    if (fail) break;  // the same on every thread (read after the barrier)
+
+    // 4. reduce over ranks 0..n-1, in that order, into the output
+    S *out = (S *)op.recv;
+    for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V)
+      reduce_vec<E, OP>(a, doff, i, out);
+    for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) reduce_one<E, OP>(a, doff, i, out);
+    // The next operation's copy may map elements to other threads (its own alignment).
+    __syncthreads();
+  }
+  batch_fail(bt, fail);
 }
 
 
@@ -293,7 +311,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a, acxk
   __syncthreads();
 
   for (uint32_t k = 0; k < bt.nops; k++) {
-    const acxk_peer_ll_op_t &op = bt.op[k];
+    const acxk_peer_op_t &op = bt.op[k];
     const uint64_t bytes = op.count * sizeof(S), lines = (bytes + 7) / 8;
     const bool active = l < lines;
     const int nb = !active ? 0 : bytes - b0 < 8 ? (int)(bytes - b0) : 8;  // the last line may be short
@@ -401,7 +419,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_grouped(acxk_peer_args_t
   __syncthreads();
 
   for (uint32_t k = 0; k < bt.nops; k++) {
-    const acxk_peer_ll_op_t &op = bt.op[k];
+    const acxk_peer_op_t &op = bt.op[k];
     const uint64_t bytes = op.count * sizeof(S), lines = (bytes + 7) / 8, pl = (lines + K - 1) / K;
     const bool active = l < lines;
     const int nb = !active ? 0 : bytes - b0 < 8 ? (int)(bytes - b0) : 8;  // the last line may be short
@@ -991,75 +1009,80 @@ __device__ __forceinline__ uint4 comb_vec(int ns, bool fin, int n, L load) {
 // slice (big_piece over K slices), so that its group's and every rank's blocks b are the ones it
 // waits for.
 template <typename E, int OP>
-__global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a) {
+__global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a, acxk_peer_batch_t bt) {
   using S = typename E::S;
   using A = typename E::A;
   constexpr int V = Vec<E>::V;
   const int b = blockIdx.x, nb = gridDim.x, n = a.nranks, r = a.rank, G = a.groups, K = a.per_group;
   const int g = a.grp[r], j = a.lane[r];
-  const uint64_t val = ACXP_BIG_VAL(a.seq, 0), par = a.seq & 1u, ps = ACXP_BIG_PART(a.count, K, V);
-  const bool vec = aligned16(a.send) && aligned16(a.recv);
-  const S *in = (const S *)a.send;
-  S *out = (S *)a.recv;
+  const uint64_t ps = ACXP_BIG_PART(a.count, K, V);
   __shared__ int32_t fail;
   if (threadIdx.x == 0) fail = 0;
   pdl_enter();
   __syncthreads();
-  uint64_t lo, hi;
-  // 1. my piece of every slice into my data slot
-  for (int jl = 0; jl < K; jl++) {
-    big_piece<V>(a.count, ps, jl, nb, b, &lo, &hi);
-    big_copy<S>((S *)a.data[r] + lo, in + lo, hi - lo, vec);
-  }
-  __syncthreads();
-  // 2. A: my group's pieces are in their slots
-  if (grp_sync(a, 0, 0, b, val, &fail)) {
-    // 3. my group's partial sum of my piece of slice j, into every rank's partial region [s % 2][g]
-    // (from the next rank on, so that the ranks of a group start on different peers)
-    big_piece<V>(a.count, ps, j, nb, b, &lo, &hi);
-    const uint64_t goff = ACXP_GOS_OFF(par, g, G, a.slot_bytes, a.big_bytes);
-    const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
-    for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
-      const uint4 o = comb_vec<E, OP>(K, false, n, [&](int jl) {
-        return jl == j ? *(const uint4 *)(in + i) : __ldcg((const uint4 *)((const S *)a.data[a.at[g * K + jl]] + i));
-      });
-      for (int k = 1; k <= n; k++) *(uint4 *)((S *)(a.flags[(r + k) % n] + goff) + i) = o;
-    }
-    for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) {
-      A acc = E::up(j == 0 ? in[i] : __ldcg((const S *)a.data[a.at[g * K]] + i));
-      for (int jl = 1; jl < K; jl++)
-        acc = E::template comb<OP>(acc, E::up(jl == j ? in[i] : __ldcg((const S *)a.data[a.at[g * K + jl]] + i)));
-      const S o = E::down(acc);
-      for (int k = 1; k <= n; k++) ((S *)(a.flags[(r + k) % n] + goff))[i] = o;
+  // A batch of operations of one count, one after the other in each block, as the one-shot's
+  // (block b's pieces are the same in every operation: the reuse argument of peer_ops.h holds per
+  // block). a.data[q] is slot 0 of rank q's area; operation s uses slot s % 2.
+  for (uint32_t bk = 0; bk < bt.nops && !fail; bk++) {
+    const acxk_peer_op_t &op = bt.op[bk];
+    const uint64_t val = ACXP_BIG_VAL(op.seq, 0), par = op.seq & 1u, doff = par * a.slot_bytes;
+    const bool vec = aligned16(op.send) && aligned16(op.recv);
+    const S *in = (const S *)op.send;
+    S *out = (S *)op.recv;
+    auto data = [&](int q) { return (const S *)((const unsigned char *)a.data[q] + doff); };
+    uint64_t lo, hi;
+    // 1. my piece of every slice into my data slot
+    for (int jl = 0; jl < K; jl++) {
+      big_piece<V>(a.count, ps, jl, nb, b, &lo, &hi);
+      big_copy<S>((S *)data(r) + lo, in + lo, hi - lo, vec);
     }
     __syncthreads();
-    // 4. B: every rank's partial sums are in my area; 5. my pieces over the groups in order
-    if (big_sync(a, 1, b, val, &fail)) {
-      const S *part = (const S *)(a.flags[r] + ACXP_GOS_OFF(par, 0, G, a.slot_bytes, a.big_bytes));
-      const uint64_t gstride = a.slot_bytes / sizeof(S);
-      for (int jl = 0; jl < K; jl++) {
-        big_piece<V>(a.count, ps, jl, nb, b, &lo, &hi);
-        const uint64_t ve = vec ? lo + (hi - lo) / V * V : lo;
-        for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < ve; i += (uint64_t)kThreads * V) {
-          const uint4 o = comb_vec<E, OP>(G, true, n, [&](int gq) {
-            return __ldcg((const uint4 *)(part + (uint64_t)gq * gstride + i));
-          });
-          *(uint4 *)(out + i) = o;
-        }
-        for (uint64_t i = ve + threadIdx.x; i < hi; i += kThreads) {
-          A acc = E::up(__ldcg(part + i));
-          for (int gq = 1; gq < G; gq++) acc = E::template comb<OP>(acc, E::up(__ldcg(part + (uint64_t)gq * gstride + i)));
-          if constexpr (OP == ACX_REDOP_AVG) out[i] = E::fin(acc, n);
-          else out[i] = E::down(acc);
+    // 2. A: my group's pieces are in their slots
+    if (grp_sync(a, 0, 0, b, val, &fail)) {
+      // 3. my group's partial sum of my piece of slice j, into every rank's partial region [s % 2][g]
+      // (from the next rank on, so that the ranks of a group start on different peers)
+      big_piece<V>(a.count, ps, j, nb, b, &lo, &hi);
+      const uint64_t goff = ACXP_GOS_OFF(par, g, G, a.slot_bytes, a.big_bytes);
+      const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
+      for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
+        const uint4 o = comb_vec<E, OP>(K, false, n, [&](int jl) {
+          return jl == j ? *(const uint4 *)(in + i) : __ldcg((const uint4 *)(data(a.at[g * K + jl]) + i));
+        });
+        for (int k = 1; k <= n; k++) *(uint4 *)((S *)(a.flags[(r + k) % n] + goff) + i) = o;
+      }
+      for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) {
+        A acc = E::up(j == 0 ? in[i] : __ldcg(data(a.at[g * K]) + i));
+        for (int jl = 1; jl < K; jl++)
+          acc = E::template comb<OP>(acc, E::up(jl == j ? in[i] : __ldcg(data(a.at[g * K + jl]) + i)));
+        const S o = E::down(acc);
+        for (int k = 1; k <= n; k++) ((S *)(a.flags[(r + k) % n] + goff))[i] = o;
+      }
+      __syncthreads();
+      // 4. B: every rank's partial sums are in my area; 5. my pieces over the groups in order
+      if (big_sync(a, 1, b, val, &fail)) {
+        const S *part = (const S *)(a.flags[r] + ACXP_GOS_OFF(par, 0, G, a.slot_bytes, a.big_bytes));
+        const uint64_t gstride = a.slot_bytes / sizeof(S);
+        for (int jl = 0; jl < K; jl++) {
+          big_piece<V>(a.count, ps, jl, nb, b, &lo, &hi);
+          const uint64_t ve = vec ? lo + (hi - lo) / V * V : lo;
+          for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < ve; i += (uint64_t)kThreads * V) {
+            const uint4 o = comb_vec<E, OP>(G, true, n, [&](int gq) {
+              return __ldcg((const uint4 *)(part + (uint64_t)gq * gstride + i));
+            });
+            *(uint4 *)(out + i) = o;
+          }
+          for (uint64_t i = ve + threadIdx.x; i < hi; i += kThreads) {
+            A acc = E::up(__ldcg(part + i));
+            for (int gq = 1; gq < G; gq++) acc = E::template comb<OP>(acc, E::up(__ldcg(part + (uint64_t)gq * gstride + i)));
+            if constexpr (OP == ACX_REDOP_AVG) out[i] = E::fin(acc, n);
+            else out[i] = E::down(acc);
+          }
         }
       }
     }
+    __syncthreads();  // fail is read by every thread after it; the next copy maps its own elements
   }
-  __syncthreads();
-  if (fail && threadIdx.x == 0) {
-    *(volatile int32_t *)a.status = fail;
-    __threadfence_system();
-  }
+  batch_fail(bt, fail);
 }
 
 // Calls launch(std::integral_constant<int, OP>) for the op: the kernels are templates on it.
@@ -1109,7 +1132,8 @@ cudaError_t launch(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int o
         : by_op(op, [&](auto o) { err = launch_k(two_shot<E, decltype(o)::value>, grid, block, stream, a); });
     return err != cudaSuccess ? err : r;
   }
-  if (bt) {
+  if (!bt || bt->nops < 1 || bt->nops > ACXK_PEER_BATCH_MAX) return cudaErrorInvalidValue;
+  if (a->ll) {
     // The small-message kernel: one thread per 8-byte line of the batch's largest operation,
     // whole warps, at most kThreads a block.
     uint64_t lines = 0;
@@ -1125,14 +1149,15 @@ cudaError_t launch(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int o
     return err != cudaSuccess ? err : r;
   }
   // The one-shot: one block per 8 KiB of data (one 16-byte vector per thread), at most
-  // ACXP_MAX_BLOCKS (each block waits for its own flags); with groups alike.
+  // ACXP_MAX_BLOCKS (each block waits for its own flags); with groups alike. Every operation of
+  // the batch has a->count elements.
   uint64_t nb = (bytes + kThreads * 16 - 1) / (kThreads * 16);
   if (nb > ACXP_MAX_BLOCKS) nb = ACXP_MAX_BLOCKS;
   if (nb == 0) nb = 1;
   dim3 grid((unsigned)nb), block(kThreads);
   cudaError_t r = a->small_groups
-      ? by_op(op, [&](auto o) { err = launch_k(one_shot_grouped<E, decltype(o)::value>, grid, block, stream, a); })
-      : by_op(op, [&](auto o) { err = launch_k(one_shot<E, decltype(o)::value>, grid, block, stream, a); });
+      ? by_op(op, [&](auto o) { err = launch_k(one_shot_grouped<E, decltype(o)::value>, grid, block, stream, a, *bt); })
+      : by_op(op, [&](auto o) { err = launch_k(one_shot<E, decltype(o)::value>, grid, block, stream, a, *bt); });
   return err != cudaSuccess ? err : r;
 }
 

@@ -17,7 +17,7 @@ extern "C" {
 
 /* One operation, by value to the kernel: device addresses in this executor. */
 typedef struct acxk_peer_args {
-  const void *data[ACXP_MAX_RANKS]; /* [q]: the operation's data slot in rank q's area (mine at [rank]) */
+  const void *data[ACXP_MAX_RANKS]; /* [q]: data slot 0 of rank q's area (mine at [rank]; the one-shot) */
   unsigned char *flags[ACXP_MAX_RANKS]; /* [q]: rank q's area (its flags come first) */
   const void *send;
   void *recv;
@@ -34,6 +34,7 @@ typedef struct acxk_peer_args {
                                        (G = nranks): without groups */
   int8_t grp[ACXP_MAX_RANKS], lane[ACXP_MAX_RANKS], at[ACXP_MAX_RANKS];
   int32_t small_groups;             /* 1: this one-shot is the one-shot with groups (peer_ops.h) */
+  int32_t ll;                       /* 1: the push lines (the small-message kernel) */
   int32_t ll_groups;                /* 1: the push lines with groups (peer_ops.h) */
   const uint64_t *regtab;           /* the two-shot with groups: the registration table (peer_ops.h,
                                        "Registered buffers"; in this rank's area) */
@@ -43,26 +44,29 @@ typedef struct acxk_peer_args {
                                        ends, and waits for it before touching memory) */
 } acxk_peer_args_t;
 
-/* The small-message kernel runs a batch of operations in one launch, one after the other: their
- * own fields (the set's are in acxk_peer_args_t). */
+/* The push lines and the one-shot run a batch of operations of one dtype, op and count in one
+ * launch, one after the other: their own fields (the set's are in acxk_peer_args_t). */
 #define ACXK_PEER_BATCH_MAX 16
-typedef struct acxk_peer_ll_op {
+typedef struct acxk_peer_op {
   const void *send;
   void *recv;
-  uint64_t count;      /* elements, at most the set's ll_bytes of them */
+  uint64_t count;      /* elements (the push lines: at most the set's ll_bytes of them; the
+                          one-shot: acxk_peer_args_t's count, every operation's) */
   uint64_t seq;        /* the operation number s */
   uint64_t timeout_ns; /* its wait for the peers */
   int32_t *status;     /* pinned host word: its failure (0: none) */
-} acxk_peer_ll_op_t;
+} acxk_peer_op_t;
 typedef struct acxk_peer_batch {
   uint32_t nops; /* 1 .. ACXK_PEER_BATCH_MAX, of one dtype and op */
-  acxk_peer_ll_op_t op[ACXK_PEER_BATCH_MAX];
+  acxk_peer_op_t op[ACXK_PEER_BATCH_MAX];
 } acxk_peer_batch_t;
 
-/* Launches the all-reduce (runtime/proto/peer_ops.h) on `stream`: with bt, the small-message
- * kernel over bt's operations (a's own operation fields unused); else, by a->big, the two-shot or
- * the one-shot of a->count elements. `dtype` and `op` (acx_redop_t) are every operation's.
- * cudaErrorInvalidValue for a dtype or op it does not reduce. */
+/* Launches the all-reduce (runtime/proto/peer_ops.h) on `stream`: with a->big, the two-shot of
+ * a's own operation (bt unused); else bt's operations (a's send, recv, seq, status unused; a->data[q]
+ * slot 0 of rank q's area): with a->ll the small-message kernel, else the one-shot of a->count
+ * elements each (with a->small_groups, with groups). `dtype` and `op` (acx_redop_t) are every
+ * operation's. cudaErrorInvalidValue for a dtype or op it does not reduce, or a batch that is
+ * missing, empty or larger than ACXK_PEER_BATCH_MAX. */
 cudaError_t acxk_peer_launch_allreduce(const acxk_peer_args_t *a, const acxk_peer_batch_t *bt, int dtype, int op,
                                        cudaStream_t stream);
 

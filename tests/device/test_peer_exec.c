@@ -301,7 +301,7 @@ static void test_executor_free_while_waiting(void) {
 }
 
 /* All-reduces sent back to back, waited for only at the end, as a solver's or a benchmark's loop
- * sends them: on a GPU the executor runs the small ones in batches (several per kernel launch,
+ * sends them: on a GPU the executor runs those up to a slot in batches (several per kernel launch,
  * ACX_COLL_PEER_BATCH), which is only right if every operation still sees the one before it
  * complete. The sequence chains its buffers: in place, A -> B and back, an input one element into
  * the buffer the operation before wrote (its bytes at other lines: the batch must end there), shorter
@@ -310,7 +310,7 @@ static void test_executor_free_while_waiting(void) {
  * batches; then 400 more, beyond the 256 operations a set keeps in flight in an executor (the
  * executor waits for the oldest rather than refusing the next). Every rank's A and B are
  * checked at the end against the same sequence run here. */
-#define B2B_N 1500 /* u32: 6000 bytes, the small-message kernel */
+#define B2B_N 1500 /* u32: 6000 bytes, the small-message kernel; then (with _ll16) 40 KiB, the one-shot */
 typedef struct b2b_op {
   int src, dst;           /* 0: A, 1: B */
   size_t src_off, count;  /* elements */
@@ -318,9 +318,9 @@ typedef struct b2b_op {
   size_t big;             /* > 0: that many elements of buffer G, in place (one-shot) */
 } b2b_op_t;
 
-static void test_back_to_back(void) {
+static void back_to_back(size_t n) {
   enum { NOPS = 64 + 400 }; /* then 400 more in place: more than the 256 a set keeps in flight */
-  const size_t n = B2B_N, gn = 8192; /* 32 KiB: pushed lines by default, the one-shot in _ll16 */
+  const size_t gn = 8192; /* 32 KiB: pushed lines by default, the one-shot in _ll16 */
   b2b_op_t ops[NOPS];
   for (int k = 0; k < NOPS; k++) {
     b2b_op_t o = {.src = 0, .dst = 0, .count = n};
@@ -424,6 +424,13 @@ static void test_back_to_back(void) {
   for (int r = 0; r < NR; r++) ACX_ASSERT_STATUS(fence_wait(r), ACX_OK);
   free(got);
   free(tmp);
+}
+
+static void test_back_to_back(void) {
+  back_to_back(B2B_N);
+  /* Where the lines end below a slot (the _ll16 variants), the same sequence at a size between:
+   * the one-shot's batches (and with --group the one-shot with groups'). */
+  if (ll_bytes < SLOT) back_to_back((ll_bytes + SLOT) / 8);
 }
 
 /* The host kind runs every command at once on its executor thread, a write behind a waiting
