@@ -6,8 +6,9 @@
 # PARTS (default "tests small k4"):
 #   tests: the own path's GPU tests (test_peer_exec's back-to-back sequence now also at a one-shot
 #          size in its _ll16 variants), registration, auto, per-GPU bench tests;
-#   small: --per-gpu 32 KiB - 4 MiB at 4 and 2 ranks per GPU, -n 200, with the batches (default)
-#          and without (ACX_COLL_PEER_BATCH=1), interleaved variants;
+#   small: --per-gpu 32 KiB - 4 MiB at 4 and 2 ranks per GPU, -n 200, for each of SMALL_VARIANTS
+#          (default: with the batches, the default, and without, ACX_COLL_PEER_BATCH=1), two rounds
+#          of the variants in turn;
 #   k4:    --per-gpu --register at 4 ranks per GPU, 64 MiB - 1 GiB, for each of K4_VARIANTS.
 #   all:   every other gpu / gpu-mpi test, then gpu-multinode.
 R=/tmp/res; rm -rf $R; mkdir -p $R/c $R/s $R/p $R/a $R/m; B=scripts/gpu-host/batch.sh
@@ -16,7 +17,7 @@ has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi -L > $R/main.txt 2>&1; nproc >> $R/main.txt
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
 OWN='peer|coll_reg|coll_auto|per_gpu'
-has tests && OUT=$R/c CTEST_R="$OWN" CTEST_T=300 bash $B ctestr > $R/c.txt 2>&1
+has tests && OUT=$R/c CTEST_R="$OWN" CTEST_T=${OWN_T:-420} bash $B ctestr > $R/c.txt 2>&1
 if has small; then
   for rep in 1 2; do for v in ${SMALL_VARIANTS:-default ACX_COLL_PEER_BATCH=1}; do
     e=$([ "$v" = default ] || echo "$v")
