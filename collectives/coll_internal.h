@@ -195,6 +195,11 @@ int acxc_peer_on(const acx_coll_t *c);
 enum { ACXC_PEER_SMALL = 1, ACXC_PEER_BIG = 2, ACXC_PEER_GROUPS = 4 };
 /* ACX_COLL_PEER_BIG_MIN_KB=-1's smallest two-shot all-reduce where it runs one rank per GPU. */
 #define ACXC_PEER_BIG_MIN_DEFAULT (2048ULL * 1024)
+/* ACX_COLL_PEER_MAX_KB=-1 (auto): the one-shot's slot one rank per GPU, and where the ranks of a GPU
+ * form groups (the one-shot with groups up to it, batched; 2xH200 under MPS, session 26: 512 KiB
+ * and 1 MiB at 4 ranks per GPU in 20-28 us instead of the two-shot's 29-32). */
+#define ACXC_PEER_SLOT_KB_DEFAULT 256
+#define ACXC_PEER_SLOT_KB_GROUPS 1024
 int acxc_peer_parts(const acx_coll_t *c, uint64_t *slot_bytes, uint64_t *big_min);
 /* All-reduces sent down the own path since the coll was made (tests, statistics). */
 uint64_t acxc_peer_ops(const acx_coll_t *c);

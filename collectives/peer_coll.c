@@ -55,6 +55,7 @@ struct acxc_peer {
   int small_on;                         /* every rank takes the all-reduces of at most slot_bytes */
   int groups_on;                        /* every rank has ACX_COLL_PEER_BIG_GROUPS on */
   int small_groups_kb;                  /* every rank's: the smallest ACX_COLL_PEER_SMALL_GROUPS (-1: auto) */
+  int slot_auto;                        /* every rank's ACX_COLL_PEER_MAX_KB is -1: the slot after the groups */
   int ll_groups;                        /* every rank's: the smallest ACX_COLL_PEER_LL_GROUPS (-1: auto) */
   int big_auto;                         /* every rank has ACX_COLL_PEER_BIG_KB=-1 (auto) */
   groups_t grp;                         /* the two-shot's groups */
@@ -76,7 +77,8 @@ static const char *unwanted(const acx_coll_t *c) {
   }
   if (c->world->nodes != 1) return "the world spans nodes";
   if (c->size < 2 || c->size > ACXP_MAX_RANKS) return "the world is not 2 to 16 ranks";
-  if (acxi_param_int("ACX_COLL_PEER_MAX_KB") <= 0) return "ACX_COLL_PEER_MAX_KB is not positive";
+  const int64_t kb = acxi_param_int("ACX_COLL_PEER_MAX_KB");
+  if (kb == 0 || kb < -1) return "ACX_COLL_PEER_MAX_KB is neither positive nor -1 (auto)";
   return NULL;
 }
 
@@ -230,6 +232,9 @@ static acx_status_t make_groups(acx_coll_t *c, acxc_peer_t *p, int64_t deadline)
 static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   acx_device_t *dev = c->dev;
   ACXCHECK(make_groups(c, p, deadline));
+  if (p->slot_auto) /* the same on every rank: the groups are */
+    p->slot_bytes = (uint64_t)(p->grp.groups ? ACXC_PEER_SLOT_KB_GROUPS : ACXC_PEER_SLOT_KB_DEFAULT) * 1024;
+  if (p->ll_bytes > p->slot_bytes) p->ll_bytes = p->slot_bytes; /* nothing larger takes the own path */
   /* With groups the one-shot with groups (ACX_COLL_PEER_SMALL_GROUPS) from gos bytes, its partial
    * regions in the areas. Auto: where the plain one-shot would load K^2 (G - 1) slots of 4 MiB / K^2
    * or more over each GPU's link (2xH100 and 2xH200 under MPS, session 22: the one-shot with groups
@@ -336,9 +341,10 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   /* One agreement (MPI MIN) of everything the ranks must have alike: whether the path is on and
    * its slot, whether each part is, the push lines' limit, the two-shot's slot, blocks, the
    * smallest all-reduce it takes and whether it works in groups. Every rank takes part, also one whose communicator failed. */
-  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, GROUPS, BIGAUTO, SMALLGROUPS, LLGROUPS, NAGREE };
+  enum { SLOT, SMALL, LL, BIG, BLOCKS, BIGMIN, GROUPS, BIGAUTO, SMALLGROUPS, LLGROUPS, SLOTAUTO, NAGREE };
   int mine[NAGREE] = {
-      [SLOT] = why ? 0 : (int)(kb > (1 << 20) ? (1 << 20) : kb),
+      [SLOT] = why ? 0 : (int)(kb < 0 || kb > (1 << 20) ? (1 << 20) : kb), /* auto: as large as any */
+      [SLOTAUTO] = kb < 0,
       [SMALL] = !swhy,
       [LL] = llkb <= 0 ? 0 : llkb > ACXP_LL_MAX / 1024 ? ACXP_LL_MAX / 1024 : (int)llkb,
       [BIG] = bigkb,
@@ -362,7 +368,8 @@ acx_status_t acxc_peer_create(acx_coll_t *c, acx_status_t st, int64_t timeout_ns
   }
   acxc_peer_t *p = c->peer;
   if (!p && !(p = c->peer = calloc(1, sizeof *p))) return ACX_ERR_NO_MEMORY;
-  p->slot_bytes = (uint64_t)lo[SLOT] * 1024;
+  p->slot_auto = lo[SLOTAUTO] > 0;
+  p->slot_bytes = (uint64_t)lo[SLOT] * 1024; /* with slot_auto, set in build() once the groups are known */
   p->small_on = lo[SMALL] > 0;
   p->ll_bytes = lo[LL] > 0 ? (uint64_t)lo[LL] * 1024 : 0;
   if (p->ll_bytes > p->slot_bytes) p->ll_bytes = p->slot_bytes; /* nothing larger takes the own path */

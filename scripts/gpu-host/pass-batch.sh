@@ -16,10 +16,10 @@ PARTS=${PARTS:-tests small k4}
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi -L > $R/main.txt 2>&1; nproc >> $R/main.txt
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
-OWN='peer|coll_reg|coll_auto|per_gpu'
+OWN=${OWN:-'peer|coll_reg|coll_auto|per_gpu'}
 has tests && OUT=$R/c CTEST_R="$OWN" CTEST_T=${OWN_T:-420} bash $B ctestr > $R/c.txt 2>&1
 if has small; then
-  for rep in 1 2; do for v in ${SMALL_VARIANTS:-default ACX_COLL_PEER_BATCH=1}; do
+  for rep in $(seq ${SMALL_REPS:-2}); do for v in ${SMALL_VARIANTS:-default ACX_COLL_PEER_BATCH=1}; do
     e=$([ "$v" = default ] || echo "$v")
     mkdir -p $R/s/$rep; OUT=$R/s/$rep PG_K="${SMALL_K:-4 2}" PG_B=32K PG_E=4M PG_F=2 PG_R=2 PG_N=200 PG_ENV="$e" bash $B pergpu \
       > "$R/s-$rep-$(tr -c 'a-zA-Z0-9=_\n' _ <<<"$v").txt" 2>&1
