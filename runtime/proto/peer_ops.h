@@ -18,7 +18,10 @@
  * Every rank reduces the same values in the same order with the same arithmetic: the results are
  * bit-identical on every rank and from run to run. A slot is written again two operations later;
  * by then every peer has signalled operation s + 1, which it does only after its operation s (and
- * with it every read of slot s % 2) has finished: two slots suffice.
+ * with it every read of slot s % 2) has finished: two slots suffice. The argument holds per block
+ * (block b writes and reads only block b's elements of every slot, and waits only for the peers'
+ * blocks b), so on GPUs a batch of one-shots of one count runs in one launch, each block going on
+ * to the next operation as soon as it has its own part of this one (below).
  *
  * Arithmetic: integers wrap (sum, prod) as NCCL's do; avg is the sum divided by n, truncating for
  * integers as NCCL does; f16 and bf16 accumulate in f32 and round once; f32 and f64 accumulate in
@@ -58,8 +61,10 @@
  * operations, whose flags all differ. (The one-shot's flags above are 64-bit and only grow: a
  * block left unused for 2^31 operations can never look ready.)
  *
- * On GPUs small operations sent back to back run in batches, several per kernel launch one after
- * the other (ACX_COLL_PEER_BATCH): each thread of the kernel owns one line index in every
+ * On GPUs operations up to a slot sent back to back run in batches, several per kernel launch one
+ * after the other (ACX_COLL_PEER_BATCH; the one-shots' and the one-shots with groups' too, since
+ * session 26: their reuse arguments hold per block, whose elements are the same in every operation
+ * of one count): each thread of the push-line kernel owns one line index in every
  * operation of the batch and goes on to the next operation once it has its own output, so the
  * executor batches only operations of one dtype, op, count and stream whose buffers are the same
  * as or disjoint from those the batch's earlier operations write (and read, for its writes): a
