@@ -71,6 +71,8 @@ typedef struct pset {
   int nranks, rank;
   acxp_ctl_t *ctl;     /* in this process */
   acxp_ctl_t *ctl_dev; /* the same, as the GPU addresses it (cuda) */
+  uint64_t *trace;     /* cuda, ACX_COLL_PEER_TRACE=1: the kernels' trace words (peer_kernels.h;
+                          device memory), logged when the set goes */
   unsigned char *area[ACXP_MAX_RANKS];
   uint64_t slot_bytes;
   uint64_t ll_bytes; /* all-reduces of at most this many bytes push lines (peer_ops.h) */
@@ -261,6 +263,18 @@ static void setup(acxi_engine_t *e, const acxi_engine_api_t *api, ext_t *x, cons
       goto out;
     }
     s->ctl_dev = dp;
+    if (acxi_param_int("ACX_COLL_PEER_TRACE") > 0) {
+      void *tp = NULL;
+      err = cudaMalloc(&tp, ACXK_TRACE_WORDS * sizeof(uint64_t));
+      if (err == cudaSuccess) err = cudaMemset(tp, 0, ACXK_TRACE_WORDS * sizeof(uint64_t));
+      if (err != cudaSuccess) { /* the trace is a diagnosis: the set works without it */
+        ACX_WARN(COLL, "peer SETUP: ACX_COLL_PEER_TRACE: no trace (%s)", cudaGetErrorString(err));
+        (void)cudaGetLastError();
+        if (tp) (void)cudaFree(tp);
+        tp = NULL;
+      }
+      s->trace = tp;
+    }
   }
 #endif
   if (!on_cuda(e, api) && s->ll_bytes && !(s->ll_scratch = malloc((size_t)n * ACXP_LL_MAX))) {
@@ -283,6 +297,46 @@ static void ev_cache_drop(pset_t *s) {
 #endif
 }
 
+#if ACX_HAVE_CUDA
+/* The trace's phases per kernel kind (peer_kernels.h; phase 0 is the gap before each operation). */
+static const char *const trace_kind[ACXK_KINDS] = {"push lines", "one-shot", "one-shot with groups", "two-shot",
+                                                   "two-shot with groups"};
+static const char *const trace_phase[ACXK_KINDS][ACXK_TRACE_PHASES] = {
+    {"gap", "push", "receive and reduce"},
+    {"gap", "copy in", "flag wait", "reduce"},
+    {"gap", "copy in", "wait A", "partial sums out", "wait B", "reduce"},
+    {"gap", "stores out", "wait 0", "reduce", "wait 1", "copies"},
+    {"gap", "stores to group", "wait A", "partial sums out", "wait B", "reduce", "wait C",
+     "to registered outputs", "wait D", "copies"},
+};
+
+/* ACX_COLL_PEER_TRACE: the set's trace, read back and logged (INFO, one line per kernel kind that
+ * ran: the operations and each phase's mean in us), then freed. */
+static void trace_log(pset_t *s) {
+  if (!s->trace) return;
+  uint64_t w[ACXK_TRACE_WORDS];
+  cudaError_t err = cudaMemcpy(w, s->trace, sizeof w, cudaMemcpyDeviceToHost);
+  if (err != cudaSuccess) {
+    ACX_WARN(COLL, "peer set %" PRIu64 ": its trace could not be read: %s", s->id, cudaGetErrorString(err));
+    (void)cudaGetLastError();
+  }
+  for (int k = 0; err == cudaSuccess && k < ACXK_KINDS; k++) {
+    const uint64_t ops = w[ACXK_TRACE_OPS(k)];
+    if (!ops) continue;
+    char line[512];
+    int len = 0;
+    for (int p = 0; p < ACXK_TRACE_PHASES && trace_phase[k][p] && len < (int)sizeof line; p++)
+      len += snprintf(line + len, sizeof line - (size_t)len, "%s%s %.2f", p ? ", " : "", trace_phase[k][p],
+                      (double)w[ACXK_TRACE_SUM(k, p)] / (double)ops / 1000.0);
+    ACX_INFO(COLL, "peer set %" PRIu64 " trace (rank %d, block 0, us per operation): %s, %" PRIu64 " operations: %s",
+             s->id, s->rank, trace_kind[k], ops, line);
+  }
+  (void)cudaFree(s->trace);
+  (void)cudaGetLastError();
+  s->trace = NULL;
+}
+#endif
+
 static void log_launches(const pset_t *s) {
   if (s->nlaunch)
     ACX_INFO(COLL, "peer set %" PRIu64 ": %" PRIu64 " all-reduces in %" PRIu64 " kernel launches, %" PRIu64
@@ -293,6 +347,9 @@ static void log_launches(const pset_t *s) {
 
 static void set_free(ext_t *x, pset_t *s) {
   log_launches(s);
+#if ACX_HAVE_CUDA
+  trace_log(s);
+#endif
   if (x->staged == s) x->staged = NULL;
   for (pset_t **pp = &x->sets; *pp; pp = &(*pp)->next)
     if (*pp == s) {
@@ -1006,7 +1063,7 @@ static void launch_staged(acxi_engine_t *e, const acxi_engine_api_t *api, pset_t
     break;
   }
   acxk_peer_args_t a = {.nranks = s->nranks, .rank = s->rank, .abort = (const int32_t *)(const void *)&s->ctl_dev->abort,
-                        .slot_bytes = s->slot_bytes, .big_bytes = s->big_bytes, .pdl = s->pdl,
+                        .slot_bytes = s->slot_bytes, .big_bytes = s->big_bytes, .pdl = s->pdl, .trace = s->trace,
                         .big_blocks = (int32_t)s->big_blocks, .groups = s->G, .per_group = s->K,
                         };
   for (int q = 0; q < s->nranks; q++) {
@@ -1442,6 +1499,7 @@ static void peer_engine_destroy(acxi_engine_t *e, const acxi_engine_api_t *api) 
     }
     ev_cache_drop(s);
     (void)cudaGetLastError();
+    trace_log(s);
 #endif
     x->sets = s->next;
     log_launches(s);

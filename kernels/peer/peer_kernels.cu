@@ -119,6 +119,35 @@ struct Vec {
   static constexpr int V = 16 / sizeof(S);
 };
 
+// ACX_COLL_PEER_TRACE (peer_kernels.h): block 0's thread 0 adds each step's time to the set's trace
+// words; every other thread, and every kernel of a set without a trace, does nothing. start() at an
+// operation's beginning (after pdl_enter), mark(p) at the end of step p, end() at the operation's end.
+struct Trace {
+  uint64_t *w;
+  uint64_t t;
+  int kind;
+  __device__ Trace(const acxk_peer_args_t &a, int k)
+      : w(a.trace && blockIdx.x == 0 && threadIdx.x == 0 ? a.trace : nullptr), t(0), kind(k) {}
+  __device__ void start() {
+    if (!w) return;
+    t = global_ns();
+    const uint64_t last = *(volatile uint64_t *)&w[ACXK_TRACE_LAST];
+    if (last && t > last) w[ACXK_TRACE_SUM(kind, 0)] += t - last;
+    w[ACXK_TRACE_OPS(kind)]++;
+  }
+  __device__ void mark(int p) {
+    if (!w) return;
+    const uint64_t n = global_ns();
+    w[ACXK_TRACE_SUM(kind, p)] += n - t;
+    t = n;
+  }
+  __device__ void end(int p) {
+    if (!w) return;
+    mark(p);
+    *(volatile uint64_t *)&w[ACXK_TRACE_LAST] = t;
+  }
+};
+
 template <typename E, int OP>
 __device__ __forceinline__ void reduce_vec(const acxk_peer_args_t &a, uint64_t doff, uint64_t i, typename E::S *out) {
   using S = typename E::S;
@@ -213,9 +242,11 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a, acxk_pe
   pdl_enter();
   if (threadIdx.x == 0) fail = 0;
   __syncthreads();
+  Trace tr(a, ACXK_KIND_ONE);
 
   for (uint32_t k = 0; k < bt.nops; k++) {
     const acxk_peer_op_t &op = bt.op[k];
+    tr.start();
     const uint64_t doff = (op.seq & 1u) * a.slot_bytes;
     // The vector part of [lo, hi) where every address allows it (the same test on every thread).
     bool vec = aligned16(op.send) && aligned16(op.recv);
@@ -229,6 +260,7 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a, acxk_pe
       *(uint4 *)(mine + i) = *(const uint4 *)(in + i);
     for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) mine[i] = in[i];
     __syncthreads();
+    tr.mark(1);
 
     // 2. my flag [rank][b] in every peer's area; 3. the peers' flags [p][b] in mine
     const int p = threadIdx.x;
@@ -253,6 +285,7 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a, acxk_pe
       }
     }
     __syncthreads();
+    tr.mark(2);
     if (fail) break;  // the same on every thread (read after the barrier)
 
     // 4. reduce over ranks 0..n-1, in that order, into the output
@@ -262,6 +295,7 @@ __global__ void __launch_bounds__(kThreads) one_shot(acxk_peer_args_t a, acxk_pe
     for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) reduce_one<E, OP>(a, doff, i, out);
     // The next operation's copy may map elements to other threads (its own alignment).
     __syncthreads();
+    tr.end(3);
   }
   batch_fail(bt, fail);
 }
@@ -309,9 +343,11 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a, acxk
   pdl_enter();
   if (threadIdx.x == 0) fail = 0;
   __syncthreads();
+  Trace tr(a, ACXK_KIND_LL);  // line 0's timeline
 
   for (uint32_t k = 0; k < bt.nops; k++) {
     const acxk_peer_op_t &op = bt.op[k];
+    tr.start();
     const uint64_t bytes = op.count * sizeof(S), lines = (bytes + 7) / 8;
     const bool active = l < lines;
     const int nb = !active ? 0 : bytes - b0 < 8 ? (int)(bytes - b0) : 8;  // the last line may be short
@@ -338,6 +374,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a, acxk
           ll_store(a.flags[p] + ll_off + (uint64_t)a.rank * ACXP_LL_SRC_BYTES + l * 16, mine.w[0], mine.w[1], f);
     }
 
+    tr.mark(1);
     // 2. every rank's line, in rank order, reduced as it comes
     A acc[V];
     for (int q = 0; ok && q < a.nranks; q++) {
@@ -383,6 +420,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a, acxk
       else
         for (int i = 0; i < nb; i++) out[i] = o.b[i];
     }
+    tr.end(2);
   }
   __syncthreads();
   if (fail && threadIdx.x == 0) {
@@ -417,9 +455,11 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_grouped(acxk_peer_args_t
   pdl_enter();
   if (threadIdx.x == 0) fail = 0;
   __syncthreads();
+  Trace tr(a, ACXK_KIND_LL);  // line 0's timeline (with groups alike)
 
   for (uint32_t k = 0; k < bt.nops; k++) {
     const acxk_peer_op_t &op = bt.op[k];
+    tr.start();
     const uint64_t bytes = op.count * sizeof(S), lines = (bytes + 7) / 8, pl = (lines + K - 1) / K;
     const bool active = l < lines;
     const int nb = !active ? 0 : bytes - b0 < 8 ? (int)(bytes - b0) : 8;  // the last line may be short
@@ -465,6 +505,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_grouped(acxk_peer_args_t
       if (js != j) ll_store(a.flags[a.at[g * K + js]] + ll_off + (uint64_t)r * ACXP_LL_SRC_BYTES, mine.w[0], mine.w[1], f);
     }
 
+    tr.mark(1);
     // 2. a line of my slice: my group's partial sum, in place order, to every rank
     Line part;
     if (ok && js == j) {
@@ -508,6 +549,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_grouped(acxk_peer_args_t
           for (int i = 0; i < nb; i++) out[i] = o.b[i];
       }
     }
+    tr.end(2);
   }
   __syncthreads();
   if (fail && threadIdx.x == 0) {
@@ -655,6 +697,8 @@ __global__ void ACXK_BIG_BOUNDS two_shot(acxk_peer_args_t a) {
   if (threadIdx.x == 0) fail = 0;
   pdl_enter();
   __syncthreads();
+  Trace tr(a, ACXK_KIND_TWO);
+  tr.start();
   for (uint64_t t = 0; t < chunks; t++) {
     const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
     const uint64_t m = a.count - base < cpe ? a.count - base : cpe;
@@ -670,7 +714,10 @@ __global__ void ACXK_BIG_BOUNDS two_shot(acxk_peer_args_t a) {
       big_copy<S>((S *)(a.flags[q] + off) + r * pp + (lo - p0), in + lo, hi - lo, vec);
     }
     __syncthreads();
-    if (!big_sync(a, 0, b, val, &fail)) break;
+    tr.mark(1);
+    const bool ok0 = big_sync(a, 0, b, val, &fail);
+    tr.mark(2);
+    if (!ok0) break;
     // 2. my piece of my part reduced, into the output and the peers' second halves
     big_piece<V>(m, pp, r, nb, b, &lo, &hi);
     const uint64_t p0 = (uint64_t)r * pp < m ? (uint64_t)r * pp : m;
@@ -680,15 +727,20 @@ __global__ void ACXK_BIG_BOUNDS two_shot(acxk_peer_args_t a) {
     for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads)
       reduce_big<E, OP>(a, off, half, pp, in, out, i, i - p0, false);
     __syncthreads();
-    if (!big_sync(a, 1, b, val, &fail)) break;
+    tr.mark(3);
+    const bool ok1 = big_sync(a, 1, b, val, &fail);
+    tr.mark(4);
+    if (!ok1) break;
     // 3. the peers' reduced pieces, from my second half
     for (int k = 1; k < n; k++) {
       const int q = (r + k) % n;
       big_piece<V>(m, pp, q, nb, b, &lo, &hi);
       big_copy<S>(out + lo, (const S *)(a.flags[r] + off) + half + lo, hi - lo, vec);
     }
+    tr.mark(5);
   }
   __syncthreads();
+  tr.end(5);
   if (fail && threadIdx.x == 0) {
     *(volatile int32_t *)a.status = fail;
     __threadfence_system();
@@ -848,6 +900,8 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
     w[1] = a.pub_out;
   }
   __syncthreads();
+  Trace tr(a, ACXK_KIND_TWO_G);
+  tr.start();
   for (uint64_t t = 0; t < chunks; t++) {
     const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
     const uint64_t m = a.count - base < cpe ? a.count - base : cpe;
@@ -868,8 +922,10 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
       }
     }
     __syncthreads();
+    tr.mark(1);
     if (!grp_sync(a, 0, 0, b, val, &fail)) break;
     if (t == 0 && !read_pubs<S>(a, b, pin, pout, outs, &nouts, &fail)) break;
+    tr.mark(2);
     // 2. my group's partial sums of my lane's parts, into their owners' first halves (the next
     // groups first, so that the groups spread their stores over the links)
     for (int k = 1; k < G; k++) {
@@ -891,7 +947,9 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
         to[i - p0] = E::down(group_sum_one<E, OP>(a, first, in, i, i - p0, gq, pp, pin, base));
     }
     __syncthreads();
+    tr.mark(3);
     if (!grp_sync(a, 0, 1, b, val, &fail)) break;
+    tr.mark(4);
     // 3. my part over the groups in order (each group's sum rounded to the type alike), into the
     // output, my lane's second halves, the registered outputs of my group and, where a group peer
     // copies from it, my own second half
@@ -943,16 +1001,20 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
       for (int k = 0; k < nouts; k++) outs[k][base + i] = o;
     }
     __syncthreads();
+    tr.mark(5);
     // 4. C: my lane's parts are in my second half; they go on into my group's registered outputs;
     // D: my group's are in theirs (and in my output where it is registered)
     if (!grp_sync(a, 1, 1, b, val, &fail)) break;
+    tr.mark(6);
     for (int k = 1; k < G && nouts; k++) {
       const int q = a.at[((g + k) % G) * K + j];
       big_piece<V>(m, pp, q, nb, b, &lo, &hi);
       big_copy_to<S>(outs, nouts, base + lo, (const S *)(a.flags[r] + off) + half + lo, hi - lo, vec);
     }
     __syncthreads();
+    tr.mark(7);
     if (!grp_sync(a, 1, 0, b, val, &fail)) break;
+    tr.mark(8);
     // 5. every other part, from the second half of my group's rank at its place (where my output
     // is registered, only my lane's: the others stored theirs into it)
     for (int k = 1; k < n; k++) {
@@ -961,8 +1023,10 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
       big_piece<V>(m, pp, q, nb, b, &lo, &hi);
       big_copy<S>(out + lo, (const S *)(a.flags[from] + off) + half + lo, hi - lo, vec);
     }
+    tr.mark(9);
   }
   __syncthreads();
+  tr.end(9);
   if (fail && threadIdx.x == 0) {
     *(volatile int32_t *)a.status = fail;
     __threadfence_system();
@@ -1023,8 +1087,10 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a,
   // A batch of operations of one count, one after the other in each block, as the one-shot's
   // (block b's pieces are the same in every operation: the reuse argument of peer_ops.h holds per
   // block). a.data[q] is slot 0 of rank q's area; operation s uses slot s % 2.
+  Trace tr(a, ACXK_KIND_ONE_G);
   for (uint32_t bk = 0; bk < bt.nops && !fail; bk++) {
     const acxk_peer_op_t &op = bt.op[bk];
+    tr.start();
     const uint64_t val = ACXP_BIG_VAL(op.seq, 0), par = op.seq & 1u, doff = par * a.slot_bytes;
     const bool vec = aligned16(op.send) && aligned16(op.recv);
     const S *in = (const S *)op.send;
@@ -1037,8 +1103,10 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a,
       big_copy<S>((S *)data(r) + lo, in + lo, hi - lo, vec);
     }
     __syncthreads();
+    tr.mark(1);
     // 2. A: my group's pieces are in their slots
     if (grp_sync(a, 0, 0, b, val, &fail)) {
+      tr.mark(2);
       // 3. my group's partial sum of my piece of slice j, into every rank's partial region [s % 2][g]
       // (from the next rank on, so that the ranks of a group start on different peers)
       big_piece<V>(a.count, ps, j, nb, b, &lo, &hi);
@@ -1058,8 +1126,10 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a,
         for (int k = 1; k <= n; k++) ((S *)(a.flags[(r + k) % n] + goff))[i] = o;
       }
       __syncthreads();
+      tr.mark(3);
       // 4. B: every rank's partial sums are in my area; 5. my pieces over the groups in order
       if (big_sync(a, 1, b, val, &fail)) {
+        tr.mark(4);
         const S *part = (const S *)(a.flags[r] + ACXP_GOS_OFF(par, 0, G, a.slot_bytes, a.big_bytes));
         const uint64_t gstride = a.slot_bytes / sizeof(S);
         for (int jl = 0; jl < K; jl++) {
@@ -1081,6 +1151,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a,
       }
     }
     __syncthreads();  // fail is read by every thread after it; the next copy maps its own elements
+    tr.end(5);
   }
   batch_fail(bt, fail);
 }

@@ -39,10 +39,26 @@ typedef struct acxk_peer_args {
   const uint64_t *regtab;           /* the two-shot with groups: the registration table (peer_ops.h,
                                        "Registered buffers"; in this rank's area) */
   uint64_t pub_in, pub_out;         /* ... and this rank's publication words for its input and output */
+  uint64_t *trace;                  /* ACX_COLL_PEER_TRACE: the set's trace words (below; device memory),
+                                       or NULL */
   int32_t pdl;                      /* 1: launched with programmatic stream serialization (sm_90+: the
                                        kernel may be scheduled while the previous one on the stream
                                        ends, and waits for it before touching memory) */
 } acxk_peer_args_t;
+
+/* ACX_COLL_PEER_TRACE=1: where each operation's time goes, as block 0's thread 0 sees it (the GPU's
+ * global timer, ns), summed per kernel kind and phase over the set's life: word
+ * ACXK_TRACE_SUM(kind, phase), the operations traced ACXK_TRACE_OPS(kind), the end of the last one
+ * ACXK_TRACE_LAST. Phase 0 of every kind is the gap before the operation (since the end of the
+ * set's operation before it, in this launch or an earlier one); the others are the kind's steps,
+ * named in peer_exec.c (acxk_trace_phase). The kernels of a set run one after the other, so one
+ * thread at a time writes the words. */
+enum { ACXK_KIND_LL, ACXK_KIND_ONE, ACXK_KIND_ONE_G, ACXK_KIND_TWO, ACXK_KIND_TWO_G, ACXK_KINDS };
+#define ACXK_TRACE_PHASES 10
+#define ACXK_TRACE_SUM(kind, phase) ((kind) * ACXK_TRACE_PHASES + (phase))
+#define ACXK_TRACE_OPS(kind) (ACXK_KINDS * ACXK_TRACE_PHASES + (kind))
+#define ACXK_TRACE_LAST (ACXK_KINDS * ACXK_TRACE_PHASES + ACXK_KINDS)
+#define ACXK_TRACE_WORDS (ACXK_TRACE_LAST + 1)
 
 /* The push lines and the one-shot run a batch of operations of one dtype, op and count in one
  * launch, one after the other: their own fields (the set's are in acxk_peer_args_t). */

@@ -10,6 +10,10 @@
 #          (default: with the batches, the default, and without, ACX_COLL_PEER_BATCH=1), two rounds
 #          of the variants in turn;
 #   k4:    --per-gpu --register at 4 ranks per GPU, 64 MiB - 1 GiB, for each of K4_VARIANTS.
+#   trace: --per-gpu --register with ACX_COLL_PEER_TRACE=1 at 4 and 2 ranks per GPU, one size a run
+#          (TRACE_SIZES, 128K 1M 64M 1G): every executor's per-step means (gaps, copies, flag waits,
+#          reductions) for the open gaps of issue 16 (the one-shots' 16-17 us at 4 per GPU, the
+#          two-shot with groups' 0.85-0.88 at 1 GiB);
 #   all:   every other gpu / gpu-mpi test, then gpu-multinode.
 R=/tmp/res; rm -rf $R; mkdir -p $R/c $R/s $R/p $R/a $R/m; B=scripts/gpu-host/batch.sh
 PARTS=${PARTS:-tests small k4}
@@ -30,6 +34,13 @@ if has k4; then
     e=$([ "$v" = default ] || echo "$v")
     OUT=$R/p PG_K=4 PG_B=64M PG_E=1G PG_F=4 PG_R=2 PG_N=10 PG_X=--register PG_ENV="$e" bash $B pergpu \
       > "$R/p-$(tr -c 'a-zA-Z0-9=_\n' _ <<<"$v").txt" 2>&1
+  done
+fi
+if has trace; then  # where each kernel's time goes (ACX_COLL_PEER_TRACE): one size per run, k = 4 and 2
+  for sz in ${TRACE_SIZES:-128K 1M 64M 1G}; do
+    mkdir -p $R/t/$sz; OUT=$R/t/$sz PG_K="4 2" PG_B=$sz PG_E=$sz PG_R=1 PG_N=${TRACE_N:-50} PG_X=--register \
+      PG_ENV="ACX_COLL_PEER_TRACE=1 ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL" bash $B pergpu >> $R/t.txt 2>&1
+    for f in $R/t/$sz/pergpu-*.txt; do echo "== $sz $f"; grep -h 'trace (rank' $f | sed 's/.*peer set [0-9]* //'; done >> $R/t.txt
   done
 fi
 if has all; then
