@@ -213,9 +213,10 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
-// Where the one-shot's operation fails (its wait gave up: fail set), every operation of the batch
-// fails: the executor fails the set's later operations with the first failure anyway, and each
-// operation's status word is the executor's only news of it.
+// Where an operation of a batch fails (a wait gave up: fail set, read after a barrier), every
+// operation of the batch fails: which one the failure hit first is in the log of none of them, the
+// executor fails the set's later operations with the first failure anyway, and each operation's
+// status word is the executor's only news of it.
 __device__ __forceinline__ void batch_fail(const acxk_peer_batch_t &bt, int32_t fail) {
   if (fail && threadIdx.x == 0) {
     for (uint32_t k = 0; k < bt.nops; k++) *(volatile int32_t *)bt.op[k].status = fail;
@@ -423,12 +424,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll(acxk_peer_args_t a, acxk
     tr.end(2);
   }
   __syncthreads();
-  if (fail && threadIdx.x == 0) {
-    // Every operation of the batch fails: which one the failure hit first is in the log of
-    // none of them, and each op's status word is the executor's only news of it.
-    for (uint32_t k = 0; k < bt.nops; k++) *(volatile int32_t *)bt.op[k].status = fail;
-    __threadfence_system();
-  }
+  batch_fail(bt, fail);
 }
 
 // Push lines with groups (runtime/proto/peer_ops.h; issue 16): the thread of line l, in slice js
@@ -552,10 +548,7 @@ __global__ void __launch_bounds__(kThreads) one_shot_ll_grouped(acxk_peer_args_t
     tr.end(2);
   }
   __syncthreads();
-  if (fail && threadIdx.x == 0) {
-    for (uint32_t k = 0; k < bt.nops; k++) *(volatile int32_t *)bt.op[k].status = fail;
-    __threadfence_system();
-  }
+  batch_fail(bt, fail);
 }
 
 // The large-message variant, two-shot with stores (runtime/proto/peer_ops.h): per chunk, every
