@@ -1,50 +1,40 @@
 #!/bin/bash
-# Issue 16, session 26, on 2 GPUs: the one-shot's batches (several one-shot all-reduces per kernel
-# launch, as the push lines'), then 4 ranks per GPU's large sizes with registered buffers. Results
-# under /tmp/res, DONE when finished:
+# Pass 17 (session 13): the own all-reduce's batches of small all-reduces (ACX_COLL_PEER_BATCH) on
+# whatever GPUs come (2 or more), most decisive first:
+#   1. the GPU tests of the own path (test_peer_exec_gpu with its batch, clearing and batch-of-one
+#      variants; test_peer_exec_gpu once more with the executors' launch counts logged), and
+#      test_lib_blas (its readback test rewritten after pass 16);
+#   2. acx-allreduce-bench --compare at 2 ranks (and at every GPU where more), 8 B - 256 KiB:
+#      batches of 16 with and without programmatic dependent launch, batches of one, the NCCL path;
+#      2 interleaved rounds; raw NCCL's graph replays beside (acx-nccl-floor);
+#   3. issue 16: 2 ranks per GPU under MPS through the own path (batch.sh peermps, one round);
+#   4. where the GPUs are H200: acx-lib-bench twice (issue 15).
+# From the repo root with .gpu/src.tar and .gpu/debs; results under /tmp/res, DONE when finished:
 #   setsid nohup bash scripts/gpu-host/pass-batch.sh >/dev/null 2>&1 < /dev/null &
-# PARTS (default "tests small k4"):
-#   tests: the own path's GPU tests (test_peer_exec's back-to-back sequence now also at a one-shot
-#          size in its _ll16 variants), registration, auto, per-GPU bench tests;
-#   small: --per-gpu 32 KiB - 4 MiB at 4 and 2 ranks per GPU, -n 200, for each of SMALL_VARIANTS
-#          (default: with the batches, the default, and without, ACX_COLL_PEER_BATCH=1), two rounds
-#          of the variants in turn;
-#   k4:    --per-gpu --register at 4 ranks per GPU, 64 MiB - 1 GiB, for each of K4_VARIANTS.
-#   trace: --per-gpu --register with ACX_COLL_PEER_TRACE=1 at 4 and 2 ranks per GPU, one size a run
-#          (TRACE_SIZES, 128K 1M 64M 1G): every executor's per-step means (gaps, copies, flag waits,
-#          reductions) for the open gaps of issue 16 (the one-shots' 16-17 us at 4 per GPU, the
-#          two-shot with groups' 0.85-0.88 at 1 GiB);
-#   all:   every other gpu / gpu-mpi test, then gpu-multinode.
-R=/tmp/res; rm -rf $R; mkdir -p $R/c $R/s $R/p $R/a $R/m; B=scripts/gpu-host/batch.sh
-PARTS=${PARTS:-tests small k4}
-has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
-nvidia-smi -L > $R/main.txt 2>&1; nproc >> $R/main.txt
+R=/tmp/res; rm -rf $R; mkdir -p $R/c0 $R/d $R/e $R/f; B=scripts/gpu-host/batch.sh
+S=/tmp/acx-clean; BB=$S/build-gpu
+NG=$(nvidia-smi -L | grep -c '^GPU')
+nvidia-smi -L > $R/main.txt 2>&1
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
-OWN=${OWN:-'peer|coll_reg|coll_auto|per_gpu'}
-has tests && OUT=$R/c CTEST_R="$OWN" CTEST_T=${OWN_T:-420} bash $B ctestr > $R/c.txt 2>&1
-if has small; then
-  for rep in $(seq ${SMALL_REPS:-2}); do for v in ${SMALL_VARIANTS:-default ACX_COLL_PEER_BATCH=1}; do
-    e=$([ "$v" = default ] || echo "$v")
-    mkdir -p $R/s/$rep; OUT=$R/s/$rep PG_K="${SMALL_K:-4 2}" PG_B=32K PG_E=4M PG_F=2 PG_R=2 PG_N=200 PG_ENV="$e" bash $B pergpu \
-      > "$R/s-$rep-$(tr -c 'a-zA-Z0-9=_\n' _ <<<"$v").txt" 2>&1
-  done; done
-fi
-if has k4; then
-  for v in ${K4_VARIANTS:-default ACX_COLL_PEER_BIG_KB=131072 ACX_COLL_PEER_BIG_KB=262144 ACX_COLL_PEER_BIG_BLOCKS=64}; do
-    e=$([ "$v" = default ] || echo "$v")
-    OUT=$R/p PG_K=4 PG_B=64M PG_E=1G PG_F=4 PG_R=2 PG_N=10 PG_X=--register PG_ENV="$e" bash $B pergpu \
-      > "$R/p-$(tr -c 'a-zA-Z0-9=_\n' _ <<<"$v").txt" 2>&1
-  done
-fi
-if has trace; then  # where each kernel's time goes (ACX_COLL_PEER_TRACE): one size per run, k = 4 and 2
-  for sz in ${TRACE_SIZES:-128K 1M 64M 1G}; do
-    mkdir -p $R/t/$sz; OUT=$R/t/$sz PG_K="4 2" PG_B=$sz PG_E=$sz PG_R=1 PG_N=${TRACE_N:-50} PG_X=--register \
-      PG_ENV="ACX_COLL_PEER_TRACE=1 ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL" bash $B pergpu >> $R/t.txt 2>&1
-    for f in $R/t/$sz/pergpu-*.txt; do echo "== $sz $f"; grep -h 'trace (rank' $f | sed 's/.*peer set [0-9]* //'; done >> $R/t.txt
-  done
-fi
-if has all; then
-  OUT=$R/a CTEST_E="multinode|$OWN" CTEST_T=560 bash $B ctestr > $R/a.txt 2>&1
-  CUDA_VISIBLE_DEVICES=0,1 OUT=$R/m bash $B mtests > $R/m.txt 2>&1
+OUT=$R/c0 CTEST_R="peer|auto|test_lib_blas$" CTEST_T=420 bash $B ctestr > $R/c0.txt 2>&1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 ACX_EXECUTOR_PATH=$BB/tools/acx-executor
+ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL timeout 200 $BB/tests/device/test_peer_exec_process --cuda > $R/c0-launches.txt 2>&1
+echo "rc=$?" >> $R/c0-launches.txt
+NPS=$(printf '%s\n' $NG 2 | sort -rnu)
+run() { # name np env... : acx-allreduce-bench --compare with the given environment, rows tagged
+  local name=$1 np=$2; shift 2
+  env "$@" timeout 120 mpirun -np $np --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_COLL_PEER \
+    -x ACX_COLL_PEER_BATCH -x ACX_COLL_PEER_PDL $BB/bench/allreduce/acx-allreduce-bench --compare $ARGS -d float \
+    > $R/d/$name.txt 2>&1
+  echo "$name rc=$?" >> $R/d-$KIND.txt; grep -E "^ +[0-9]+ " $R/d/$name.txt | sed "s/^/$name /" >> $R/d-$KIND.txt
+}
+KIND=small ARGS="-b 8 -e 256K -f 8 -n 500 -w 50"
+for rep in 1 2; do for np in $NPS; do for v in 1:16:0 1:16:1 1:1:1 0:1:0; do IFS=: read -r on bt pdl <<<"$v"
+  run small-$np-$on-$bt-$pdl-$rep $np ACX_COLL_PEER=$on ACX_COLL_PEER_BATCH=$bt ACX_COLL_PEER_PDL=$pdl
+done; done; done
+OUT=$R/f PFLOOR_SZ="8 4096 65536" FLOOR_N=3000 bash $B pfloor > $R/f-pfloor.txt 2>&1
+OUT=$R/e PEER_REPS=1 bash $B peermps > $R/e-peermps.txt 2>&1
+if nvidia-smi -L | grep -q H200; then # issue 15's H200 library run, where H200s came
+  for k in 1 2; do CUDA_VISIBLE_DEVICES=0 timeout 200 $BB/bench/libs/acx-lib-bench > $R/libs-$k.txt 2>&1; echo "libs $k rc=$?" >> $R/main.txt; done
 fi
 touch $R/DONE

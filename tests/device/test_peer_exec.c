@@ -91,16 +91,17 @@ static void setup_set(void) {
   }
 }
 
-/* One all-reduce on the given ranks (the others withhold it); their statuses in st[]. */
-static void allreduce_on(const int *on, acx_buffer_t **send, acx_buffer_t **recv, size_t count, acx_dtype_t d,
-                         int op, uint64_t ms, acx_status_t *st) {
+/* One all-reduce on the given ranks (the others withhold it), each rank's registration slots of
+ * send and recv in regs[r] (ACXP_OP_ALLREDUCE's arg[2]; NULL: none); their statuses in st[]. */
+static void allreduce_reg(const int *on, acx_buffer_t **send, acx_buffer_t **recv, const uint64_t *regs, size_t count,
+                          acx_dtype_t d, int op, uint64_t ms, acx_status_t *st) {
   acx_future_t *f[NR] = {0};
   seq++;
   for (int r = 0; r < NR; r++) {
     st[r] = ACX_OK;
     if (!on[r]) continue;
     acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .dtype = (uint32_t)d, .bytes = count,
-                      .buf = {send[r]->id, recv[r]->id}, .arg = {SET, (uint64_t)op, 0, seq, ms}};
+                      .buf = {send[r]->id, recv[r]->id}, .arg = {SET, (uint64_t)op, regs ? regs[r] : 0, seq, ms}};
     acxi_bufarg_t ba[2] = {{send[r], "send"}, {recv[r], "recv"}};
     st[r] = acxi_device_submit(dev[r], &cmd, ba, send[r] == recv[r] ? 1 : 2, 0, -1, acxi_deadline(T), &f[r]);
   }
@@ -109,6 +110,11 @@ static void allreduce_on(const int *on, acx_buffer_t **send, acx_buffer_t **recv
       st[r] = acx_future_wait(f[r], T, NULL, 0, NULL);
       acx_future_release(f[r]);
     }
+}
+
+static void allreduce_on(const int *on, acx_buffer_t **send, acx_buffer_t **recv, size_t count, acx_dtype_t d,
+                         int op, uint64_t ms, acx_status_t *st) {
+  allreduce_reg(on, send, recv, NULL, count, d, op, ms, st);
 }
 
 static acx_status_t fence_on(int r, acx_future_t **f) {
@@ -591,9 +597,8 @@ static void test_registered(void) {
         const acx_dtype_t d = dts[t];
         const size_t es = acx_dtype_size(d), n = k == 0 ? SLOT / es + 1 : (7 * BIG / 2) / es + 1;
         acx_buffer_t *s[NR], *o[NR];
-        acx_future_t *f[NR] = {0};
         acx_status_t st[NR];
-        seq++;
+        uint64_t regs[NR];
         for (int r = 0; r < NR; r++) {
           fill_input(in[r], d, r, n);
           ACX_ASSERT_STATUS(acx_buffer_write(sb[r], 0, in[r], n * es, 0, T), ACX_OK);
@@ -604,16 +609,11 @@ static void test_registered(void) {
            * rank 2 nothing; 3: nobody */
           uint64_t si = mode <= 1 || (mode == 2 && r == 0) ? 1 : 0;
           uint64_t ri = mode == 0 || (mode == 2 && r == 1) ? 2 : mode == 1 ? 1 : 0;
-          acxi_cmd_t cmd = {.op = ACXP_OP_ALLREDUCE, .dtype = (uint32_t)d, .bytes = n, .buf = {s[r]->id, o[r]->id},
-                            .arg = {SET, (uint64_t)ops[t], si | ri << 8, seq, 10000}};
-          acxi_bufarg_t ba[2] = {{s[r], "send"}, {o[r], "recv"}};
-          st[r] = acxi_device_submit(dev[r], &cmd, ba, s[r] == o[r] ? 1 : 2, 0, -1, acxi_deadline(T), &f[r]);
+          regs[r] = si | ri << 8;
         }
-        for (int r = 0; r < NR; r++)
-          if (f[r]) {
-            st[r] = acx_future_wait(f[r], T, NULL, 0, NULL);
-            acx_future_release(f[r]);
-          }
+        int all[NR];
+        for (int r = 0; r < NR; r++) all[r] = 1;
+        allreduce_reg(all, s, o, regs, n, d, ops[t], 10000, st);
         reference(in, want, d, ops[t], n);
         for (int r = 0; r < NR; r++) {
           CU_ASSERT_EQUAL(st[r], ACX_OK);
