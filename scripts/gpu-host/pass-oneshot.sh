@@ -4,6 +4,7 @@
 # under /tmp/res, DONE when finished:
 #   setsid nohup bash scripts/gpu-host/pass-oneshot.sh >/dev/null 2>&1 < /dev/null &
 # PARTS (default "tests small k4"):
+# Parts run in this order: trace, tests, small, k4, all.
 #   tests: the own path's GPU tests (test_peer_exec's back-to-back sequence now also at a one-shot
 #          size in its _ll16 variants), registration, auto, per-GPU bench tests;
 #   small: --per-gpu 32 KiB - 4 MiB at 4 and 2 ranks per GPU, -n 200, for each of SMALL_VARIANTS
@@ -21,6 +22,13 @@ has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi -L > $R/main.txt 2>&1; nproc >> $R/main.txt
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
 OWN=${OWN:-'peer|coll_reg|coll_auto|per_gpu'}
+if has trace; then  # where each kernel's time goes (ACX_COLL_PEER_TRACE): one size per run, k = 4 and 2
+  for sz in ${TRACE_SIZES:-128K 1M 64M 1G}; do
+    mkdir -p $R/t/$sz; OUT=$R/t/$sz PG_K="4 2" PG_B=$sz PG_E=$sz PG_R=1 PG_N=${TRACE_N:-50} PG_X=--register \
+      PG_ENV="ACX_COLL_PEER_TRACE=1 ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL" bash $B pergpu >> $R/t.txt 2>&1
+    for f in $R/t/$sz/pergpu-*.txt; do echo "== $sz $f"; grep -h 'trace (rank' $f | sed 's/.*peer set [0-9]* //'; done >> $R/t.txt
+  done
+fi
 has tests && OUT=$R/c CTEST_R="$OWN" CTEST_T=${OWN_T:-420} bash $B ctestr > $R/c.txt 2>&1
 if has small; then
   for rep in $(seq ${SMALL_REPS:-2}); do for v in ${SMALL_VARIANTS:-default ACX_COLL_PEER_BATCH=1}; do
@@ -34,13 +42,6 @@ if has k4; then
     e=$([ "$v" = default ] || echo "$v")
     OUT=$R/p PG_K=4 PG_B=64M PG_E=1G PG_F=4 PG_R=2 PG_N=10 PG_X=--register PG_ENV="$e" bash $B pergpu \
       > "$R/p-$(tr -c 'a-zA-Z0-9=_\n' _ <<<"$v").txt" 2>&1
-  done
-fi
-if has trace; then  # where each kernel's time goes (ACX_COLL_PEER_TRACE): one size per run, k = 4 and 2
-  for sz in ${TRACE_SIZES:-128K 1M 64M 1G}; do
-    mkdir -p $R/t/$sz; OUT=$R/t/$sz PG_K="4 2" PG_B=$sz PG_E=$sz PG_R=1 PG_N=${TRACE_N:-50} PG_X=--register \
-      PG_ENV="ACX_COLL_PEER_TRACE=1 ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL" bash $B pergpu >> $R/t.txt 2>&1
-    for f in $R/t/$sz/pergpu-*.txt; do echo "== $sz $f"; grep -h 'trace (rank' $f | sed 's/.*peer set [0-9]* //'; done >> $R/t.txt
   done
 fi
 if has all; then
