@@ -89,6 +89,7 @@ static long check(issue_fn fn, void *arg) {
   for (size_t i = 0; i < count; i++) h[i] = (float)(rank + 1);
   CK(cudaMemcpy(sbuf, h, count * sizeof *h, cudaMemcpyHostToDevice));
   CK(cudaMemset(rbuf, 0, count * sizeof *h));
+  CK(cudaDeviceSynchronize()); /* the copy's DMA and the memset, before `stream` (which does not wait for them) */
   fn(arg, 0);
   CK(cudaStreamSynchronize(stream));
   CK(cudaMemcpy(h, rbuf, count * sizeof *h, cudaMemcpyDeviceToHost));
