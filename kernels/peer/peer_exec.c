@@ -885,12 +885,13 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
  * slice; host_start made step 1 and raised A): ACX_OK once the output is written, NOT_YET, or a
  * failure. Never waits. big_phase 1: waiting for the group (A), 2: for every rank (B). */
 static acx_status_t host_gos(pset_t *s, pend_t *pd) {
-  const int n = s->nranks, r = s->rank, G = s->G, K = s->K, g = s->grp[r], j = s->lane[r];
+  const int r = s->rank, G = s->G, K = s->K, g = s->grp[r], j = s->lane[r];
   const uint64_t seq = pd->cmd.arg[3], es = pd->es, count = pd->cmd.bytes, val = ACXP_BIG_VAL(seq, 0);
   const uint32_t dtype = pd->cmd.dtype, op = (uint32_t)pd->cmd.arg[1];
   const unsigned char *src[ACXP_MAX_RANKS];
   acx_status_t st;
-  if (pd->big_phase == 1) { /* 3. my group's partial sum of slice j into every rank's region; B */
+  if (pd->big_phase == 1) { /* 3. my group's partial sum of slice j into the region of the rank at
+                               place j of every group (mine first); B */
     if ((st = big_ready(s, pd, 0, 0, val)) != ACX_OK) return st;
     uint64_t lo, hi;
     big_part(count, ACXP_BIG_PART(count, K, 16 / es), j, &lo, &hi);
@@ -899,15 +900,21 @@ static acx_status_t host_gos(pset_t *s, pend_t *pd) {
       const uint64_t goff = ACXP_GOS_OFF(seq & 1u, g, G, s->slot_bytes, s->big_bytes) + lo * es;
       for (int jl = 0; jl < K; jl++) src[jl] = s->area[s->at[g * K + jl]] + doff;
       host_reduce_n(s, src, K, 0, s->area[r] + goff, hi - lo, dtype, op);
-      for (int q = 0; q < n; q++)
-        if (q != r) memcpy(s->area[q] + goff, s->area[r] + goff, (hi - lo) * es);
+      for (int gq = 0; gq < G; gq++)
+        if (gq != g) memcpy(s->area[s->at[gq * K + j]] + goff, s->area[r] + goff, (hi - lo) * es);
     }
     big_signal(s, 1, 2, val);
     pd->big_phase = 2;
   }
-  if ((st = big_ready(s, pd, 1, 2, val)) != ACX_OK) return st; /* 5. over the groups in order */
-  for (int gq = 0; gq < G; gq++) src[gq] = s->area[r] + ACXP_GOS_OFF(seq & 1u, gq, G, s->slot_bytes, s->big_bytes);
-  host_reduce_n(s, src, G, 1, pd->out, count, dtype, op);
+  if ((st = big_ready(s, pd, 1, 2, val)) != ACX_OK) return st;
+  for (int jl = 0; jl < K; jl++) { /* 5. each slice over the groups in order, from my group's rank at its place */
+    uint64_t lo, hi;
+    big_part(count, ACXP_BIG_PART(count, K, 16 / es), jl, &lo, &hi);
+    if (hi <= lo) continue;
+    const unsigned char *at = s->area[s->at[g * K + jl]];
+    for (int gq = 0; gq < G; gq++) src[gq] = at + ACXP_GOS_OFF(seq & 1u, gq, G, s->slot_bytes, s->big_bytes) + lo * es;
+    host_reduce_n(s, src, G, 1, pd->out + lo * es, hi - lo, dtype, op);
+  }
   return ACX_OK;
 }
 

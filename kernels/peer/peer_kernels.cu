@@ -1060,9 +1060,10 @@ __device__ __forceinline__ uint4 comb_vec(int ns, bool fin, int n, L load) {
 }
 
 // The one-shot with groups (runtime/proto/peer_ops.h; issue 16): the ranks of a GPU sum their
-// slices there and store each slice's partial sum into every rank's area once, so each GPU's link
-// carries K (G - 1) slices of stores per rank instead of K (G - 1) whole slots of loads; every
-// rank then reduces the groups' partial sums from its own area. Block b takes piece b of every
+// slices there and store each slice's partial sum once per GPU, into the area of the rank at the
+// same place in every group, so each GPU's link carries G - 1 slices of stores per rank (the
+// whole count once per other GPU) instead of K (G - 1) whole slots of loads; every rank then
+// reduces each slice's partial sums from the area of its group's rank at that slice's place. Block b takes piece b of every
 // slice (big_piece over K slices), so that its group's and every rank's blocks b are the ones it
 // waits for.
 template <typename E, int OP>
@@ -1100,8 +1101,9 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a,
     // 2. A: my group's pieces are in their slots
     if (grp_sync(a, 0, 0, b, val, &fail)) {
       tr.mark(2);
-      // 3. my group's partial sum of my piece of slice j, into every rank's partial region [s % 2][g]
-      // (from the next rank on, so that the ranks of a group start on different peers)
+      // 3. my group's partial sum of my piece of slice j, into the partial region [s % 2][g] of the
+      // rank at place j of every group (from the next group on, so that the groups start on
+      // different GPUs)
       big_piece<V>(a.count, ps, j, nb, b, &lo, &hi);
       const uint64_t goff = ACXP_GOS_OFF(par, g, G, a.slot_bytes, a.big_bytes);
       const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
@@ -1109,23 +1111,24 @@ __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a,
         const uint4 o = comb_vec<E, OP>(K, false, n, [&](int jl) {
           return jl == j ? *(const uint4 *)(in + i) : __ldcg((const uint4 *)(data(a.at[g * K + jl]) + i));
         });
-        for (int k = 1; k <= n; k++) *(uint4 *)((S *)(a.flags[(r + k) % n] + goff) + i) = o;
+        for (int k = 1; k <= G; k++) *(uint4 *)((S *)(a.flags[a.at[(g + k) % G * K + j]] + goff) + i) = o;
       }
       for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads) {
         A acc = E::up(j == 0 ? in[i] : __ldcg(data(a.at[g * K]) + i));
         for (int jl = 1; jl < K; jl++)
           acc = E::template comb<OP>(acc, E::up(jl == j ? in[i] : __ldcg(data(a.at[g * K + jl]) + i)));
         const S o = E::down(acc);
-        for (int k = 1; k <= n; k++) ((S *)(a.flags[(r + k) % n] + goff))[i] = o;
+        for (int k = 1; k <= G; k++) ((S *)(a.flags[a.at[(g + k) % G * K + j]] + goff))[i] = o;
       }
       __syncthreads();
       tr.mark(3);
-      // 4. B: every rank's partial sums are in my area; 5. my pieces over the groups in order
+      // 4. B: every rank's partial sums are in place; 5. my pieces over the groups in order, slice
+      // jl's from the area of my group's rank at place jl (on my GPU)
       if (big_sync(a, 1, b, val, &fail)) {
         tr.mark(4);
-        const S *part = (const S *)(a.flags[r] + ACXP_GOS_OFF(par, 0, G, a.slot_bytes, a.big_bytes));
         const uint64_t gstride = a.slot_bytes / sizeof(S);
         for (int jl = 0; jl < K; jl++) {
+          const S *part = (const S *)(a.flags[a.at[g * K + jl]] + ACXP_GOS_OFF(par, 0, G, a.slot_bytes, a.big_bytes));
           big_piece<V>(a.count, ps, jl, nb, b, &lo, &hi);
           const uint64_t ve = vec ? lo + (hi - lo) / V * V : lo;
           for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < ve; i += (uint64_t)kThreads * V) {

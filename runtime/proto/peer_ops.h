@@ -183,14 +183,19 @@
  *      group's (their inputs' pieces are in their slots);
  *   3. sums its piece of slice j over its group in place order (its own input at its place, the
  *      others from their slots; a partial sum: avg not divided, f16/bf16 rounded to the type) and
- *      stores it into every rank's partial region [s % 2][g] (ACXP_GOS_OFF) at the piece's offset
- *      in the elements: K (G - 1) stores of a slice across the link per rank, none loaded;
+ *      stores it into the partial region [s % 2][g] (ACXP_GOS_OFF) of the rank at place j of every
+ *      group (at[g' * K + j], itself for g' = g) at the piece's offset in the elements: G - 1
+ *      stores of a slice across the link per rank (the whole count once per other GPU), none
+ *      loaded (session 27; before, into every rank's area: K (G - 1) slices per rank, K times the
+ *      traffic across the link, the largest step of the trace at 1 MiB and 4 ranks per GPU);
  *   4. B: raises its phase-1 big flag [r][b] to V(s, 0) in every rank's area, waits for all;
- *   5. reduces its piece of every slice over the groups in order (partial [s % 2][0], [1], ...,
- *      all in its own area; avg divided by n) into the output.
- * Reuse: rank x's slot s % 2 and partial region s % 2 are written again for s + 2, by x (step 1)
- * and by every rank y (step 3), each only after its operation s + 1, which needs x's B of s + 1,
- * which x raises after its step 5 of s, its last read of both. The flag values V(s, 0) only grow
+ *   5. reduces its piece of every slice jl over the groups in order (partial [s % 2][0], [1], ...,
+ *      all in the area of its group's rank at place jl, on its own GPU; avg divided by n) into
+ *      the output.
+ * Reuse: rank x's slot s % 2 is written again for s + 2 by x (step 1), its partial region s % 2 by
+ * the ranks at x's place (step 3), each only after its operation s + 1, which needs the B of s + 1
+ * of every rank of x's group (A for the slot, B for the partials), which each raises after its
+ * step 5 of s, its last read of both. The flag values V(s, 0) only grow
  * from operation to operation, whichever variant each runs: a flag at or past the value waited
  * for was raised by a peer at or past that point. Each element's result is reduced in the same
  * order from the same partial sums on every rank: bit-identical everywhere, the order (group 0's
