@@ -236,13 +236,15 @@ static acx_status_t build(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
     p->slot_bytes = (uint64_t)(p->grp.groups ? ACXC_PEER_SLOT_KB_GROUPS : ACXC_PEER_SLOT_KB_DEFAULT) * 1024;
   if (p->ll_bytes > p->slot_bytes) p->ll_bytes = p->slot_bytes; /* nothing larger takes the own path */
   /* With groups the one-shot with groups (ACX_COLL_PEER_SMALL_GROUPS) from gos bytes, its partial
-   * regions in the areas. Auto: where the plain one-shot would load K^2 (G - 1) slots of 4 MiB / K^2
-   * or more over each GPU's link (2xH100 and 2xH200 under MPS, session 22: the one-shot with groups
-   * was the faster from 1 MiB at 2 ranks per GPU and from 256 KiB at 4, the plain one below). */
+   * regions in the areas. Auto: from 1 MiB / K^2, i.e. where the plain one-shot would load K^2
+   * (G - 1) slots of that or more over each GPU's link (2xH200 under MPS, session 27, once each
+   * partial sum crosses once per GPU: the one-shot with groups the faster from 256 KiB at 2 ranks
+   * per GPU (512 KiB 10.0-10.2 us against 12.5-13.0) and above the push lines at 4 (128 KiB
+   * 14.2-15.6 against 16.3-17.8); the plain one below. Session 22's 4 MiB / K^2 predates that). */
   uint64_t gos = 0;
   if (p->grp.groups && p->small_on && p->small_groups_kb) {
     const uint64_t K = (uint64_t)p->grp.per_group;
-    gos = p->small_groups_kb < 0 ? ((uint64_t)4 << 20) / (K * K) : (uint64_t)p->small_groups_kb * 1024;
+    gos = p->small_groups_kb < 0 ? ((uint64_t)1 << 20) / (K * K) : (uint64_t)p->small_groups_kb * 1024;
     if (gos <= p->ll_bytes) gos = p->ll_bytes + 1;
     if (gos > p->slot_bytes) gos = 0; /* no one-shot that large */
   }
