@@ -310,12 +310,28 @@ static const char *const trace_phase[ACXK_KINDS][ACXK_TRACE_PHASES] = {
      "to registered outputs", "wait D", "copies"},
 };
 
+/* The time (us) below which a share q of a phase's occurrences fell, from its histogram: the
+ * middle of the bucket that holds it (peer_kernels.h; 4 buckets per power of two). */
+static double trace_quantile(const uint64_t *h, double q) {
+  uint64_t all = 0, c = 0;
+  for (int b = 0; b < ACXK_TRACE_BUCKETS; b++) all += h[b];
+  if (!all) return 0;
+  for (int b = 0; b < ACXK_TRACE_BUCKETS; b++) {
+    c += h[b];
+    if ((double)c >= q * (double)all)
+      return ((double)ACXK_TRACE_BUCKET_LO(b) + (double)ACXK_TRACE_BUCKET_W(b) / 2.0) / 1000.0;
+  }
+  return 0;
+}
+
 /* ACX_COLL_PEER_TRACE: the set's trace, read back and logged (INFO, one line per kernel kind that
- * ran: the operations and each phase's mean in us), then freed. */
+ * ran: the operations and each phase's mean in us per operation, with the median and 90th
+ * percentile of its occurrences: a two-shot's steps occur once per chunk), then freed. */
 static void trace_log(pset_t *s) {
   if (!s->trace) return;
-  uint64_t w[ACXK_TRACE_WORDS];
-  cudaError_t err = cudaMemcpy(w, s->trace, sizeof w, cudaMemcpyDeviceToHost);
+  uint64_t *w = malloc(ACXK_TRACE_WORDS * sizeof *w);
+  cudaError_t err = w ? cudaMemcpy(w, s->trace, ACXK_TRACE_WORDS * sizeof *w, cudaMemcpyDeviceToHost)
+                      : cudaErrorMemoryAllocation;
   if (err != cudaSuccess) {
     ACX_WARN(COLL, "peer set %" PRIu64 ": its trace could not be read: %s", s->id, cudaGetErrorString(err));
     (void)cudaGetLastError();
@@ -323,14 +339,18 @@ static void trace_log(pset_t *s) {
   for (int k = 0; err == cudaSuccess && k < ACXK_KINDS; k++) {
     const uint64_t ops = w[ACXK_TRACE_OPS(k)];
     if (!ops) continue;
-    char line[512];
+    char line[1024];
     int len = 0;
-    for (int p = 0; p < ACXK_TRACE_PHASES && trace_phase[k][p] && len < (int)sizeof line; p++)
-      len += snprintf(line + len, sizeof line - (size_t)len, "%s%s %.2f", p ? ", " : "", trace_phase[k][p],
-                      (double)w[ACXK_TRACE_SUM(k, p)] / (double)ops / 1000.0);
+    for (int p = 0; p < ACXK_TRACE_PHASES && trace_phase[k][p] && len < (int)sizeof line; p++) {
+      const uint64_t *h = &w[ACXK_TRACE_HIST(k, p, 0)];
+      len += snprintf(line + len, sizeof line - (size_t)len, "%s%s %.2f (p50 %.2f p90 %.2f)", p ? ", " : "",
+                      trace_phase[k][p], (double)w[ACXK_TRACE_SUM(k, p)] / (double)ops / 1000.0,
+                      trace_quantile(h, 0.5), trace_quantile(h, 0.9));
+    }
     ACX_INFO(COLL, "peer set %" PRIu64 " trace (rank %d, block 0, us per operation): %s, %" PRIu64 " operations: %s",
              s->id, s->rank, trace_kind[k], ops, line);
   }
+  free(w);
   (void)cudaFree(s->trace);
   (void)cudaGetLastError();
   s->trace = NULL;

@@ -132,13 +132,17 @@ struct Trace {
     if (!w) return;
     t = global_ns();
     const uint64_t last = *(volatile uint64_t *)&w[ACXK_TRACE_LAST];
-    if (last && t > last) w[ACXK_TRACE_SUM(kind, 0)] += t - last;
+    if (last && t > last) {
+      w[ACXK_TRACE_SUM(kind, 0)] += t - last;
+      w[ACXK_TRACE_HIST(kind, 0, acxk_trace_bucket(t - last))]++;
+    }
     w[ACXK_TRACE_OPS(kind)]++;
   }
   __device__ void mark(int p) {
     if (!w) return;
     const uint64_t n = global_ns();
     w[ACXK_TRACE_SUM(kind, p)] += n - t;
+    w[ACXK_TRACE_HIST(kind, p, acxk_trace_bucket(n - t))]++;
     t = n;
   }
   __device__ void end(int p) {

@@ -8,6 +8,28 @@
 #include "acx_build_config.h"
 #include "runtime/proto/peer_ops.h"
 
+/* ACX_COLL_PEER_TRACE's histograms (below): ACXK_TRACE_BUCKETS buckets, 4 per power of two. A
+ * time of t ns falls in bucket t below 4, else 4 (o - 1) + the two bits below t's leading one (o
+ * that bit's place), at most the last (from about 7.5 s); ACXK_TRACE_BUCKET_LO(b) is the least
+ * time of bucket b, ACXK_TRACE_BUCKET_W(b) its width (tests/device/test_peer_layout.c checks
+ * that they agree). */
+#define ACXK_TRACE_BUCKETS 128
+#define ACXK_TRACE_BUCKET_LO(b) ((b) < 4 ? (uint64_t)(b) : (uint64_t)(4 + (b) % 4) << ((b) / 4 - 1))
+#define ACXK_TRACE_BUCKET_W(b) ((b) < 4 ? (uint64_t)1 : (uint64_t)1 << ((b) / 4 - 1))
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+static inline int acxk_trace_bucket(uint64_t t) {
+  if (t < 4) return (int)t;
+#ifdef __CUDA_ARCH__
+  const int o = 63 - __clzll((long long)t);
+#else
+  const int o = 63 - __builtin_clzll(t);
+#endif
+  const int b = 4 * (o - 1) + (int)((t >> (o - 2)) & 3u);
+  return b < ACXK_TRACE_BUCKETS ? b : ACXK_TRACE_BUCKETS - 1;
+}
+
 #if ACX_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -58,7 +80,12 @@ enum { ACXK_KIND_LL, ACXK_KIND_ONE, ACXK_KIND_ONE_G, ACXK_KIND_TWO, ACXK_KIND_TW
 #define ACXK_TRACE_SUM(kind, phase) ((kind) * ACXK_TRACE_PHASES + (phase))
 #define ACXK_TRACE_OPS(kind) (ACXK_KINDS * ACXK_TRACE_PHASES + (kind))
 #define ACXK_TRACE_LAST (ACXK_KINDS * ACXK_TRACE_PHASES + ACXK_KINDS)
-#define ACXK_TRACE_WORDS (ACXK_TRACE_LAST + 1)
+/* And per kind and phase a histogram of each occurrence's time (acxk_trace_bucket, above), so that
+ * the log can give medians beside the means, which a few long waits (warm-up, a late peer) pull
+ * up. */
+#define ACXK_TRACE_HIST(kind, phase, b) \
+  (ACXK_TRACE_LAST + 1 + ((uint64_t)(kind) * ACXK_TRACE_PHASES + (phase)) * ACXK_TRACE_BUCKETS + (b))
+#define ACXK_TRACE_WORDS ACXK_TRACE_HIST(ACXK_KINDS, 0, 0)
 
 /* The push lines and the one-shot run a batch of operations of one dtype, op and count in one
  * launch, one after the other: their own fields (the set's are in acxk_peer_args_t). */

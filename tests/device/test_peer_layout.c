@@ -6,10 +6,11 @@
  * before in the same slot (session 22: wrong values in test_coll_peer_big_cuda_np2 on 2xH100,
  * which only a GPU with many blocks shows; this test fails with that layout on any machine).
  * Also: in every chunk the blocks' pieces cover each part exactly once, the parts the chunk, and
- * what the pieces address fits the big slot's halves. No device. */
+ * what the pieces address fits the big slot's halves. And the trace's histogram buckets. No device. */
 #include <stdio.h>
 
 #include "acx_test.h"
+#include "kernels/peer/peer_kernels.h"
 #include "runtime/proto/peer_ops.h"
 
 static int check(uint64_t es, int n, int nb, uint64_t big, uint64_t count) {
@@ -63,7 +64,29 @@ static void test_chunks_share_the_layout(void) {
   CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* ACX_COLL_PEER_TRACE's histogram buckets (kernels/peer/peer_kernels.h): every time from 0 to past
+ * the last bucket's start falls in a bucket whose bounds (what the executor's percentiles read)
+ * hold it, the buckets never go down as the time grows, and the last one takes everything beyond. */
+static void test_trace_buckets(void) {
+  int bad = 0, prev = 0;
+  const uint64_t last = ACXK_TRACE_BUCKET_LO(ACXK_TRACE_BUCKETS - 1);
+  for (uint64_t t = 0; t < 2 * last; t += t < 4096 ? 1 : t / 4096) {
+    const int b = acxk_trace_bucket(t);
+    if (b < prev || b < 0 || b >= ACXK_TRACE_BUCKETS) bad++;
+    else if (b < ACXK_TRACE_BUCKETS - 1 ? !(ACXK_TRACE_BUCKET_LO(b) <= t && t < ACXK_TRACE_BUCKET_LO(b) + ACXK_TRACE_BUCKET_W(b))
+                                        : t < last)
+      bad++;
+    if (bad && bad < 4) printf("\n    %llu ns: bucket %d", (unsigned long long)t, b);
+    prev = b;
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT_EQUAL(acxk_trace_bucket(UINT64_MAX), ACXK_TRACE_BUCKETS - 1);
+  CU_ASSERT_EQUAL(acxk_trace_bucket(1000), acxk_trace_bucket(1023)); /* 4 per power of two: [896, 1024) */
+  CU_ASSERT_NOT_EQUAL(acxk_trace_bucket(1023), acxk_trace_bucket(1024));
+}
+
 int main(void) {
-  static const acx_test_case_t cases[] = {ACX_TEST(test_chunks_share_the_layout), ACX_TEST_END};
+  static const acx_test_case_t cases[] = {ACX_TEST(test_chunks_share_the_layout), ACX_TEST(test_trace_buckets),
+                                          ACX_TEST_END};
   return acx_test_run("peer_layout", cases, NULL, NULL);
 }
