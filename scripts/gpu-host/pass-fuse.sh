@@ -2,6 +2,8 @@
 # Issue 16, for session 28 on 2 GPUs: decides branch s27-two-shot-fuse (the two-shot with groups
 # loading the other GPU's parts once) against main, in one run. Prepare (here):
 #   git archive s27-two-shot-fuse -o .gpu/src.tar; git archive main -o .gpu/src-main.tar
+# (where the branch is not in the checkout: scripts/gpu-host/s27-two-shot-fuse.patch is its diff
+# against main; `git apply` it on a scratch branch and archive that)
 # then on the GPU host: setsid nohup bash scripts/gpu-host/pass-fuse.sh >/dev/null 2>&1 < /dev/null &
 # Results under /tmp/res, DONE when finished. PARTS (default "tests ab trace"), in this order:
 #   tests: the own path's GPU tests on the branch (incl. the trace tests: the percentiles are new);
