@@ -368,9 +368,12 @@ static void test_inflight_nap(void) {
   nanosleep(&ts, NULL);
   uint64_t n = atomic_load(&polls) - p0;
   int64_t ms = (acxi_now_ns() - t0) / 1000000;
-  /* One poll per nap, plus one per command; 2 ms naps: 50 per 100 ms at most, with room. */
-  CU_ASSERT(n <= (uint64_t)(ms / 2 + 10));
-  if (n > (uint64_t)(ms / 2 + 10)) fprintf(stderr, "%" PRIu64 " polls in %" PRId64 " ms with 2 ms naps\n", n, ms);
+  /* One poll per nap, plus one per command. A nap also ends at the next heartbeat stamp (every
+   * 5 ms), so each 5 ms period holds at most 3 naps (2, 2, 1 ms): 60 per 100 ms, with room. (The
+   * bound was 50 + 10 until session 27, when CI saw 61 in 100 ms: naps cut at the stamp.) */
+  const uint64_t most = (uint64_t)(ms * 3 / 5 + 10);
+  CU_ASSERT(n <= most);
+  if (n > most) fprintf(stderr, "%" PRIu64 " polls in %" PRId64 " ms with 2 ms naps and a 5 ms heartbeat\n", n, ms);
   /* It still polls while napping, and its progress stamp moves on (every 5 ms); waited for with a
    * deadline, not a fixed sleep (a loaded machine may hold the loop's thread off for seconds). */
   uint64_t p1 = atomic_load(&polls);
