@@ -1067,9 +1067,9 @@ __device__ __forceinline__ uint4 comb_vec(int ns, bool fin, int n, L load) {
 // slices there and store each slice's partial sum once per GPU, into the area of the rank at the
 // same place in every group, so each GPU's link carries G - 1 slices of stores per rank (the
 // whole count once per other GPU) instead of K (G - 1) whole slots of loads; every rank then
-// reduces each slice's partial sums from the area of its group's rank at that slice's place. Block b takes piece b of every
-// slice (big_piece over K slices), so that its group's and every rank's blocks b are the ones it
-// waits for.
+// reduces each slice's partial sums from the area of its group's rank at that slice's place.
+// Block b takes piece b of every slice (big_piece over K slices), so that its group's and every
+// rank's blocks b are the ones it waits for.
 template <typename E, int OP>
 __global__ void __launch_bounds__(kThreads) one_shot_grouped(acxk_peer_args_t a, acxk_peer_batch_t bt) {
   using S = typename E::S;

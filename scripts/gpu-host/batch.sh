@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU-host batch used for the 2026-11-22 results: run from the repo root on the GPU host with
 # the committed tree in .gpu/src.tar (`git archive HEAD -o .gpu/src.tar`) and the CUnit debs in
-# .gpu/debs; steps: build floor tests peermid pergpu memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mborder mprobe hier hiero hiermps sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
+# .gpu/debs; steps: build floor tests peermid pergpu ptrace others memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mborder mprobe hier hiero hiermps sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT. Steps run on the GPUs that
 # CUDA_VISIBLE_DEVICES names (all when unset): NG below; two batches on disjoint GPU sets can run at
 # once with their own OUT. Steps for every visible GPU (issue 18): stests sres srb sbench sbig smn.
@@ -77,6 +77,16 @@ for step in "$@"; do
         ACX_COLL_BLOCKING=$bl NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 timeout 150 mpirun -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x NCCL_P2P_DISABLE -x NCCL_SHM_DISABLE -x ACX_COLL_BLOCKING $B/bench/allreduce/acx-allreduce-bench --compare $rg -d float >$OUT/netcmp-$bl-$rep.txt 2>&1; echo "rc=$?"; grep -E "^ +[0-9]+ " $OUT/netcmp-$bl-$rep.txt | sed "s/^/blocking=$bl rep=$rep /"; done; done; done ;;
     ctestr) el ctestr  # the GPU tests matching CTEST_R and not CTEST_E (CTEST_I: ctest's -I), with CTEST_ENV exported
       (cd $B && env ${CTEST_ENV:-} timeout ${CTEST_T:-300} ctest -R "${CTEST_R:-.}" -E "${CTEST_E:-^$}" ${CTEST_I:+-I $CTEST_I} -L gpu --output-on-failure --timeout 200 >$OUT/ctest-r.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-r.txt | tail -30) ;;
+    others) el others  # every gpu / gpu-mpi test but the multinode ones and those matching OWN (ctestr, OTHERS_T s, logs in $OUT/a), then the gpu-multinode tests on GPUs 0 and 1 (mtests, logs in $OUT/m)
+      mkdir -p $OUT/a $OUT/m
+      OUT=$OUT/a CTEST_E="multinode${OWN:+|$OWN}" CTEST_T=${OTHERS_T:-560} bash "$0" ctestr
+      CUDA_VISIBLE_DEVICES=0,1 OUT=$OUT/m bash "$0" mtests ;;
+    ptrace) el ptrace  # the own path's step trace (ACX_COLL_PEER_TRACE=1; issue 16): the per-GPU benchmark, registered, TRACE_N (50) iterations, one size of TRACE_SIZES (128K 1M 64M 1G) a run at TRACE_K (4 2) ranks per GPU, logs under $OUT/SIZE; then every executor's trace lines of each run
+      for sz in ${TRACE_SIZES:-128K 1M 64M 1G}; do mkdir -p $OUT/$sz
+        OUT=$OUT/$sz PG_K="${TRACE_K:-4 2}" PG_B=$sz PG_E=$sz PG_R=1 PG_N=${TRACE_N:-50} PG_X=--register \
+          PG_ENV="ACX_COLL_PEER_TRACE=1 ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL" bash "$0" pergpu
+        for f in $OUT/$sz/pergpu-*.txt; do echo "== $sz $f"; grep -h 'trace (rank' $f | sed 's/.*peer set [0-9]* //'; done
+      done ;;
     mtests) el mtests  # the gpu-multinode tests: 2 simulated nodes x 1 GPU (docs/multinode.md)
       (cd $B && timeout ${MT_T:-420} ctest -L gpu-multinode --output-on-failure --timeout 300 >$OUT/ctest-gpu-multinode.txt 2>&1; grep -E "^ *[0-9]+/[0-9]+ Test|tests passed|FAILED|Failed|\(Timeout\)|identical|differ" $OUT/ctest-gpu-multinode.txt | tail -30) ;;
     mbench) el mbench  # acx vs raw NCCL f32 8 B - 1 GiB: 2 simulated nodes x 1 GPU, and 1 node with NCCL's network transport forced; rounds ABBA (-r; MB_R overrides, MB_N the large sizes' iterations), medians; MB_LE: the largest size, MB_SE: the small range's largest, MB_RANGES: which of small mid large, MB_CFGS: which of sim2 net1; MB_ARGS: more bench options (MB_ARGS="--mode nccl --baseline nccl": raw NCCL against itself, the comparison's noise floor); MB_ENV="NAME=VALUE ...": set for acx and raw NCCL alike (issue 13's 256-512 B gap across simulated nodes: NCCL_CUMEM_ENABLE=0 as acx's executor sets it, NCCL_SOCKET_INLINE=1024 past the socket transport's 128 B inline limit, NCCL_ALGO=Ring NCCL_PROTO=LL, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING,NET)

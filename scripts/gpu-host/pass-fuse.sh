@@ -29,11 +29,5 @@ if has ab; then
     env $X OUT=$R/p/$t-$rep PG_K=4 PG_B=64M PG_E=1G PG_F=4 PG_R=1 PG_N=10 PG_X=--register bash $B pergpu > $R/p-$t-$rep.txt 2>&1
   done; done
 fi
-if has trace; then
-  for sz in ${TRACE_SIZES:-64K 1G}; do
-    mkdir -p $R/t/$sz; OUT=$R/t/$sz PG_K="4 2" PG_B=$sz PG_E=$sz PG_R=1 PG_N=${TRACE_N:-50} PG_X=--register \
-      PG_ENV="ACX_COLL_PEER_TRACE=1 ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL" bash $B pergpu >> $R/t.txt 2>&1
-    for f in $R/t/$sz/pergpu-*.txt; do echo "== $sz $f"; grep -h 'trace (rank' $f | sed 's/.*peer set [0-9]* //'; done >> $R/t.txt
-  done
-fi
+has trace && OUT=$R/t TRACE_SIZES="${TRACE_SIZES:-64K 1G}" bash $B ptrace > $R/t.txt 2>&1
 touch $R/DONE

@@ -22,13 +22,7 @@ has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi -L > $R/main.txt 2>&1; nproc >> $R/main.txt
 OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
 OWN=${OWN:-'peer|coll_reg|coll_auto|per_gpu'}
-if has trace; then  # where each kernel's time goes (ACX_COLL_PEER_TRACE): one size per run, k = 4 and 2
-  for sz in ${TRACE_SIZES:-128K 1M 64M 1G}; do
-    mkdir -p $R/t/$sz; OUT=$R/t/$sz PG_K="4 2" PG_B=$sz PG_E=$sz PG_R=1 PG_N=${TRACE_N:-50} PG_X=--register \
-      PG_ENV="ACX_COLL_PEER_TRACE=1 ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL" bash $B pergpu >> $R/t.txt 2>&1
-    for f in $R/t/$sz/pergpu-*.txt; do echo "== $sz $f"; grep -h 'trace (rank' $f | sed 's/.*peer set [0-9]* //'; done >> $R/t.txt
-  done
-fi
+has trace && OUT=$R/t TRACE_SIZES="${TRACE_SIZES:-128K 1M 64M 1G}" bash $B ptrace > $R/t.txt 2>&1
 has tests && OUT=$R/c CTEST_R="$OWN" CTEST_T=${OWN_T:-420} bash $B ctestr > $R/c.txt 2>&1
 if has small; then
   for rep in $(seq ${SMALL_REPS:-2}); do for v in ${SMALL_VARIANTS:-default ACX_COLL_PEER_BATCH=1}; do
@@ -44,8 +38,5 @@ if has k4; then
       > "$R/p-$(tr -c 'a-zA-Z0-9=_\n' _ <<<"$v").txt" 2>&1
   done
 fi
-if has all; then
-  OUT=$R/a CTEST_E="multinode|$OWN" CTEST_T=560 bash $B ctestr > $R/a.txt 2>&1
-  CUDA_VISIBLE_DEVICES=0,1 OUT=$R/m bash $B mtests > $R/m.txt 2>&1
-fi
+has all && OUT=$R OWN="$OWN" bash $B others > $R/a.txt 2>&1
 touch $R/DONE

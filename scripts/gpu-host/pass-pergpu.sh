@@ -42,8 +42,5 @@ if has occ; then
       > "$R/p-occ2-$(tr -c 'a-zA-Z0-9=_\n' _ <<<"$v").txt" 2>&1
   done
 fi
-if has all; then
-  OUT=$R/a CTEST_E="multinode|$OWN" CTEST_T=560 bash $B ctestr > $R/a.txt 2>&1
-  CUDA_VISIBLE_DEVICES=0,1 OUT=$R/m bash $B mtests > $R/m.txt 2>&1
-fi
+has all && OUT=$R OWN="$OWN" bash $B others > $R/a.txt 2>&1
 touch $R/DONE
