@@ -281,10 +281,34 @@ else
   export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo
   export OMPI_MCA_oob_tcp_if_include=lo NCCL_SOCKET_IFNAME=lo
 fi
-echo "slurm_test: srun ${layout[*]} $(basename "$check")"
-run_child timeout $((budget - (SECONDS - t0))) srun --mpi=$mpi "${layout[@]}" --overcommit --time=2 \
-  --kill-on-bad-exit=1 "$check" >"$tmp/log/check.log" 2>&1
+# Where a crashed task died (slurm_mpi_check prints its crash site: the caller for a jump to 0):
+# the shared object, or nothing when no task crashed.
+crash_site() {
+  local what site
+  for what in caller pc; do
+    site=$(sed -n "s/^slurm_mpi_check: crash $what: [^ ]* in \([^ ]*\) (.*/\1/p" "$1" | head -n1)
+    [ -n "$site" ] && { echo "$site"; return 0; }
+  done
+}
+check_once() {
+  echo "slurm_test: srun ${layout[*]} $(basename "$check")"
+  run_child timeout $((budget - (SECONDS - t0))) srun --mpi=$mpi "${layout[@]}" --overcommit --time=2 \
+    --kill-on-bad-exit=1 "$check" >"$tmp/log/check.log" 2>&1
+}
+check_once
 rc=$?
+site=$(crash_site "$tmp/log/check.log")
+# A task that died inside Open MPI / PMIx / libevent (seen once in ~25 CI runs of the two-node
+# check: a call through a null pointer during the wire-up) is the MPI library's fault, not acx's:
+# the check runs once more, and says so. A crash anywhere else (libacx, this program, libc called
+# from them) fails at once.
+if [ $rc -ne 0 ] && [[ "$site" =~ (libmpi|libopen-pal|libopen-rte|libpmix|libevent|/openmpi/|mca_) ]]; then
+  cat "$tmp/log/check.log"
+  echo "slurm_test: NOTE: a task crashed inside the MPI library ($site), not in acx; running the check again"
+  mv "$tmp/log/check.log" "$tmp/log/check.1.log"
+  check_once
+  rc=$?
+fi
 grep "slurm_mpi_check:" "$tmp/log/check.log"
 [ $rc -eq 0 ] || { cat "$tmp/log/check.log"; echo "slurm_test: FAIL: srun ${layout[*]} $check exited $rc" >&2; exit 1; }
 
