@@ -1,0 +1,50 @@
+#!/bin/bash
+# Issue 16, for the next session on 2 GPUs: decides the two-shot with groups' candidates against
+# main in one run. The candidate under test is the tree in .gpu/src.tar (branch s28-two-shot-pipe:
+# the lane parts' copies pipelined into the next chunk's partial sums, on top of
+# s27-two-shot-fuse); the others are built beside it from .gpu/src-NAME.tar for each NAME in
+# AB_VARIANTS (default "main fuse"). Prepare (here):
+#   git archive s28-two-shot-pipe -o .gpu/src.tar; git archive main -o .gpu/src-main.tar
+#   git archive s27-two-shot-fuse -o .gpu/src-fuse.tar
+# (scripts/gpu-host/s27-two-shot-fuse.patch and s28-two-shot-pipe.patch are the branches' diffs
+# against main where the branches are not in the checkout: `git apply` on a scratch branch)
+# then on the GPU host: setsid nohup bash scripts/gpu-host/pass-pipe.sh >/dev/null 2>&1 < /dev/null &
+# Results under /tmp/res, DONE when finished; poll with scripts/gpu-host/poll.sh. PARTS (default
+# "tests ab trace"), in this order:
+#   tests: the own path's GPU tests on the candidate (OWN, default: the peer, registration,
+#          default-choice and per-GPU tests, the trace tests among them);
+#   ab:    --per-gpu --register at 4 ranks per GPU, 64 MiB - 1 GiB, AB_REPS (2) rounds of the
+#          candidate and each variant in turn (the variants: executor and benchmark only, built
+#          while the tests run);
+#   trace: the candidate's step trace at TRACE_SIZES (64M 1G), 4 and 2 ranks per GPU.
+R=/tmp/res; rm -rf $R; mkdir -p $R/c $R/p $R/t; B=scripts/gpu-host/batch.sh
+PARTS=${PARTS:-tests ab trace}
+VARIANTS=${AB_VARIANTS:-main fuse}
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+nvidia-smi -L > $R/main.txt 2>&1; nproc >> $R/main.txt
+OUT=$R bash $B build >> $R/main.txt 2>&1 || { echo BUILD FAILED >> $R/main.txt; touch $R/DONE; exit; }
+builds=()
+if has ab; then
+  for v in $VARIANTS; do
+    M=/tmp/acx-$v; rm -rf $M && mkdir -p $M && tar -xf .gpu/src-$v.tar -C $M || { echo "no .gpu/src-$v.tar" >> $R/main.txt; continue; }
+    ( { PATH=/usr/local/cuda/bin:$PATH cmake -S $M -B $M/build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+        cmake --build $M/build -j 12 --target acx-executor acx-allreduce-bench; } > $R/build-$v.txt 2>&1 ||
+        echo "$v build FAILED" >> $R/main.txt ) &
+    builds+=($!)
+  done
+fi
+has tests && OUT=$R/c CTEST_R="${OWN:-peer|coll_reg|coll_auto|per_gpu}" CTEST_T=${OWN_T:-420} bash $B ctestr > $R/c.txt 2>&1
+[ ${#builds[@]} -gt 0 ] && wait "${builds[@]}"
+if has ab; then
+  for rep in $(seq ${AB_REPS:-2}); do for t in candidate $VARIANTS; do
+    mkdir -p $R/p/$t-$rep
+    X=
+    if [ $t != candidate ]; then
+      [ -x /tmp/acx-$t/build/tools/acx-executor ] || continue
+      X="ACX_GPU_BUILD=/tmp/acx-$t/build ACX_EXECUTOR_PATH=/tmp/acx-$t/build/tools/acx-executor"
+    fi
+    env $X OUT=$R/p/$t-$rep PG_K=4 PG_B=64M PG_E=1G PG_F=4 PG_R=1 PG_N=10 PG_X=--register bash $B pergpu > $R/p-$t-$rep.txt 2>&1
+  done; done
+fi
+has trace && OUT=$R/t TRACE_SIZES="${TRACE_SIZES:-64M 1G}" bash $B ptrace > $R/t.txt 2>&1
+touch $R/DONE
