@@ -13,7 +13,7 @@
 # "tests ab trace"), in this order:
 #   tests: the own path's GPU tests on the candidate (OWN, default: the peer, registration,
 #          default-choice and per-GPU tests, the trace tests among them);
-#   ab:    --per-gpu --register at 4 ranks per GPU, 64 MiB - 1 GiB, AB_REPS (2) rounds of the
+#   ab:    --per-gpu --register at AB_K (4 2) ranks per GPU, 64 MiB - 1 GiB, AB_REPS (2) rounds of the
 #          candidate and each variant in turn (the variants: executor and benchmark only, built
 #          while the tests run);
 #   trace: the candidate's step trace at TRACE_SIZES (64M 1G), 4 and 2 ranks per GPU.
@@ -43,7 +43,7 @@ if has ab; then
       [ -x /tmp/acx-$t/build/tools/acx-executor ] || continue
       X="ACX_GPU_BUILD=/tmp/acx-$t/build ACX_EXECUTOR_PATH=/tmp/acx-$t/build/tools/acx-executor"
     fi
-    env $X OUT=$R/p/$t-$rep PG_K=4 PG_B=64M PG_E=1G PG_F=4 PG_R=1 PG_N=10 PG_X=--register bash $B pergpu > $R/p-$t-$rep.txt 2>&1
+    env $X OUT=$R/p/$t-$rep PG_K="${AB_K:-4 2}" PG_B=64M PG_E=1G PG_F=4 PG_R=1 PG_N=10 PG_X=--register bash $B pergpu > $R/p-$t-$rep.txt 2>&1
   done; done
 fi
 has trace && OUT=$R/t TRACE_SIZES="${TRACE_SIZES:-64M 1G}" bash $B ptrace > $R/t.txt 2>&1
