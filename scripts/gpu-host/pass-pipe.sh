@@ -15,7 +15,9 @@
 #          default-choice and per-GPU tests, the trace tests among them);
 #   ab:    --per-gpu --register at AB_K (4 2) ranks per GPU, 64 MiB - 1 GiB, AB_REPS (2) rounds of the
 #          candidate and each variant in turn (the variants: executor and benchmark only, built
-#          while the tests run);
+#          while the tests run), and of the candidate with each of AB_ENVS (default
+#          "ACX_COLL_PEER_BIG_KB=131072": 128 MiB big slots, +0.01-0.05 in session 26; several
+#          settings of one variant joined by commas) as variants env1, env2, ...;
 #   trace: the candidate's step trace at TRACE_SIZES (64M 1G), 4 and 2 ranks per GPU.
 R=/tmp/res; rm -rf $R; mkdir -p $R/c $R/p $R/t; B=scripts/gpu-host/batch.sh
 PARTS=${PARTS:-tests ab trace}
@@ -36,14 +38,21 @@ fi
 has tests && OUT=$R/c CTEST_R="${OWN:-peer|coll_reg|coll_auto|per_gpu}" CTEST_T=${OWN_T:-420} bash $B ctestr > $R/c.txt 2>&1
 [ ${#builds[@]} -gt 0 ] && wait "${builds[@]}"
 if has ab; then
-  for rep in $(seq ${AB_REPS:-2}); do for t in candidate $VARIANTS; do
+  # the candidate with each of AB_ENVS (settings joined by commas) as one more variant: "env1", ...
+  envs=(); for e in ${AB_ENVS-ACX_COLL_PEER_BIG_KB=131072}; do envs+=("$e"); done
+  labels=(candidate $VARIANTS); for i in "${!envs[@]}"; do labels+=(env$((i + 1))); done
+  for rep in $(seq ${AB_REPS:-2}); do for t in "${labels[@]}"; do
     mkdir -p $R/p/$t-$rep
-    X=
-    if [ $t != candidate ]; then
-      [ -x /tmp/acx-$t/build/tools/acx-executor ] || continue
-      X="ACX_GPU_BUILD=/tmp/acx-$t/build ACX_EXECUTOR_PATH=/tmp/acx-$t/build/tools/acx-executor"
-    fi
-    env $X OUT=$R/p/$t-$rep PG_K="${AB_K:-4 2}" PG_B=64M PG_E=1G PG_F=4 PG_R=1 PG_N=10 PG_X=--register bash $B pergpu > $R/p-$t-$rep.txt 2>&1
+    X= E=
+    case $t in
+      candidate) ;;
+      env*) E=${envs[$((${t#env} - 1))]}; E=${E//,/ } ;;
+      *) [ -x /tmp/acx-$t/build/tools/acx-executor ] || continue
+         X="ACX_GPU_BUILD=/tmp/acx-$t/build ACX_EXECUTOR_PATH=/tmp/acx-$t/build/tools/acx-executor" ;;
+    esac
+    echo "$t: ${E:-$X}" >> $R/p-labels.txt
+    env $X OUT=$R/p/$t-$rep PG_ENV="$E" PG_K="${AB_K:-4 2}" PG_B=64M PG_E=1G PG_F=4 PG_R=1 PG_N=10 PG_X=--register \
+      bash $B pergpu > $R/p-$t-$rep.txt 2>&1
   done; done
 fi
 has trace && OUT=$R/t TRACE_SIZES="${TRACE_SIZES:-64M 1G}" bash $B ptrace > $R/t.txt 2>&1
