@@ -18,7 +18,8 @@
 #          while the tests run), and of the candidate with each of AB_ENVS (default
 #          "ACX_COLL_PEER_BIG_KB=131072": 128 MiB big slots, +0.01-0.05 in session 26; several
 #          settings of one variant joined by commas) as variants env1, env2, ...;
-#   trace: the candidate's step trace at TRACE_SIZES (64M 1G), 4 and 2 ranks per GPU.
+#   trace: the candidate's step trace at TRACE_SIZES (64K 64M 1G: 64 KiB at 4 per GPU ran bimodal,
+#          6.7 or 14-16 us, in sessions 26-27), 4 and 2 ranks per GPU.
 R=/tmp/res; rm -rf $R; mkdir -p $R/c $R/p $R/t; B=scripts/gpu-host/batch.sh
 PARTS=${PARTS:-tests ab trace}
 VARIANTS=${AB_VARIANTS:-main fuse}
@@ -55,5 +56,5 @@ if has ab; then
       bash $B pergpu > $R/p-$t-$rep.txt 2>&1
   done; done
 fi
-has trace && OUT=$R/t TRACE_SIZES="${TRACE_SIZES:-64M 1G}" bash $B ptrace > $R/t.txt 2>&1
+has trace && OUT=$R/t TRACE_SIZES="${TRACE_SIZES:-64K 64M 1G}" bash $B ptrace > $R/t.txt 2>&1
 touch $R/DONE
