@@ -30,8 +30,8 @@ builds=()
 if has ab; then
   for v in $VARIANTS; do
     M=/tmp/acx-$v; rm -rf $M && mkdir -p $M && tar -xf .gpu/src-$v.tar -C $M || { echo "no .gpu/src-$v.tar" >> $R/main.txt; continue; }
-    ( { PATH=/usr/local/cuda/bin:$PATH cmake -S $M -B $M/build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-        cmake --build $M/build -j 12 --target acx-executor acx-allreduce-bench; } > $R/build-$v.txt 2>&1 ||
+    ( { PATH=/usr/local/cuda/bin:$PATH timeout 300 cmake -S $M -B $M/build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
+        timeout 900 cmake --build $M/build -j 12 --target acx-executor acx-allreduce-bench; } > $R/build-$v.txt 2>&1 ||
         echo "$v build FAILED" >> $R/main.txt ) &
     builds+=($!)
   done
