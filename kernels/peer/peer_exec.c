@@ -307,7 +307,7 @@ static const char *const trace_phase[ACXK_KINDS][ACXK_TRACE_PHASES] = {
     {"gap", "copy in", "wait A", "partial sums out", "wait B", "reduce"},
     {"gap", "stores out", "wait 0", "reduce", "wait 1", "copies"},
     {"gap", "stores to group", "wait A", "partial sums out", "wait B", "reduce", "wait C",
-     "to registered outputs", "wait D", "copies"},
+     "lane's parts to outputs", "wait D", "copies"},
 };
 
 /* The time (us) below which a share q of a phase's occurrences fell, from its histogram: the
@@ -875,24 +875,27 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
       big_signal(s, 1, 1, val);
       pd->big_phase = 3;
     }
-    if (pd->big_phase == 3) { /* 6. C awaited; my lane's parts on into my group's registered outputs; D raised */
+    if (pd->big_phase == 3) { /* 6. C awaited; my lane's parts on into my output and my group's
+                                 registered outputs; D raised */
       if ((st = big_ready(s, pd, 1, 1, val)) != ACX_OK) return st;
-      for (int gq = 0; gq < G && pd->nouts; gq++) {
+      for (int gq = 0; gq < G; gq++) {
         if (gq == g) continue;
         big_part(m, pp, s->at[gq * K + j], &lo, &hi);
-        for (int k = 0; k < pd->nouts && hi > lo; k++)
+        if (hi <= lo) continue;
+        memcpy(pd->out + (base + lo) * es, first[r] + half + lo * es, (hi - lo) * es);
+        for (int k = 0; k < pd->nouts; k++)
           memcpy(pd->outs[k] + (base + lo) * es, first[r] + half + lo * es, (hi - lo) * es);
       }
       big_signal(s, 1, 0, val);
       pd->big_phase = 4;
     }
     if ((st = big_ready(s, pd, 1, 0, val)) != ACX_OK) return st;
-    for (int q = 0; q < n; q++) { /* 8. the other parts, from my group's second halves (where my
-                                     output is registered only my lane's: the others stored theirs) */
+    for (int q = 0; q < n && !pd->pub_out; q++) { /* 8. the other parts not of my lane, from my
+                                                      group's second halves (none where my output
+                                                      is registered: the others stored theirs) */
       big_part(m, pp, q, &lo, &hi);
       const int from = s->at[g * K + s->lane[q]];
-      if (pd->pub_out && from != r) continue;
-      if (q != r && hi > lo) memcpy(pd->out + (base + lo) * es, first[from] + half + lo * es, (hi - lo) * es);
+      if (from != r && hi > lo) memcpy(pd->out + (base + lo) * es, first[from] + half + lo * es, (hi - lo) * es);
     }
     pd->big_t++;
     pd->big_phase = 0;

@@ -835,8 +835,10 @@ __device__ __forceinline__ void big_copy_to(S *const *dst, int nd, uint64_t at, 
 // The group peers' publications (peer_ops.h, "Registered buffers"), read by block b after its
 // first A: pin[place] / pout[place] their registered input / output through this executor's
 // table (NULL: staged / copied from the second halves; NULL at this rank's own place), pout's
-// registered ones also packed into outs[0, *nouts). False (fail set) where a peer published a
-// slot that this executor's table does not have (a registration out of step: never by design).
+// registered ones also packed into outs[0, *nouts), and this rank's own output after them at
+// outs[*nouts] (step 4 copies its lane's parts into all of them at once). False (fail set) where
+// a peer published a slot that this executor's table does not have (a registration out of step:
+// never by design).
 template <typename S>
 __device__ bool read_pubs(const acxk_peer_args_t &a, int b, const S **pin, S **pout, S **outs, int *nouts,
                           int32_t *fail) {
@@ -868,6 +870,7 @@ __device__ bool read_pubs(const acxk_peer_args_t &a, int b, const S **pin, S **p
     int n = 0;
     for (int k = 0; k < K; k++)
       if (pout[k]) outs[n++] = pout[k];
+    outs[n] = (S *)a.recv;
     *nouts = n;
   }
   __syncthreads();
@@ -999,24 +1002,26 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
     }
     __syncthreads();
     tr.mark(5);
-    // 4. C: my lane's parts are in my second half; they go on into my group's registered outputs;
-    // D: my group's are in theirs (and in my output where it is registered)
+    // 4. C: my lane's parts are in my second half; they go on into my output and my group's
+    // registered outputs, each loaded once (session 27: my own output's copy was step 5's, a
+    // second load of the same half); D: my group's are in theirs (and in my output where it is
+    // registered)
     if (!grp_sync(a, 1, 1, b, val, &fail)) break;
     tr.mark(6);
-    for (int k = 1; k < G && nouts; k++) {
+    for (int k = 1; k < G; k++) {
       const int q = a.at[((g + k) % G) * K + j];
       big_piece<V>(m, pp, q, nb, b, &lo, &hi);
-      big_copy_to<S>(outs, nouts, base + lo, (const S *)(a.flags[r] + off) + half + lo, hi - lo, vec);
+      big_copy_to<S>(outs, nouts + 1, base + lo, (const S *)(a.flags[r] + off) + half + lo, hi - lo, vec);
     }
     __syncthreads();
     tr.mark(7);
     if (!grp_sync(a, 1, 0, b, val, &fail)) break;
     tr.mark(8);
-    // 5. every other part, from the second half of my group's rank at its place (where my output
-    // is registered, only my lane's: the others stored theirs into it)
-    for (int k = 1; k < n; k++) {
+    // 5. every other part not of my lane, from the second half of my group's rank at its place
+    // (none where my output is registered: the others stored theirs into it)
+    for (int k = 1; k < n && !a.pub_out; k++) {
       const int q = (r + k) % n, from = a.at[g * K + a.lane[q]];
-      if (a.pub_out && from != r) continue;
+      if (from == r) continue;
       big_piece<V>(m, pp, q, nb, b, &lo, &hi);
       big_copy<S>(out + lo, (const S *)(a.flags[from] + off) + half + lo, hi - lo, vec);
     }

@@ -158,15 +158,20 @@
  *      rounded to the type, each group's alike), into the output, its own second half and its lane
  *      ranks' second halves;
  *   6. C: raises its phase-1 flag in its lane's areas, waits for theirs: its second half now has
- *      every part of its lane;
+ *      every part of its lane, and it copies those (the other groups' parts at its place) from
+ *      there into its output (session 27; before, in step 8, a second load of the same half where
+ *      registered outputs also take them here, below);
  *   7. D: raises its phase-1 flag in its group's areas, waits for theirs;
- *   8. copies every other part's piece into the output from the second half of its group's rank at
- *      that part's place (its own, or a group peer's on the same GPU: a load, but not across GPUs).
+ *   8. copies every other part's piece not of its lane into the output from the second half of its
+ *      group's rank at that part's place (a group peer's on the same GPU: a load, but not across
+ *      GPUs).
+ * In place, step 6's stores into the output land on elements of the input that only r reads (its
+ * group's partial sums of its lane's parts, step 3, the same block's pieces before C).
  * Reuse of the halves two chunks later: a group peer stores into r's first half for chunk t + 2
  * after its D of t + 1, which r raises after its step 5 of t + 1; a lane peer after its C of t + 1
  * (likewise); a lane peer stores into r's second half for t + 2 after its B of t + 2, which r
  * raises after its A of t + 2, which r's group peers raise after their step 8 of t + 1, the last
- * reads of r's second half for t. Each element is still reduced once, by its part's owner: results
+ * reads of r's second half for t (r's own are in step 6, before). Each element is still reduced once, by its part's owner: results
  * are bit-identical on every rank; the order is (group 0's ranks in place order) then group 1's
  * partial, and so on, and for f16/bf16 each group's sum is rounded once. With K = 1 (G = n) steps 1,
  * 2, 7 are empty, the partial sum is the input, and this is the protocol above. */
@@ -217,8 +222,8 @@
  *   - output registered: every owner stores its final part into the peer's output as it stores
  *     its own (step 5), and, between C and D, the rank at each place copies the parts that came
  *     into its second half from other GPUs (its lane's) into the output of every group peer that
- *     registered one; the peer then copies only its own lane's parts after D (every other part was
- *     stored into its output before the D it waited for). Unregistered outputs copy from the
+ *     registered one, and into its own (step 6); the peer then copies nothing after D (every other
+ *     part was stored into its output before the D it waited for). Unregistered outputs copy from the
  *     second halves as before, so ranks that registered and ranks that did not mix freely.
  * The words published for operation s are read only between the peers' A of s and their D of s's
  * last chunk: a rank writes them again for s + 1 only after its kernel of s has ended, which needs
