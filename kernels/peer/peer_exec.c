@@ -307,7 +307,7 @@ static const char *const trace_phase[ACXK_KINDS][ACXK_TRACE_PHASES] = {
     {"gap", "copy in", "wait A", "partial sums out", "wait B", "reduce"},
     {"gap", "stores out", "wait 0", "reduce", "wait 1", "copies"},
     {"gap", "stores to group", "wait A", "partial sums out", "wait B", "reduce", "wait C",
-     "lane's parts to outputs", "wait D", "copies"},
+     "lane parts to outputs", "wait D", "copies"},
 };
 
 /* The time (us) below which a share q of a phase's occurrences fell, from its histogram: the
