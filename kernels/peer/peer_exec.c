@@ -52,7 +52,7 @@ typedef struct pend {
   int big;          /* host kind: the two-shot variant (larger than a slot) */
   int gos;          /* host kind: the one-shot with groups */
   uint64_t big_t;   /* ... its chunk */
-  int big_phase;    /* ... 0: chunk not started, 1-4: waiting for the peers' A, B, C, D (host_big);
+  int big_phase;    /* ... 0: chunk not started, 1-8: the steps of host_big (waits for A, D, B, C);
                        the one-shot with groups: 1, 2 waiting for A, B (host_gos) */
   unsigned char *big_in; /* ... the input as it was at the start (the host engine runs a later write
                             on the stream at once; the chunks read it over time) */
@@ -306,8 +306,8 @@ static const char *const trace_phase[ACXK_KINDS][ACXK_TRACE_PHASES] = {
     {"gap", "copy in", "flag wait", "reduce"},
     {"gap", "copy in", "wait A", "partial sums out", "wait B", "reduce"},
     {"gap", "stores out", "wait 0", "reduce", "wait 1", "copies"},
-    {"gap", "stores to group", "wait A", "partial sums out", "wait B", "reduce", "wait C",
-     "lane parts to outputs", "wait D", "copies"},
+    {"gap", "stores to group", "wait A", "partial sums out and lane parts", "wait D and B", "copies", "reduce",
+     "wait C", "last lane parts", "last wait D and copies"},
 };
 
 /* The time (us) below which a share q of a phase's occurrences fell, from its histogram: the
@@ -805,15 +805,57 @@ static acx_status_t read_pubs(pset_t *s, pend_t *pd) {
   return ACX_OK;
 }
 
+/* Chunk t's lane parts (the other groups' parts at this rank's place, in its second half after C)
+ * into its output and its group's registered outputs: step 4 of the two-shot with groups. */
+static void big_lane_copies(pset_t *s, pend_t *pd, uint64_t t) {
+  const int n = s->nranks, r = s->rank, G = s->G, K = s->K, g = s->grp[r], j = s->lane[r];
+  const uint64_t es = pd->es, count = pd->cmd.bytes, half = s->big_bytes / 2;
+  const uint64_t cpe = ACXP_BIG_CHUNK(s->big_bytes, es, n), base = t * cpe;
+  const uint64_t m = count - base < cpe ? count - base : cpe, pp = ACXP_BIG_OP_PART(count, cpe, n, 16 / es);
+  const unsigned char *second = s->area[r] + ACXP_BIG_SLOT_OFF(t & 1u, s->slot_bytes, s->big_bytes) + half;
+  uint64_t lo, hi;
+  for (int gq = 0; gq < G; gq++) {
+    if (gq == g) continue;
+    big_part(m, pp, s->at[gq * K + j], &lo, &hi);
+    if (hi <= lo) continue;
+    memcpy(pd->out + (base + lo) * es, second + lo * es, (hi - lo) * es);
+    for (int k = 0; k < pd->nouts; k++) memcpy(pd->outs[k] + (base + lo) * es, second + lo * es, (hi - lo) * es);
+  }
+}
+
+/* Chunk t's other parts (not of this rank's lane) from the second halves of its group's ranks at
+ * their places into the output (none where the output is registered: the others stored theirs
+ * into it): step 5 of the two-shot with groups, its copies of the flat two-shot's step 5. */
+static void big_group_copies(pset_t *s, pend_t *pd, uint64_t t) {
+  const int n = s->nranks, r = s->rank, g = s->grp[r];
+  const uint64_t es = pd->es, count = pd->cmd.bytes, half = s->big_bytes / 2;
+  const uint64_t cpe = ACXP_BIG_CHUNK(s->big_bytes, es, n), base = t * cpe;
+  const uint64_t m = count - base < cpe ? count - base : cpe, pp = ACXP_BIG_OP_PART(count, cpe, n, 16 / es);
+  const uint64_t off = ACXP_BIG_SLOT_OFF(t & 1u, s->slot_bytes, s->big_bytes);
+  uint64_t lo, hi;
+  for (int q = 0; q < n && !pd->pub_out; q++) {
+    big_part(m, pp, q, &lo, &hi);
+    const int from = s->at[g * s->K + s->lane[q]];
+    if (from != r && hi > lo) memcpy(pd->out + (base + lo) * es, s->area[from] + off + half + lo * es, (hi - lo) * es);
+  }
+}
+
 /* Runs the two-shot's steps as far as the peers allow: ACX_OK when the output is complete,
- * NOT_YET, or a failure. Never waits. big_phase: 0 the chunk not started, 1 waiting for the group
- * (A), 2 for the lane (B), 3 for the lane (C), 4 for the group (D). */
+ * NOT_YET, or a failure. Never waits. big_phase, per chunk: 0 the chunk not started, 1 waiting for
+ * the group (A), 2 for the group (D of the chunk before; with groups only), 3 for the lane (B), 4
+ * for the lane (C); without groups (K = 1: the flat two-shot, whose GPU kernel keeps this order)
+ * 5 then waits for the group's D of the chunk itself. With groups the chunk's lane parts go on to
+ * the outputs at the next chunk's step 2 (the GPU kernel's loop that overlaps them with the stores
+ * across the link; peer_ops.h), and after the last chunk big_phase 6 copies them and 7 waits for
+ * its D. */
 static acx_status_t host_big(pset_t *s, pend_t *pd) {
   if (!pd->big_in) return ACX_ERR_NO_MEMORY;
   const int n = s->nranks, r = s->rank, G = s->G, K = s->K, g = s->grp[r], j = s->lane[r];
+  const int pipe = K > 1; /* the lane parts one chunk late (above) */
   const uint64_t seq = pd->cmd.arg[3], es = pd->es, count = pd->cmd.bytes, half = s->big_bytes / 2;
   const uint64_t cpe = ACXP_BIG_CHUNK(s->big_bytes, es, n), chunks = (count + cpe - 1) / cpe;
   const uint32_t dtype = pd->cmd.dtype, op = (uint32_t)pd->cmd.arg[1];
+  acx_status_t st;
   while (pd->big_t < chunks) {
     const uint64_t t = pd->big_t, val = ACXP_BIG_VAL(seq, t), base = t * cpe;
     /* every chunk's parts are the first chunk's (peer_ops.h), the last ones of a short chunk
@@ -822,7 +864,6 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
     unsigned char *first[ACXP_MAX_RANKS]; /* rank q's first half; its second: first[q] + half */
     for (int q = 0; q < n; q++) first[q] = s->area[q] + ACXP_BIG_SLOT_OFF(t & 1u, s->slot_bytes, s->big_bytes);
     uint64_t lo, hi;
-    acx_status_t st;
     if (pd->big_phase == 0) { /* 1. my pieces for my group's proxies (none where my input is
                                  registered: they read it where it is); A raised */
       for (int jl = 0; jl < K && !pd->pub_in; jl++) {
@@ -837,7 +878,8 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
       big_signal(s, 0, 0, val);
       pd->big_phase = 1;
     }
-    if (pd->big_phase == 1) { /* 3. my group's partial sums for my lane's owners; B raised */
+    if (pd->big_phase == 1) { /* 2. my group's partial sums for my lane's owners (with groups, the
+                                 chunk before's lane parts on to the outputs, its D raised); B raised */
       if ((st = big_ready(s, pd, 0, 0, val)) != ACX_OK) return st;
       if (K > 1 && !pd->pubs_read && (st = read_pubs(s, pd)) != ACX_OK) return st;
       for (int gq = 0; gq < G; gq++) {
@@ -849,10 +891,22 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
         if (K == 1) memcpy(to, pd->big_in + (base + lo) * es, (hi - lo) * es);
         else big_group_sum(s, pd, first[r], base, pp, lo, hi, gq, to);
       }
+      if (pipe && t > 0) {
+        big_lane_copies(s, pd, t - 1);
+        big_signal(s, 1, 0, val - 1);
+      }
       big_signal(s, 0, 1, val);
       pd->big_phase = 2;
     }
-    if (pd->big_phase == 2) { /* 5. my part over the groups into the output and second halves; C raised */
+    if (pd->big_phase == 2) { /* 3. (with groups) D of the chunk before awaited; its other parts */
+      if (pipe && t > 0) {
+        if ((st = big_ready(s, pd, 1, 0, val - 1)) != ACX_OK) return st;
+        big_group_copies(s, pd, t - 1);
+      }
+      pd->big_phase = 3;
+    }
+    if (pd->big_phase == 3) { /* 4. B awaited; my part over the groups into the output and second
+                                 halves; C raised */
       if ((st = big_ready(s, pd, 0, 1, val)) != ACX_OK) return st;
       big_part(m, pp, r, &lo, &hi);
       if (hi > lo) {
@@ -873,33 +927,34 @@ static acx_status_t host_big(pset_t *s, pend_t *pd) {
         for (int k = 0; k < pd->nouts; k++) memcpy(pd->outs[k] + (base + lo) * es, o, (hi - lo) * es);
       }
       big_signal(s, 1, 1, val);
-      pd->big_phase = 3;
-    }
-    if (pd->big_phase == 3) { /* 6. C awaited; my lane's parts on into my output and my group's
-                                 registered outputs; D raised */
-      if ((st = big_ready(s, pd, 1, 1, val)) != ACX_OK) return st;
-      for (int gq = 0; gq < G; gq++) {
-        if (gq == g) continue;
-        big_part(m, pp, s->at[gq * K + j], &lo, &hi);
-        if (hi <= lo) continue;
-        memcpy(pd->out + (base + lo) * es, first[r] + half + lo * es, (hi - lo) * es);
-        for (int k = 0; k < pd->nouts; k++)
-          memcpy(pd->outs[k] + (base + lo) * es, first[r] + half + lo * es, (hi - lo) * es);
-      }
-      big_signal(s, 1, 0, val);
       pd->big_phase = 4;
     }
-    if ((st = big_ready(s, pd, 1, 0, val)) != ACX_OK) return st;
-    for (int q = 0; q < n && !pd->pub_out; q++) { /* 8. the other parts not of my lane, from my
-                                                      group's second halves (none where my output
-                                                      is registered: the others stored theirs) */
-      big_part(m, pp, q, &lo, &hi);
-      const int from = s->at[g * K + s->lane[q]];
-      if (from != r && hi > lo) memcpy(pd->out + (base + lo) * es, first[from] + half + lo * es, (hi - lo) * es);
+    if (pd->big_phase == 4) { /* C awaited: my lane's parts are in my second half */
+      if ((st = big_ready(s, pd, 1, 1, val)) != ACX_OK) return st;
+      if (!pipe) { /* the flat two-shot: its peers' parts into the output now */
+        big_lane_copies(s, pd, t);
+        big_signal(s, 1, 0, val);
+      }
+      pd->big_phase = pipe ? 0 : 5;
+    }
+    if (pd->big_phase == 5) { /* (flat) D awaited (no group: at once); the other parts */
+      if ((st = big_ready(s, pd, 1, 0, val)) != ACX_OK) return st;
+      big_group_copies(s, pd, t);
     }
     pd->big_t++;
     pd->big_phase = 0;
     pd->polls = 0;
+  }
+  if (pipe && chunks && pd->big_phase != 8) { /* the last chunk's lane parts, its D and its other parts */
+    const uint64_t t = chunks - 1, val = ACXP_BIG_VAL(seq, t);
+    if (pd->big_phase == 0) {
+      big_lane_copies(s, pd, t);
+      big_signal(s, 1, 0, val);
+      pd->big_phase = 7;
+    }
+    if ((st = big_ready(s, pd, 1, 0, val)) != ACX_OK) return st;
+    big_group_copies(s, pd, t);
+    pd->big_phase = 8; /* done: a later poll returns at once */
   }
   return ACX_OK;
 }

@@ -748,8 +748,10 @@ __global__ void ACXK_BIG_BOUNDS two_shot(acxk_peer_args_t a) {
 // every byte crosses between GPUs once each way, as with one rank per GPU. Per chunk: the pieces a
 // rank's group peers stand for go to them (within the GPU), A; each rank sums its group's pieces of
 // its lane's parts and stores the partial sums to their owners (across GPUs), B; each owner sums
-// the groups' partial sums into its output, its own second half and its lane's second halves, C,
-// D; then each rank copies the other parts from its group's second halves (within the GPU). Its
+// the groups' partial sums into its output, its own second half and its lane's second halves, C;
+// then each rank copies its lane's parts to the outputs, D, and the other parts from its group's
+// second halves (within the GPU) — those last steps inside the next chunk, the lane parts in the
+// loop of its partial sums (pipelined, session 28: peer_ops.h). Its
 // prologue and chunk set-up repeat two_shot's: merging them (a K = 1 path in one kernel) would
 // change the generated code of the kernel measured at one rank per GPU, so the two stay apart
 // until a GPU pass can time the merged one (as reduce_big and reduce_vec above).
@@ -877,6 +879,34 @@ __device__ bool read_pubs(const acxk_peer_args_t &a, int b, const S **pin, S **p
   return *(volatile int32_t *)fail == 0;
 }
 
+// Raises this rank's flag to its group (phase 1, gval: D) where dgroup, and to its lane (phase 0,
+// lval: B), one thread per peer, then awaits them all: the D of the chunk before and the B of this
+// one in one round.
+__device__ bool grp_sync_db(const acxk_peer_args_t &a, bool dgroup, int b, uint64_t gval, uint64_t lval,
+                            int32_t *fail) {
+  const int p = threadIdx.x, ng = dgroup ? a.per_group - 1 : 0, nl = a.groups - 1;
+  if (p < ng) flag_step(a, 1, grp_peer(a, 0, p), b, gval, fail);
+  else if (p < ng + nl) flag_step(a, 0, grp_peer(a, 1, p - ng), b, lval, fail);
+  __syncthreads();
+  return *(volatile int32_t *)fail == 0;
+}
+
+// Chunk t's parts not of this rank's lane (tb: its first element, m its elements, off its big
+// slot), from the second halves of its group's ranks at their places into the output (none where
+// the output is registered: the others stored theirs into it).
+template <typename S, int V>
+__device__ __forceinline__ void group_copies(const acxk_peer_args_t &a, uint64_t tb, uint64_t m, uint64_t off,
+                                             uint64_t pp, uint64_t half, bool vec) {
+  const int n = a.nranks, r = a.rank, K = a.per_group, g = a.grp[r], b = blockIdx.x, nb = gridDim.x;
+  for (int k = 1; k < n && !a.pub_out; k++) {
+    const int q = (r + k) % n, from = a.at[g * K + a.lane[q]];
+    if (from == r) continue;
+    uint64_t lo, hi;
+    big_piece<V>(m, pp, q, nb, b, &lo, &hi);
+    big_copy<S>((S *)a.recv + tb + lo, (const S *)(a.flags[from] + off) + half + lo, hi - lo, vec);
+  }
+}
+
 template <typename E, int OP>
 __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
   using S = typename E::S;
@@ -906,6 +936,8 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
     const uint64_t val = ACXP_BIG_VAL(a.seq, t), base = t * cpe;
     const uint64_t m = a.count - base < cpe ? a.count - base : cpe;
     const uint64_t off = ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);
+    // the chunk before (whole: only the last chunk is short), finished here (peer_ops.h)
+    const uint64_t poff = ACXP_BIG_SLOT_OFF((t + 1) & 1u, a.slot_bytes, a.big_bytes), pbase = base - cpe;
     const S *in = (const S *)a.send + base;
     S *out = (S *)a.recv + base;
     const S *first = (const S *)(a.flags[r] + off);
@@ -927,30 +959,52 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
     if (t == 0 && !read_pubs<S>(a, b, pin, pout, outs, &nouts, &fail)) break;
     tr.mark(2);
     // 2. my group's partial sums of my lane's parts, into their owners' first halves (the next
-    // groups first, so that the groups spread their stores over the links)
+    // groups first, so that the groups spread their stores over the links), and in the same loop
+    // the chunk before's lane parts from my second half into my output and my group's registered
+    // outputs: the copies within the GPU ride along with the stores across the link (session 28;
+    // they had a step of their own, with the link idle)
     for (int k = 1; k < G; k++) {
       const int gq = (g + k) % G, q = a.at[gq * K + j];
       big_piece<V>(m, pp, q, nb, b, &lo, &hi);
       const uint64_t p0 = (uint64_t)q * pp < m ? (uint64_t)q * pp : m;
+      uint64_t plo = 0, phi = 0;
+      if (t) big_piece<V>(cpe, pp, q, nb, b, &plo, &phi);
       S *to = (S *)(a.flags[q] + off) + (uint64_t)(j * G + g) * pp;
-      const uint64_t vend = vec ? lo + (hi - lo) / V * V : lo;
-      for (uint64_t i = lo + (uint64_t)threadIdx.x * V; i < vend; i += (uint64_t)kThreads * V) {
-        A acc[V];
-        group_sum_vec<E, OP>(a, first, in, i, i - p0, gq, pp, acc, pin, base);
-        uint4 o;
-        S *so = (S *)&o;
+      const S *lane = (const S *)(a.flags[r] + poff) + half;
+      const uint64_t nv = vec ? (hi - lo) / V * V : 0, npv = vec ? (phi - plo) / V * V : 0;
+      const uint64_t nmax = nv > npv ? nv : npv;
+      for (uint64_t d = (uint64_t)threadIdx.x * V; d < nmax; d += (uint64_t)kThreads * V) {
+        uint4 c = make_uint4(0, 0, 0, 0);
+        if (d < npv) c = __ldcg((const uint4 *)(lane + plo + d));
+        if (d < nv) {
+          A acc[V];
+          group_sum_vec<E, OP>(a, first, in, lo + d, lo + d - p0, gq, pp, acc, pin, base);
+          uint4 o;
+          S *so = (S *)&o;
 #pragma unroll
-        for (int e = 0; e < V; e++) so[e] = E::down(acc[e]);
-        *(uint4 *)(to + (i - p0)) = o;
+          for (int e = 0; e < V; e++) so[e] = E::down(acc[e]);
+          *(uint4 *)(to + (lo + d - p0)) = o;
+        }
+        if (d < npv)
+          for (int x = 0; x <= nouts; x++) *(uint4 *)(outs[x] + pbase + plo + d) = c;
       }
-      for (uint64_t i = vend + threadIdx.x; i < hi; i += kThreads)
+      for (uint64_t i = lo + nv + threadIdx.x; i < hi; i += kThreads)
         to[i - p0] = E::down(group_sum_one<E, OP>(a, first, in, i, i - p0, gq, pp, pin, base));
+      for (uint64_t i = plo + npv + threadIdx.x; i < phi; i += kThreads) {
+        const S v = lane[i];
+        for (int x = 0; x <= nouts; x++) outs[x][pbase + i] = v;
+      }
     }
     __syncthreads();
     tr.mark(3);
-    if (!grp_sync(a, 0, 1, b, val, &fail)) break;
+    // D of the chunk before (its lane parts are in my second half and my group's registered
+    // outputs), B of this one
+    if (!grp_sync_db(a, t > 0, b, val - 1, val, &fail)) break;
     tr.mark(4);
-    // 3. my part over the groups in order (each group's sum rounded to the type alike), into the
+    // 3. the chunk before's other parts from my group's second halves
+    if (t) group_copies<S, V>(a, pbase, cpe, poff, pp, half, vec);
+    tr.mark(5);
+    // 4. my part over the groups in order (each group's sum rounded to the type alike), into the
     // output, my lane's second halves, the registered outputs of my group and, where a group peer
     // copies from it, my own second half
     const bool own_half = nouts < K - 1;
@@ -1001,31 +1055,25 @@ __global__ void ACXK_BIG_BOUNDS two_shot_grouped(acxk_peer_args_t a) {
       for (int k = 0; k < nouts; k++) outs[k][base + i] = o;
     }
     __syncthreads();
-    tr.mark(5);
-    // 4. C: my lane's parts are in my second half; they go on into my output and my group's
-    // registered outputs, each loaded once (session 27: my own output's copy was step 5's, a
-    // second load of the same half); D: my group's are in theirs (and in my output where it is
-    // registered)
-    if (!grp_sync(a, 1, 1, b, val, &fail)) break;
     tr.mark(6);
+    // C: my lane's parts of this chunk are in my second half (they go on to the outputs with the
+    // next chunk's partial sums, or below after the last chunk)
+    if (!grp_sync(a, 1, 1, b, val, &fail)) break;
+    tr.mark(7);
+  }
+  // The last chunk's lane parts into my output and my group's registered outputs, its D, and its
+  // other parts from my group's second halves.
+  if (chunks && *(volatile int32_t *)&fail == 0) {
+    const uint64_t t = chunks - 1, base = t * cpe, m = a.count - base;
+    const uint64_t off = ACXP_BIG_SLOT_OFF(t & 1u, a.slot_bytes, a.big_bytes);
     for (int k = 1; k < G; k++) {
-      const int q = a.at[((g + k) % G) * K + j];
-      big_piece<V>(m, pp, q, nb, b, &lo, &hi);
+      uint64_t lo, hi;
+      big_piece<V>(m, pp, a.at[((g + k) % G) * K + j], nb, b, &lo, &hi);
       big_copy_to<S>(outs, nouts + 1, base + lo, (const S *)(a.flags[r] + off) + half + lo, hi - lo, vec);
     }
     __syncthreads();
-    tr.mark(7);
-    if (!grp_sync(a, 1, 0, b, val, &fail)) break;
     tr.mark(8);
-    // 5. every other part not of my lane, from the second half of my group's rank at its place
-    // (none where my output is registered: the others stored theirs into it)
-    for (int k = 1; k < n && !a.pub_out; k++) {
-      const int q = (r + k) % n, from = a.at[g * K + a.lane[q]];
-      if (from == r) continue;
-      big_piece<V>(m, pp, q, nb, b, &lo, &hi);
-      big_copy<S>(out + lo, (const S *)(a.flags[from] + off) + half + lo, hi - lo, vec);
-    }
-    tr.mark(9);
+    if (grp_sync(a, 1, 0, b, ACXP_BIG_VAL(a.seq, t), &fail)) group_copies<S, V>(a, base, m, off, pp, half, vec);
   }
   __syncthreads();
   tr.end(9);

@@ -158,23 +158,33 @@
  *      rounded to the type, each group's alike), into the output, its own second half and its lane
  *      ranks' second halves;
  *   6. C: raises its phase-1 flag in its lane's areas, waits for theirs: its second half now has
- *      every part of its lane, and it copies those (the other groups' parts at its place) from
- *      there into its output (session 27; before, in step 8, a second load of the same half where
- *      registered outputs also take them here, below);
- *   7. D: raises its phase-1 flag in its group's areas, waits for theirs;
+ *      every part of its lane (the other groups' parts at its place);
+ *   7. copies those from its second half into its output (and, below, its group's registered
+ *      outputs), then D: raises its phase-1 flag in its group's areas, waits for theirs;
  *   8. copies every other part's piece not of its lane into the output from the second half of its
  *      group's rank at that part's place (a group peer's on the same GPU: a load, but not across
  *      GPUs).
- * In place, step 6's stores into the output land on elements of the input that only r reads (its
- * group's partial sums of its lane's parts, step 3, the same block's pieces before C).
- * Reuse of the halves two chunks later: a group peer stores into r's first half for chunk t + 2
- * after its D of t + 1, which r raises after its step 5 of t + 1; a lane peer after its C of t + 1
- * (likewise); a lane peer stores into r's second half for t + 2 after its B of t + 2, which r
- * raises after its A of t + 2, which r's group peers raise after their step 8 of t + 1, the last
- * reads of r's second half for t (r's own are in step 6, before). Each element is still reduced once, by its part's owner: results
+ * Pipelined (session 28): steps 7 and 8 of chunk t run inside chunk t + 1, step 7's copies in the
+ * same loop as step 3's partial sums (stores within the GPU beside stores across the link, which
+ * had the link idle during a step of their own), then D of t raised with B of t + 1 and both
+ * awaited, then step 8 of t, then step 5 of t + 1; after the last chunk, its steps 7 and 8. So per
+ * chunk t: 1, A, 3 + 7(t - 1), D(t - 1) + B, 8(t - 1), 5, C.
+ * In place, step 7's stores into the output land on elements of the input that only r reads (its
+ * group's partial sums of its lane's parts, step 3 of t, before C of t).
+ * Reuse of the halves two chunks later. r reads its first half for t in steps 3 and 5 of t, its
+ * second half in step 7 of t (inside t + 1); its group peers read r's second half in step 8 of t
+ * (inside t + 1). A group peer stores into r's first half for t + 2 (step 1) after its A of t + 1,
+ * which r raises after its step 5 of t; a lane peer (step 3 of t + 2) after its B of t + 1, which r
+ * raises after step 3 of t + 1, after its step 5 of t; a lane peer stores into r's second half for
+ * t + 2 (step 5) after its B of t + 2, which r raises after its step 7 of t (inside t + 1) and
+ * after its A of t + 2, which r's group peers raise after their step 8 of t (inside t + 1); r
+ * itself stores there again in step 5 of t + 2, after the same. Between operations the kernels'
+ * order on each GPU keeps these (a rank's kernel ends after its D of the last chunk from its
+ * group and its C from its lane). Each element is still reduced once, by its part's owner: results
  * are bit-identical on every rank; the order is (group 0's ranks in place order) then group 1's
  * partial, and so on, and for f16/bf16 each group's sum is rounded once. With K = 1 (G = n) steps 1,
- * 2, 7 are empty, the partial sum is the input, and this is the protocol above. */
+ * 2, D and 8 are empty, the partial sum is the input, nothing is pipelined (the flat two-shot's
+ * kernel keeps its order), and this is the protocol above. */
 /* The one-shot with groups (issue 16, session 22; acxp_ctl_t's small_groups): where the set has
  * groups, the all-reduces above ll_bytes, up to a slot and of at least small_groups bytes (the
  * same choice on every rank: it depends on the count only) cross between GPUs once per group
