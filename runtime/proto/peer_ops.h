@@ -168,7 +168,9 @@
  * same loop as step 3's partial sums (stores within the GPU beside stores across the link, which
  * had the link idle during a step of their own), then D of t raised with B of t + 1 and both
  * awaited, then step 8 of t, then step 5 of t + 1; after the last chunk, its steps 7 and 8. So per
- * chunk t: 1, A, 3 + 7(t - 1), D(t - 1) + B, 8(t - 1), 5, C.
+ * chunk t: 1, A, 3 + 7(t - 1), D(t - 1) + B, 8(t - 1), 5, C. No wait can deadlock: each round is
+ * between peers that all reach it (A, D + B, C in every chunk, D after the last), each raises its
+ * flag before it waits, and nothing a round waits for is raised later than that round by anyone.
  * In place, step 7's stores into the output land on elements of the input that only r reads (its
  * group's partial sums of its lane's parts, step 3 of t, before C of t).
  * Reuse of the halves two chunks later. r reads its first half for t in steps 3 and 5 of t, its
