@@ -100,12 +100,14 @@ static const char *small_unwanted(const acx_coll_t *c) {
 }
 
 /* The two-shot's big slot this rank asks for (KiB, ACX_COLL_PEER_BIG_KB; 0: none, *why says why).
- * -1 (the default, auto) asks for ACXP_BIG_AUTO_KB on GPUs where the ranks are on 2 GPUs: one rank
+ * -1 (the default, auto) asks for ACXP_BIG_AUTO_KB on GPUs where the ranks are on 2 GPUs, one rank
  * each, where it was measured above NCCL from 2 MiB on 2xH100 and 2xH200 (1.1-1.7x,
- * docs/benchmark.md), or as many each under MPS, through the two-shot with groups (2 each on
- * 2xH100 and 2xH200 from 64 MiB: 0.64-0.80x the bandwidth per GPU of 1 rank per GPU, where the
- * hierarchical path has 0.32-0.37x; session 18). At 4 ranks on 4 GPUs it was not above NCCL (0.98 to 1.02x its busbw from 256
- * MiB on 4xH200). */
+ * docs/benchmark.md; at 4 ranks on 4 GPUs it was not: 0.98 to 1.02x NCCL's busbw from 256 MiB on
+ * 4xH200), and where ranks share GPUs under MPS with the two-shot with groups on: make_groups()
+ * keeps it where every GPU has as many ranks (2 GPUs: ACXP_BIG_AUTO_GROUPS2_KB), else the
+ * hierarchical path takes them. With groups on 4xH200 (session 29, 1 GiB): 0.91 (4 per GPU) and
+ * 0.96 (2 per GPU) of one rank per GPU through NCCL, against 0.30 and 0.46 through the
+ * hierarchical path. */
 static int big_wanted(const acx_coll_t *c, const char **why) {
   int64_t kb = acxi_param_int("ACX_COLL_PEER_BIG_KB");
   char mps[256];
@@ -113,11 +115,11 @@ static int big_wanted(const acx_coll_t *c, const char **why) {
   if (kb == 0) *why = "ACX_COLL_PEER_BIG_KB=0";
   else if (kb < 0 && c->host_kind) *why = "ACX_COLL_PEER_BIG_KB=-1 (auto) takes them on GPUs only (N: on the host kind too)";
   else if (kb < 0 && acxc_world_gpu_sharers(c->world) <= 1 && c->size != 2)
-    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto) takes them on 2 GPUs only (N: the two-shot with N KiB slots anyway)";
-  else if (kb < 0 && acxc_world_gpu_sharers(c->world) > 1 &&
-           (c->size != 2 * acxc_world_gpu_sharers(c->world) || acxi_param_int("ACX_COLL_PEER_BIG_GROUPS") <= 0))
-    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto): ranks share GPUs, but not as 2 GPUs with as many ranks each and "
-           "ACX_COLL_PEER_BIG_GROUPS on (N: the two-shot anyway)";
+    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto) takes them at one rank per GPU on 2 GPUs only (N: the two-shot with N KiB "
+           "slots anyway)";
+  else if (kb < 0 && acxc_world_gpu_sharers(c->world) > 1 && acxi_param_int("ACX_COLL_PEER_BIG_GROUPS") <= 0)
+    *why = "ACX_COLL_PEER_BIG_KB=-1 (auto): ranks share GPUs and ACX_COLL_PEER_BIG_GROUPS is off (N: the two-shot "
+           "anyway)";
   else if (kb < 0 && acxc_world_gpu_sharers(c->world) > 1 && !acxc_hier_mps(mps, sizeof mps))
     *why = "ACX_COLL_PEER_BIG_KB=-1 (auto): ranks share GPUs without MPS (N: the two-shot anyway)";
   if (*why) return 0;
@@ -209,9 +211,9 @@ static void release(acxc_peer_t *p) {
 }
 
 /* The two-shot's groups (every rank takes part: p->big_bytes is agreed), before the areas are
- * made: auto (every rank -1) takes the two-shot on 2 GPUs only, so where the ranks turn out to be on
- * more, or on GPUs with different numbers of ranks, it goes (on every rank alike: they decide from
- * the same colors). */
+ * made: auto (every rank -1) takes the two-shot where ranks share GPUs only in groups, every GPU
+ * with as many ranks (2 or more GPUs), so where they turn out otherwise it goes; on 2 GPUs its big
+ * slot is ACXP_BIG_AUTO_GROUPS2_KB (every rank alike: they decide from the same colors). */
 static acx_status_t make_groups(acx_coll_t *c, acxc_peer_t *p, int64_t deadline) {
   memset(&p->grp, 0, sizeof p->grp);
   if (!p->big_bytes) return ACX_OK;
@@ -219,11 +221,13 @@ static acx_status_t make_groups(acx_coll_t *c, acxc_peer_t *p, int64_t deadline)
   acx_status_t st = acxc_coll_allgather(c, &me, sizeof me, color, deadline, "own all-reduce set-up (groups)");
   if (st != ACX_OK) return st;
   int grouped = big_groups(c, color, p);
-  if (p->big_auto && acxc_world_gpu_sharers(c->world) > 1 && (!grouped || p->grp.groups != 2)) {
-    ACX_INFO(COLL, "own all-reduce: ACX_COLL_PEER_BIG_KB=-1 (auto): the ranks are not on 2 GPUs with as many ranks "
-             "each: large all-reduces through %s", c->host_kind ? "MPI" : "NCCL");
+  if (p->big_auto && acxc_world_gpu_sharers(c->world) > 1 && (!grouped || p->grp.groups < 2)) {
+    ACX_INFO(COLL, "own all-reduce: ACX_COLL_PEER_BIG_KB=-1 (auto): the ranks are not on 2 or more GPUs with as "
+             "many ranks each: large all-reduces through %s", c->host_kind ? "MPI" : "NCCL");
     memset(&p->grp, 0, sizeof p->grp);
     p->big_bytes = 0;
+  } else if (p->big_auto && p->grp.groups == 2) {
+    p->big_bytes = (uint64_t)ACXP_BIG_AUTO_GROUPS2_KB * 1024;
   }
   return ACX_OK;
 }

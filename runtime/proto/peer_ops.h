@@ -304,6 +304,10 @@ static inline ACXP_HD void acxp_big_piece(uint64_t m, uint64_t pp, int q, int nb
 
 #define ACXP_BIG_MIN 65536 /* the smallest big slot (bytes, a multiple of 16) */
 #define ACXP_BIG_AUTO_KB 65536 /* the big slot of ACX_COLL_PEER_BIG_KB=-1 (auto): the measured best */
+/* ... and where the ranks form exactly 2 groups (2 GPUs, as many ranks each): the pipelined two-shot
+ * with groups ran at 1.00-1.01 of one rank per GPU at 1 GiB, 4 per GPU, with it, 0.85-0.94 with
+ * 64 MiB (2 of 4xH200 under MPS, session 29, 2 interleaved rounds; docs/benchmark.md). */
+#define ACXP_BIG_AUTO_GROUPS2_KB 131072
 
 /* The rest is C (the CUDA kernel needs only the layout above). */
 #ifndef __cplusplus

@@ -579,7 +579,8 @@ static int run_kill(int k) {
 /* ---- --peer: acx's own all-reduce takes exactly the all-reduces its parts should ---- */
 /* The parts expected (main sets them from the options, the environment and the layout): the small
  * all-reduces (ACX_COLL_PEER=1, or its default from 3 ranks on GPUs) and the two-shot
- * (ACX_COLL_PEER_BIG_KB > 0, or its default: GPUs, exactly 2 ranks, one per GPU). */
+ * (ACX_COLL_PEER_BIG_KB > 0, or its default: GPUs, exactly 2 ranks, one per GPU, or ranks sharing
+ * 2 or more GPUs under MPS, as many on each). */
 static int want_small, want_big;
 
 static void test_own_path(void) {
@@ -753,10 +754,10 @@ int main(int argc, char **argv) {
     hier = coll->hier_on;
   }
   /* The parts of the own path to expect. --peer: ACX_COLL_PEER=1, the small all-reduces; the
-   * two-shot by ACX_COLL_PEER_BIG_KB or its default (2 GPUs of one node, one rank each or as many
-   * each under MPS). --peer-auto: ACX_COLL_PEER left at its default, the small part on GPUs of one
-   * node from 3 ranks, one per GPU or sharing under MPS; the path must be on exactly where one of
-   * the parts is, and is then tested as with --peer. */
+   * two-shot by ACX_COLL_PEER_BIG_KB or its default (2 GPUs of one node, one rank each, or 2 or
+   * more with as many ranks each under MPS). --peer-auto: ACX_COLL_PEER left at its default, the
+   * small part on GPUs of one node from 3 ranks, one per GPU or sharing under MPS; the path must be
+   * on exactly where one of the parts is, and is then tested as with --peer. */
   if (peer || peer_auto) {
     int nodes = 0, node = 0, mine = 0, sharers = 0, mps_mine = acxc_hier_mps(NULL, 0), mps = 0;
     if (acx_world_gpu_peers(world, NULL, 0, &mine) != ACX_OK || acx_world_node(world, &node, &nodes) != ACX_OK)
@@ -768,10 +769,11 @@ int main(int argc, char **argv) {
     const char *bk = getenv("ACX_COLL_PEER_BIG_KB"), *bg = getenv("ACX_COLL_PEER_BIG_GROUPS");
     int one_node = nodes == 1 && nranks <= 16;
     want_small = one_node && (peer || (use_cuda && nranks >= 3 && (sharers == 1 || mps)));
-    /* the two-shot's default: 2 GPUs, one rank each, or as many each under MPS (with groups) */
-    int two_gpus = nranks == 2 * sharers && fewest == sharers;
+    /* the two-shot's default: 2 GPUs, one rank each, or 2 or more GPUs with as many ranks each
+     * under MPS (with groups) */
+    int even = fewest == sharers && nranks >= 2 * sharers;
     want_big = one_node && (bk && atoi(bk) >= 0 ? atoi(bk) > 0
-                            : use_cuda && two_gpus && (sharers == 1 || (mps && (!bg || atoi(bg) > 0))));
+                            : use_cuda && even && (sharers == 1 ? nranks == 2 : mps && (!bg || atoi(bg) > 0)));
     int want = want_small || want_big;
     if (rank == 0)
       printf("test_coll: %s: %d ranks on %d node(s), at most %d per GPU, MPS %s: the own path should be %s (small "
