@@ -5,7 +5,12 @@
 #   git archive s28-two-shot-pipe -o .gpu/src-pipe.tar    (issue 16's candidate; full build, tests)
 #   git archive s27-two-shot-fuse -o .gpu/src-fuse.tar    (executor and benchmark only)
 # then on the host: setsid nohup bash scripts/gpu-host/pass-x4.sh >/dev/null 2>&1 < /dev/null &
-# and poll with scripts/gpu-host/poll.sh. Results under /tmp/res, DONE when finished. PARTS
+# and poll with scripts/gpu-host/poll.sh (pass carry [".gpu"] on every call: a machine that went
+# back comes fresh, without it). Session 29's run: the tests part took 640 s (two halves at once, the
+# candidate's 24 own-path tests hit the 300 s limit it had then at 19), builds 124 s, ab 400 s.
+# Without .gpu/src-pipe.tar / src-fuse.tar the candidate's tests, ab and trace skip what needs
+# them. Next 4-GPU host: PARTS="tests rbdbg srb stests pergpu sbench smn". Results under /tmp/res, DONE
+# when finished. PARTS
 # (default: all, in this order):
 #   tests:  GPUs 0,1: the candidate's own-path GPU tests (OWN), then main's gpu / gpu-mpi tests
 #           outside multinode, second half (-I 2,,2); at once on GPUs 2,3: main's first half
@@ -43,7 +48,7 @@ wait "${builds[@]}"; el builds done
 P=/tmp/acx-pipe/build
 if has tests; then el tests
   ( if [ -x $P/tools/acx-executor ]; then
-      CUDA_VISIBLE_DEVICES=0,1 ACX_GPU_BUILD=$P OUT=$R/c CTEST_R="${OWN:-peer|coll_reg|coll_auto|per_gpu}" CTEST_T=300 bash $B ctestr > $R/c.txt 2>&1
+      CUDA_VISIBLE_DEVICES=0,1 ACX_GPU_BUILD=$P OUT=$R/c CTEST_R="${OWN:-peer|coll_reg|coll_auto|per_gpu}" CTEST_T=${OWN_T:-480} bash $B ctestr > $R/c.txt 2>&1
     fi
     CUDA_VISIBLE_DEVICES=0,1 OUT=$R/t1 CTEST_E=multinode CTEST_I=2,,2 CTEST_T=420 bash $B ctestr > $R/t1.txt 2>&1 ) &
   ( CUDA_VISIBLE_DEVICES=2,3 OUT=$R/t0 CTEST_E=multinode CTEST_I=1,,2 CTEST_T=420 bash $B ctestr > $R/t0.txt 2>&1
@@ -56,7 +61,8 @@ if has ab; then el ab
     X= E=
     case $t in
       main) ;;
-      env1) E=ACX_COLL_PEER_BIG_KB=131072; X="ACX_GPU_BUILD=$P ACX_EXECUTOR_PATH=$P/tools/acx-executor" ;;
+      env1) [ -x $P/tools/acx-executor ] || continue
+            E=ACX_COLL_PEER_BIG_KB=131072; X="ACX_GPU_BUILD=$P ACX_EXECUTOR_PATH=$P/tools/acx-executor" ;;
       *) [ -x /tmp/acx-$t/build/tools/acx-executor ] || continue
          X="ACX_GPU_BUILD=/tmp/acx-$t/build ACX_EXECUTOR_PATH=/tmp/acx-$t/build/tools/acx-executor" ;;
     esac
