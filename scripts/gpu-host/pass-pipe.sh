@@ -6,9 +6,17 @@
 # AB_VARIANTS (default "main fuse"). Prepare (here):
 #   git archive s28-two-shot-pipe -o .gpu/src.tar; git archive main -o .gpu/src-main.tar
 #   git archive s27-two-shot-fuse -o .gpu/src-fuse.tar
-# (scripts/gpu-host/s27-two-shot-fuse.patch and s28-two-shot-pipe.patch are the branches' diffs
-# against main where the branches are not in the checkout: `git apply` on a scratch branch)
+# (scripts/gpu-host/s27-two-shot-fuse.patch is that branch's diff against 9dffcd2, main before
+# session 29's merge, where the branch is not in the checkout: `git apply` on a scratch branch there)
 # then on the GPU host: setsid nohup bash scripts/gpu-host/pass-pipe.sh >/dev/null 2>&1 < /dev/null &
+# Session 29 merged the candidate (main since 247ed13); the next 2-GPU pass for issue 16's 64 MiB
+# at 4 per GPU (0.77 [0.59-0.90] with the new default, wide spread in every build):
+#   git archive main -o .gpu/src.tar; git archive 9dffcd2 -o .gpu/src-before.tar
+#   git archive s27-two-shot-fuse -o .gpu/src-fuse.tar
+#   AB_VARIANTS="before fuse" AB_ENVS="ACX_COLL_PEER_BIG_KB=65536" AB_B=16M AB_E=256M AB_F=2 AB_N=50 \
+#     AB_REPS=3 TRACE_SIZES="64M" setsid nohup bash scripts/gpu-host/pass-pipe.sh ... &
+# (the own-path tests include test_coll_auto_mps2_cuda / _mps4_cuda: the default under MPS).
+# AB_B, AB_E, AB_F, AB_N: the A/B's sizes, factor and iterations (64M, 1G, 4, 10).
 # Results under /tmp/res, DONE when finished; poll with scripts/gpu-host/poll.sh. PARTS (default
 # "tests ab trace"), in this order:
 #   tests: the own path's GPU tests on the candidate (OWN, default: the peer, registration,
@@ -52,7 +60,7 @@ if has ab; then
          X="ACX_GPU_BUILD=/tmp/acx-$t/build ACX_EXECUTOR_PATH=/tmp/acx-$t/build/tools/acx-executor" ;;
     esac
     echo "$t: ${E:-$X}" >> $R/p-labels.txt
-    env $X OUT=$R/p/$t-$rep PG_ENV="$E" PG_K="${AB_K:-4 2}" PG_B=64M PG_E=1G PG_F=4 PG_R=1 PG_N=10 PG_X=--register \
+    env $X OUT=$R/p/$t-$rep PG_ENV="$E" PG_K="${AB_K:-4 2}" PG_B=${AB_B:-64M} PG_E=${AB_E:-1G} PG_F=${AB_F:-4} PG_R=1 PG_N=${AB_N:-10} PG_X=--register \
       bash $B pergpu > $R/p-$t-$rep.txt 2>&1
   done; done
 fi
