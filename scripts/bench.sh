@@ -44,17 +44,12 @@ if acx_have_gpu; then
     reg=${ACX_BENCH_REGISTER:-1}
     [ "$reg" = 0 ] || mode+=(--register)
     echo "== mpirun -np $np: $per ranks per GPU through acx beside raw NCCL on one rank per GPU (ratio per GPU)$([ "$reg" = 0 ] && echo ", buffers unregistered" || echo ", buffers registered")"
-    pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}
-    if [ -e "$pipe/control" ]; then
-      echo "== MPS: a control daemon answers at $pipe"
-    elif command -v nvidia-cuda-mps-control >/dev/null; then
-      export CUDA_MPS_PIPE_DIRECTORY=/tmp/acx-bench-mps.$$/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/acx-bench-mps.$$/log
-      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-      nvidia-cuda-mps-control -d
-      trap 'echo quit | timeout 30 nvidia-cuda-mps-control; rm -rf /tmp/acx-bench-mps.$$' EXIT
-      echo "== MPS: started a control daemon for this run ($CUDA_MPS_PIPE_DIRECTORY; quit at the end)"
+    mps=0
+    acx_mps_start bench || mps=$?
+    if [ $mps = 0 ]; then
+      echo "== MPS: $ACX_MPS_SAID"
     else
-      echo "== no MPS here (nvidia-cuda-mps-control not on PATH): the ranks of a GPU time-slice it" >&2
+      echo "== no MPS here ($ACX_MPS_SAID): the ranks of a GPU time-slice it" >&2
     fi
   else
     echo "== mpirun -np $np, acx (actor: NCCL in the executor) vs raw NCCL; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"

@@ -168,3 +168,35 @@ acx_mpi_flavor() {
 acx_have_gpu() {
   command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q GPU
 }
+
+# Makes sure the ranks about to start (K per GPU) reach an MPS control daemon: the one that
+# answers at $CUDA_MPS_PIPE_DIRECTORY (or /tmp/nvidia-mps), else one of this run's own (in a fresh
+# directory under /tmp named after TAG), quit and removed when the calling script exits (an EXIT
+# trap). Sets ACX_MPS_SAID to what it did or why not. Returns 0 (a daemon answers), 2 (no
+# nvidia-cuda-mps-control on PATH) or 1 (it could not start one).
+acx_mps_start() {
+  local tag=$1 pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps} dir
+  if [ -e "$pipe/control" ]; then
+    export CUDA_MPS_PIPE_DIRECTORY=$pipe
+    ACX_MPS_SAID="a control daemon answers at $pipe"
+    return 0
+  fi
+  if ! command -v nvidia-cuda-mps-control >/dev/null; then
+    ACX_MPS_SAID="nvidia-cuda-mps-control is not on PATH"
+    return 2
+  fi
+  if ! dir=$(mktemp -d "/tmp/acx-$tag-mps.XXXXXX"); then
+    ACX_MPS_SAID="no directory for a control daemon: mktemp -d in /tmp failed"
+    return 1
+  fi
+  if ! mkdir -p "$dir/pipe" "$dir/log" ||
+    ! CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log nvidia-cuda-mps-control -d; then
+    rm -rf "$dir"
+    ACX_MPS_SAID="nvidia-cuda-mps-control -d failed (pipe directory $dir/pipe)"
+    return 1
+  fi
+  export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
+  # shellcheck disable=SC2064 # $dir is this run's: expanded now
+  trap "echo quit | timeout 30 nvidia-cuda-mps-control; rm -rf '$dir'" EXIT
+  ACX_MPS_SAID="started a control daemon for this run ($CUDA_MPS_PIPE_DIRECTORY; quit at the end)"
+}

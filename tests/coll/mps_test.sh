@@ -13,20 +13,15 @@ case "$k" in ''|*[!0-9]*|0) echo "mps_test.sh: K (ranks per GPU) must be a posit
 if ! ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') || [ "$ngpu" -eq 0 ]; then echo "mps_test.sh: no GPU: skipped"; exit 77; fi
 if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then ngpu=$(tr , '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .); fi
 if [ "$ngpu" -lt 2 ]; then echo "mps_test.sh: $ngpu GPU visible, the test needs 2 or more: skipped"; exit 77; fi
-pipe=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/nvidia-mps}
-if [ -e "$pipe/control" ]; then
-  echo "mps_test.sh: MPS: a control daemon answers at $pipe"
-  export CUDA_MPS_PIPE_DIRECTORY=$pipe
-elif command -v nvidia-cuda-mps-control >/dev/null; then
-  dir=$(mktemp -d /tmp/acx-mps-test.XXXXXX) || exit 1
-  export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d || { echo "mps_test.sh: nvidia-cuda-mps-control -d failed" >&2; rm -rf "$dir"; exit 1; }
-  trap 'echo quit | timeout 30 nvidia-cuda-mps-control; rm -rf "$dir"' EXIT
-  echo "mps_test.sh: MPS: started a control daemon for this run ($CUDA_MPS_PIPE_DIRECTORY)"
-else
-  echo "mps_test.sh: no nvidia-cuda-mps-control on PATH: skipped"; exit 77
-fi
+# shellcheck source=../../scripts/common.sh
+. "$(dirname "$0")/../../scripts/common.sh"
+mps=0
+acx_mps_start mps-test || mps=$?
+case $mps in
+  0) echo "mps_test.sh: MPS: $ACX_MPS_SAID" ;;
+  2) echo "mps_test.sh: no MPS ($ACX_MPS_SAID): skipped"; exit 77 ;;
+  *) echo "mps_test.sh: FAIL: $ACX_MPS_SAID" >&2; exit 1 ;;
+esac
 np=$((ngpu * k))
 echo "mps_test.sh: $np ranks, $k on each of $ngpu GPUs"
 "$mpiexec" "$npflag" "$np" "$@"
