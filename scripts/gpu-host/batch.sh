@@ -140,12 +140,12 @@ for step in "$@"; do
         d=$(dirname "$(find $B/tests -name "$t" -type f | head -1)")
         env $RB_ENV timeout ${ST_T:-240} mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $d/$t $a >$OUT/st-$t-$np.txt 2>&1; echo "np=$np $t $a rc=$?"
         grep -E "Run Summary|suites|tests  |asserts|crossfire" $OUT/st-$t-$np.txt | head -5; done ;;
-    sres) el sres  # the resilient example with a fault on rank 1 (injected, then executor killed) at 2 and NG ranks: identical result, fault to ready
-      for np in 2 $NG; do for f in inject kill; do
+    sres) el sres  # the resilient example with a fault on rank 1 (injected, then executor killed) at 2 and NG ranks (SRES_NPS): identical result, fault to ready
+      for np in ${SRES_NPS:-2 $NG}; do for f in inject kill; do
         env $RB_ENV timeout 320 $S/tests/rebuild/resilient_test.sh $B/examples/resilient_allreduce mpirun $np 17 --iters 40 --n 1048576 --cuda --fault $f >$OUT/sres-$np-$f.txt 2>&1; echo "np=$np fault=$f rc=$?"
         grep -E "identical|differ|rebuild\(s\)|never" $OUT/sres-$np-$f.txt | sort -u | head -$((np + 2)); done; done ;;
-    srb) el srb  # the world rebuild's fault to ready, repeated: the example with a fault on rank 1 at 2 and NG ranks, injected and killed, interleaved (SRB_REPS rounds; SRB_X: more mpirun options, e.g. "-x NCCL_CUMEM_ENABLE=0")
-      for rep in $(seq ${SRB_REPS:-2}); do for f in inject kill; do for np in 2 $NG; do
+    srb) el srb  # the world rebuild's fault to ready, repeated: the example with a fault on rank 1 at 2 and NG ranks, injected and killed, interleaved (SRB_REPS rounds; SRB_NPS: the rank counts, default 2 and NG; SRB_X: more mpirun options, e.g. "-x NCCL_CUMEM_ENABLE=0")
+      for rep in $(seq ${SRB_REPS:-2}); do for f in inject kill; do for np in ${SRB_NPS:-2 $NG}; do
         t0=$(date +%s%N); env $RB_ENV timeout 150 mpirun -np $np --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH -x ACX_HEARTBEAT_MS -x ACX_COLL_TIMEOUT -x ACX_REBUILD_TIMEOUT -x ACX_REMOTE_TIMEOUT ${SRB_X:-} $B/examples/resilient_allreduce --iters 40 --n 1048576 --cuda --fault-at 17 --fault $f >$OUT/srb-$np-$f-$rep.txt 2>&1; rc=$?
         grep -hE "teardown took" $OUT/srb-$np-$f-$rep.txt | head -$np
         echo "np=$np fault=$f rep=$rep rc=$rc wall=$(( ($(date +%s%N) - t0) / 1000000 )) ms ready(ms):$(grep -oE "world ready at epoch 1, [0-9.]+ ms" $OUT/srb-$np-$f-$rep.txt | grep -oE "[0-9.]+ ms" | tr -d ' ms' | sort -n | tr '\n' ' ') restart:$(grep -oE "recovered: executor generation 2 .*, [0-9.]+ ms after" $OUT/srb-$np-$f-$rep.txt | grep -oE "[0-9.]+ ms after" | head -1); sticky faults: $(grep -c "sticky CUDA error" $OUT/srb-$np-$f-$rep.txt); failed attempts: $(grep -c "this rank's part of attempt" $OUT/srb-$np-$f-$rep.txt)"; done; done; done ;;
