@@ -590,8 +590,10 @@ static void test_own_path(void) {
   CU_ASSERT_FATAL(parts != 0);
   CU_ASSERT_EQUAL(!!(parts & ACXC_PEER_SMALL), want_small);
   CU_ASSERT_EQUAL(!!(parts & ACXC_PEER_BIG), want_big);
+  /* unset or -1 (auto): 1 MiB where the ranks of a GPU sum first (groups), else 256 KiB */
   const char *e = getenv("ACX_COLL_PEER_MAX_KB");
-  CU_ASSERT_EQUAL(slot, (uint64_t)(e ? atoi(e) : 256) * 1024);
+  const int auto_kb = (parts & ACXC_PEER_GROUPS) ? ACXC_PEER_SLOT_KB_GROUPS : ACXC_PEER_SLOT_KB_DEFAULT;
+  CU_ASSERT_EQUAL(slot, (uint64_t)(e && atoi(e) > 0 ? atoi(e) : auto_kb) * 1024);
   if (parts & ACXC_PEER_BIG) {
     /* unset or -1 (auto): 2 MiB one rank per GPU, just above the slot with groups */
     e = getenv("ACX_COLL_PEER_BIG_MIN_KB");
