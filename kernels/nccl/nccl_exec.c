@@ -1416,7 +1416,11 @@ static void issue(acxi_engine_t *e, const acxi_engine_api_t *api, ncomm_t *c, co
  * three healthy executors in each of 4 runs (4×H100), and the rebuild's first attempt failed;
  * with them off, none in 9 runs at 2 and 4 ranks, injected faults and kills (docs/resilience.md).
  * The candidate cause: an aborted communicator unmaps its peers' cuMem buffers while a kernel of
- * the survivors still reads them. Off unless the environment says. */
+ * the survivors still reads them. And across 2 simulated nodes x 2 GPUs (4xH200, session 30) an
+ * all-reduce that a killed rank never joined left the stream of two survivors as success, with
+ * wrong values, before either executor had seen any failure: no completion check can catch that
+ * (test_rebuild --cuda; with it off the same test passed in sessions 29 and 30). Off unless the
+ * environment says; a value from the environment is kept, with a warning. */
 static void cumem_default(void) {
   static int checked;
   if (checked) return;
@@ -1424,7 +1428,9 @@ static void cumem_default(void) {
   const char *v = getenv("NCCL_CUMEM_ENABLE");
   if (v) {
     if (strcmp(v, "0") != 0)
-      ACX_INFO(COLL, "NCCL_CUMEM_ENABLE=%s from the environment: kept (acx's default is 0, see docs/resilience.md)", v);
+      ACX_WARN(COLL, "NCCL_CUMEM_ENABLE=%s from the environment: kept; acx's default is 0: with NCCL's cuMem buffers "
+               "a peer's executor death has caused second sticky faults in healthy executors and collectives that "
+               "completed with wrong values before any failure was seen (docs/resilience.md)", v);
     return;
   }
   setenv("NCCL_CUMEM_ENABLE", "0", 1);
