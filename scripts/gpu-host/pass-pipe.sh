@@ -8,17 +8,11 @@
 # (scripts/gpu-host/s27-two-shot-fuse.patch is that branch's diff against 9dffcd2, main before
 # session 29's merge, where the branch is not in the checkout: `git apply` on a scratch branch there)
 # then on the GPU host: setsid nohup bash scripts/gpu-host/pass-pipe.sh >/dev/null 2>&1 < /dev/null &
-# Session 29 merged the candidate (main since 247ed13). The next 2-GPU pass, for issue 16's 64 MiB at
-# 4 per GPU (0.77 [0.59-0.90] with the new default, wide spread in every build): the candidate is
-# branch s29-big-chunks (main + ACX_COLL_PEER_BIG_CHUNKS, default 1 = main's behaviour; its diff
-# against main in scripts/gpu-host/s29-big-chunks.patch: `git apply` on a scratch branch where the
-# branch is not in the checkout), its own-path tests (with the new _chunks8 GPU tests and
-# test_coll_auto_mps2_cuda / _mps4_cuda), then it with 4 and 8 chunks at least and with 64 MiB
-# slots, against 9dffcd2 (main before session 29) and the fuse branch:
-#   git archive s29-big-chunks -o .gpu/src.tar; git archive 9dffcd2 -o .gpu/src-before.tar
-#   git archive s27-two-shot-fuse -o .gpu/src-fuse.tar
-#   AB_VARIANTS="before fuse" AB_ENVS="ACX_COLL_PEER_BIG_CHUNKS=4 ACX_COLL_PEER_BIG_CHUNKS=8 ACX_COLL_PEER_BIG_KB=65536" \
-#     AB_B=16M AB_E=256M AB_F=2 AB_N=50 AB_REPS=3 TRACE_SIZES="64M" setsid nohup bash scripts/gpu-host/pass-pipe.sh ... &
+# Session 29 merged the candidate (main since 247ed13). Session 30 ran the next candidate, branch
+# s29-big-chunks (ACX_COLL_PEER_BIG_CHUNKS: the two-shot's operations in at least C chunks), on 2
+# GPUs of a 4-GPU host with pass-s30.sh: 4 and 8 chunks were slower than 1 at every size from 16 to
+# 256 MiB (docs/benchmark.md), so it was not merged. For a new candidate: its tree in .gpu/src.tar,
+# the builds to beat in .gpu/src-NAME.tar, AB_VARIANTS="NAME ...", AB_ENVS as below.
 # AB_B, AB_E, AB_F, AB_N: the A/B's sizes, factor and iterations (64M, 1G, 4, 10).
 # Results under /tmp/res, DONE when finished; poll with scripts/gpu-host/poll.sh. PARTS (default
 # "tests ab trace"), in this order:

@@ -4,6 +4,9 @@
 # decisive first. Prepare (here):
 #   git archive main -o .gpu/src.tar                      (the committed tree: issue 18's runs)
 #   git archive s29-big-chunks -o .gpu/src-chunks.tar     (issue 16's candidate: full build, own tests)
+# (the branch was not merged, session 30's numbers in docs/benchmark.md; its diff against main is
+# `git show e7bcf29:scripts/gpu-host/s29-big-chunks.patch`, to `git apply` on a scratch branch)
+# Session 30's run: builds 142 s, own 467 s, ab 144 s, srb 105 s, sbench 151 s, smn ~200 s.
 # then on the host: setsid nohup bash scripts/gpu-host/pass-s30.sh >/dev/null 2>&1 < /dev/null &
 # and poll with scripts/gpu-host/poll.sh (carry [".gpu"] on every call). Results under /tmp/res, DONE
 # when finished. PARTS (default: all, in this order):
