@@ -344,6 +344,62 @@ acx_status_t acxc_coll_issued(acx_coll_t *c, uint32_t stream, acx_future_t *f, a
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* the epoch's collective operations, for the rebuild's count (acx_coll_rebuild_report)       */
+
+static int counted_op(uint32_t op) { return op != ACXC_OP_SEND && op != ACXC_OP_RECV; }
+
+/* Records the epoch's next collective operation with f, a reference the caller holds for the
+ * record (NULL: fire-and-forget). Under submit_lock. */
+static void unj_put_held(acx_coll_t *c, acx_future_t *f, uint32_t op, int root) {
+  uint64_t idx = ++c->ncoll;
+  acxc_unj_t *u = &c->unj[(idx - 1) % ACXC_UNJ_RING];
+  if (u->f) acx_future_release(u->f);
+  int local = (op == ACXC_OP_BROADCAST && root == c->rank) || (op == ACXC_OP_REDUCE && root != c->rank);
+  *u = (acxc_unj_t){idx, f, local};
+}
+
+static void unj_put(acx_coll_t *c, acx_future_t *f, uint32_t op, int root) {
+  if (f) acx_future_hold(f);
+  unj_put_held(c, f, op, root);
+}
+
+static void unj_reset(acx_coll_t *c) {
+  for (int i = 0; i < ACXC_UNJ_RING; i++) {
+    if (c->unj[i].f) acx_future_release(c->unj[i].f);
+    c->unj[i] = (acxc_unj_t){0, NULL, 0};
+  }
+  c->ncoll = 0;
+}
+
+void acxc_unjoined_count(const acxc_unj_t *ring, uint64_t joined, uint64_t submitted, acx_coll_rebuild_report_t *r) {
+  r->unjoined_failed = r->unjoined_ok = r->unjoined_ok_local = r->unjoined_noreply = r->unjoined_unknown = 0;
+  for (uint64_t k = joined + 1; k <= submitted; k++) {
+    const acxc_unj_t *u = &ring[(k - 1) % ACXC_UNJ_RING];
+    if (u->idx != k) {
+      r->unjoined_unknown++;
+    } else if (!u->f) {
+      r->unjoined_noreply++;
+    } else if (!acxi_future_is_done(u->f)) {
+      r->unjoined_unknown++;
+    } else if (acx_future_result(u->f, NULL, 0, NULL) == ACX_OK) {
+      if (u->local) r->unjoined_ok_local++;
+      else r->unjoined_ok++;
+    } else {
+      r->unjoined_failed++;
+    }
+  }
+}
+
+acx_status_t acx_coll_rebuild_report(acx_coll_t *c, acx_coll_rebuild_report_t *report) {
+  ACX_CHECK_NULL_AS(c, "coll");
+  ACX_CHECK_NULL_AS(report, "report");
+  pthread_mutex_lock(&c->report_lock);
+  *report = c->report;
+  pthread_mutex_unlock(&c->report_lock);
+  return ACX_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* entry point of every operation                                                             */
 
 static acx_status_t hold_desc(acxc_opdesc_t *d) {
@@ -425,6 +481,7 @@ static acx_status_t submit_op(acx_coll_t *c, acxc_opdesc_t *d, acx_future_t **do
   } else {
     st = nccl_submit(c, d, done);
   }
+  if (st == ACX_OK && counted_op(d->op)) unj_put(c, done ? *done : NULL, d->op, d->peer);
   pthread_mutex_unlock(&c->submit_lock);
   return st;
 }
@@ -688,7 +745,16 @@ acx_status_t acx_coll_group_end(acx_coll_t *c, acx_future_t **done) {
       return ACX_ERR_NO_MEMORY;
     }
     memcpy(mf, c->gfuts, (size_t)c->gcount * sizeof *mf);
+    /* The members' records hold their futures before the worker may complete and drop them. */
+    for (int i = 0; i < c->gcount; i++)
+      if (c->gfuts[i] && counted_op(c->gdesc[i].op)) acx_future_hold(c->gfuts[i]);
+    int gn = c->gcount;
     st = acxc_mpi_submit(c, c->gdesc, c->gcount, mf, done);
+    for (int i = 0; i < gn; i++) {
+      if (!counted_op(c->gdesc[i].op)) continue;
+      if (st == ACX_OK) unj_put_held(c, c->gfuts[i], c->gdesc[i].op, c->gdesc[i].peer);
+      else if (c->gfuts[i]) acx_future_release(c->gfuts[i]);
+    }
     for (int i = 0; i < c->gcount; i++) c->gfuts[i] = NULL;
     c->gcount = 0;
     pthread_mutex_unlock(&c->submit_lock);
@@ -726,6 +792,8 @@ acx_status_t acx_coll_group_end(acx_coll_t *c, acx_future_t **done) {
     group_clear(c, st);
     if (f) acx_future_release(f);
   } else {
+    for (int i = 0; i < n; i++)
+      if (counted_op(c->gents[i].op)) unj_put(c, c->gfuts[i], c->gents[i].op, c->gents[i].peer); /* g holds them */
     for (int i = 0; i < n; i++) c->gfuts[i] = NULL; /* now owned by g */
     group_clear(c, ACX_OK);
     if (f && g->n > 0) {
@@ -789,6 +857,24 @@ acx_status_t acxc_coll_agree_min_n(acx_coll_t *c, const int *mine, int *all, int
 }
 
 acx_status_t acxc_coll_agree_min(acx_coll_t *c, int mine, int *all) { return acxc_coll_agree_min_n(c, &mine, all, 1); }
+
+/* The same for 64-bit values. */
+static acx_status_t agree_min64_n(acx_coll_t *c, const int64_t *mine, int64_t *all, int n) {
+  MPI_Request req;
+  int64_t *v = malloc(2 * (size_t)n * sizeof *v); /* on the heap: parked with its request on a timeout */
+  if (!v) return ACX_ERR_NO_MEMORY;
+  memcpy(v, mine, (size_t)n * sizeof *v);
+  if (MPI_Iallreduce(v, v + n, n, MPI_INT64_T, MPI_MIN, c->world->comm, &req) != MPI_SUCCESS) {
+    free(v);
+    return ACX_ERR_MPI;
+  }
+  acx_status_t st = acxc_world_wait(req, v, acxi_deadline(c->world->timeout_ns));
+  if (st == ACX_ERR_TIMEOUT) ACX_WARN(COLL, "coll rebuild: a rank did not arrive within the world's timeout");
+  if (st != ACX_OK) return st;
+  memcpy(all, v + n, (size_t)n * sizeof *v);
+  free(v);
+  return ACX_OK;
+}
 
 #if ACX_HAVE_NCCL
 static int env_set(const char *name) {
@@ -893,12 +979,14 @@ static acx_status_t nccl_init(acx_coll_t *c, int64_t init_timeout_ns) {
 }
 
 static void coll_free(acx_coll_t *c) {
+  unj_reset(c);
   acxc_peer_free(c);
   if (c->region) acx_host_free(c->region);
   pthread_mutex_destroy(&c->submit_lock);
   pthread_mutex_destroy(&c->track_lock);
   pthread_mutex_destroy(&c->attempt_lock);
   pthread_mutex_destroy(&c->reg_lock);
+  pthread_mutex_destroy(&c->report_lock);
   free(c->tv);
   free(c->gents);
   free(c->gdesc);
@@ -944,6 +1032,8 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   pthread_mutex_init(&c->track_lock, NULL);
   pthread_mutex_init(&c->attempt_lock, NULL);
   pthread_mutex_init(&c->reg_lock, NULL);
+  pthread_mutex_init(&c->report_lock, NULL);
+  c->report.short_rank = -1;
   atomic_init(&c->broken, ACX_OK);
   atomic_init(&c->supervised, 0);
   c->gents = malloc(ACXC_GROUP_MAX * sizeof *c->gents);
@@ -1075,6 +1165,37 @@ void acxc_coll_abandon_attempt(acx_coll_t *c, uint64_t key, acx_status_t cause) 
              "creation is aborted (%s)", c->rank, c->size, acx_status_name(cause));
 }
 
+/* The rank below the count in the rebuild's agreement (acxc_coll_reinit): 2^20 ranks, 2^43 operations. */
+#define UNJ_RANK_BITS 20
+#define UNJ_RANK_MASK ((1ULL << UNJ_RANK_BITS) - 1)
+
+/* After the rebuild's agreement: what became of the operations not every rank submitted, into the
+ * report and the log; the next epoch counts from 0. Under submit_lock. */
+static void unjoined_report(acx_coll_t *c, uint64_t joined, int short_rank, uint64_t most) {
+  acx_coll_rebuild_report_t r = {0};
+  r.submitted = c->ncoll;
+  r.joined = joined;
+  r.short_rank = joined == most ? -1 : short_rank;
+  acxc_unjoined_count(c->unj, joined, c->ncoll, &r);
+  uint64_t un = c->ncoll - joined;
+  if (r.unjoined_ok)
+    ACX_WARN(COLL, "coll (rank %d of %d): %" PRIu64 " collective operation(s) completed here as success although "
+             "rank %d never submitted them (it submitted %" PRIu64 " in the epoch that ended, this rank %" PRIu64
+             "): their results are wrong (acx_coll_rebuild_report)", c->rank, c->size, r.unjoined_ok, r.short_rank,
+             joined, c->ncoll);
+  else if (un)
+    ACX_INFO(COLL, "coll (rank %d of %d): %" PRIu64 " collective operation(s) of the epoch that ended were not joined "
+             "by rank %d: %" PRIu64 " failed, %" PRIu64 " fire-and-forget, %" PRIu64 " not on record, %" PRIu64
+             " succeeded where this rank's result needs no other (a broadcast's root, a reduce's other ranks)",
+             c->rank, c->size, un, r.short_rank, r.unjoined_failed, r.unjoined_noreply, r.unjoined_unknown,
+             r.unjoined_ok_local);
+  pthread_mutex_lock(&c->report_lock);
+  r.rebuilds = c->report.rebuilds + 1;
+  c->report = r;
+  pthread_mutex_unlock(&c->report_lock);
+  unj_reset(c);
+}
+
 acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns, uint64_t key,
                               void (*on_fail)(void *arg, acx_status_t st), void *arg) {
   ACXCHECK(lock_submit(c, __func__));
@@ -1116,10 +1237,15 @@ acx_status_t acxc_coll_reinit(acx_coll_t *c, int64_t init_timeout_ns, uint64_t k
    * creation has ended. */
   if (st != ACX_OK && !abandoned && on_fail) on_fail(arg, st);
   st = acxc_peer_create(c, st, init_timeout_ns);
-  int ok = 0;
-  acx_status_t ag = acxc_coll_agree_min(c, st == ACX_OK, &ok);
+  /* Every rank's success, and how many collective operations each submitted in the epoch that
+   * ends: the fewest (with the lowest rank that submitted so few, packed below it) and the most. */
+  int64_t mine[3] = {st == ACX_OK, (int64_t)((c->ncoll << UNJ_RANK_BITS) | (uint64_t)c->rank), -(int64_t)c->ncoll};
+  int64_t all[3] = {0, 0, 0};
+  acx_status_t ag = agree_min64_n(c, mine, all, 3);
   if (st == ACX_OK && ag != ACX_OK) st = ag;
-  if (st == ACX_OK && !ok) st = ACX_ERR_PEER_LOST;
+  if (st == ACX_OK && !all[0]) st = ACX_ERR_PEER_LOST;
+  if (st == ACX_OK) unjoined_report(c, (uint64_t)all[1] >> UNJ_RANK_BITS, (int)((uint64_t)all[1] & UNJ_RANK_MASK),
+                                    (uint64_t)-all[2]);
   if (st == ACX_OK) {
     c->generation = gen;
     atomic_store_explicit(&c->unreported, ACX_OK, memory_order_relaxed);

@@ -27,6 +27,21 @@ typedef struct acxc_tracked {
   int64_t deadline_ns;
 } acxc_tracked_t;
 
+/* One collective operation of the epoch on record for the rebuild's count (coll.c). */
+#define ACXC_UNJ_RING 256
+typedef struct acxc_unj {
+  uint64_t idx;       /* 1-based within the epoch; 0: an empty entry */
+  acx_future_t *f;    /* held; NULL: fire-and-forget */
+  int local;          /* this rank's result does not depend on the others' (a broadcast's root, a
+                         reduce's other ranks) */
+} acxc_unj_t;
+
+/* Classifies the operations joined+1 .. submitted on record in ring[ACXC_UNJ_RING] (entry of
+ * operation k at (k - 1) % ACXC_UNJ_RING) into the report's unjoined_* counts: failed, ok (future
+ * completed with ACX_OK; ok_local where the entry is local), noreply (no future), unknown (not on
+ * record, or its future not complete). */
+void acxc_unjoined_count(const acxc_unj_t *ring, uint64_t joined, uint64_t submitted, acx_coll_rebuild_report_t *r);
+
 typedef struct acxc_mpi acxc_mpi_t;
 typedef struct acxc_hier acxc_hier_t;
 typedef struct acxc_peer acxc_peer_t;
@@ -68,6 +83,15 @@ struct acx_coll {
   uint32_t gstream;
   acx_status_t gerr;     /* first invalid member: the group is dropped at its end */
   uint64_t group_seq;
+
+  /* The collective operations (all but send and recv) submitted in this epoch, and the last
+   * ACXC_UNJ_RING of them with their futures (held; NULL: fire-and-forget), so that a rebuild can
+   * tell which of those not every rank submitted reported success here (acxc_unjoined_count).
+   * Under submit_lock; the report under report_lock. */
+  uint64_t ncoll;
+  acxc_unj_t unj[ACXC_UNJ_RING];
+  pthread_mutex_t report_lock;
+  acx_coll_rebuild_report_t report;
 
   /* A rebuild's attempt under way (acxc_coll_reinit's key) and the last one a peer abandoned
    * (acxc_coll_abandon_attempt): a communicator creation of an abandoned attempt fails at once

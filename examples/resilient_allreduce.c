@@ -347,6 +347,15 @@ int main(int argc, char **argv) {
   CHECK(acx_world_rebuild_stats(world, &rs));
   fprintf(stderr, "rank %d: %llu rebuild(s); last fault to ready %.1f ms (executor restart %.1f ms)\n", rank,
           (unsigned long long)rs.rebuilds, rs.last_fault_to_ready_ns / 1e6, rs.last_device_recovery_ns / 1e6);
+  /* Collectives of the epoch a rebuild ended that not every rank submitted: their results are wrong,
+   * and a success among them was a wrong result reported as right. recover() redoes every iteration
+   * after the last one all ranks completed, so none of them reaches the result. */
+  acx_coll_rebuild_report_t rr;
+  CHECK(acx_coll_rebuild_report(coll, &rr));
+  if (rr.rebuilds)
+    fprintf(stderr, "rank %d: last rebuild: %llu of this rank's %llu collectives not joined by every rank, %llu of them "
+            "reported as success\n", rank, (unsigned long long)(rr.submitted - rr.joined),
+            (unsigned long long)rr.submitted, (unsigned long long)rr.unjoined_ok);
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
     uint64_t rbits;

@@ -134,6 +134,33 @@ acx_status_t acx_coll_synchronize(acx_coll_t *coll, int64_t timeout_ns);
  * the watchdog), releases it, and returns its status. */
 acx_status_t acx_coll_wait(acx_coll_t *coll, acx_future_t *done, int64_t timeout_ns);
 
+/* What the last world rebuild of this coll found about the collective operations (every
+ * operation but send and recv, counted from 1 in submission order within an epoch: from the
+ * coll's creation or its last rebuild) of the epoch that ended. Every rank must submit the same
+ * collectives, so the k-th of every rank is one operation: those after the fewest any rank
+ * submitted (`joined`) were not joined by every rank, and none of their results is valid. Such an
+ * operation normally fails (ACX_ERR_WORLD_REBUILDING): its future says so. But a GPU kernel can
+ * end before any rank has heard of the fault, with wrong values and success (seen across
+ * simulated nodes with NCCL's cuMem buffers on, docs/resilience.md); no check at completion can
+ * catch that, the rebuild's count does: `unjoined_ok` > 0 means results this rank was told were
+ * good are wrong (logged as a warning), and `unjoined_noreply` counts fire-and-forget operations
+ * among the unjoined, whose results are as wrong but were never reported. All zero before the
+ * coll's first rebuild and after a rebuild where every rank had submitted as many. */
+typedef struct acx_coll_rebuild_report {
+  uint64_t rebuilds;          /* rebuilds of this coll so far; the fields below are the last one's */
+  uint64_t submitted;         /* collective operations this rank submitted in the epoch that ended */
+  uint64_t joined;            /* the fewest any rank submitted: operations 1..joined every rank joined */
+  int short_rank;             /* the lowest rank that submitted only `joined` (-1: every rank as many) */
+  uint64_t unjoined_failed;   /* unjoined operations whose future reported a failure */
+  uint64_t unjoined_ok;       /* unjoined operations whose future reported success: wrong results */
+  uint64_t unjoined_ok_local; /* ... success of a broadcast's root or a reduce's other ranks, whose
+                                 result here does not depend on the others: right */
+  uint64_t unjoined_noreply;  /* unjoined fire-and-forget operations (no future) */
+  uint64_t unjoined_unknown;  /* unjoined operations no longer on record (more than 256 unjoined) */
+} acx_coll_rebuild_report_t;
+/* Copies the last rebuild's report. ACX_ERR_NULL_ARG when either argument is NULL. Any thread. */
+acx_status_t acx_coll_rebuild_report(acx_coll_t *coll, acx_coll_rebuild_report_t *report);
+
 /* ---- collectives; `stream` is an executor stream of the device (host kind: ordering only) ----
  * Buffer operations issued after a collective on its stream run after it (a read sees the result,
  * a write does not change what it reads). On the host kind and for hierarchical colls the
