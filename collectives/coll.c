@@ -837,43 +837,35 @@ acx_status_t acx_coll_abort(acx_coll_t *c, acx_status_t cause) {
   return ACX_OK;
 }
 
-/* Every rank's `mine` combined with MPI_MIN over the world, within the world's deadline. */
-acx_status_t acxc_coll_agree_min_n(acx_coll_t *c, const int *mine, int *all, int n) {
+/* Every rank's n values of `size` bytes (MPI type `type`) at mine combined with MPI_MIN over the
+ * world into all, within the world's deadline. */
+static acx_status_t agree_min(acx_coll_t *c, const void *mine, void *all, int n, MPI_Datatype type, size_t size) {
   MPI_Request req;
   /* On the heap: a timed-out exchange is parked with its buffers, which MPI may still write. */
-  int *v = malloc(2 * (size_t)n * sizeof *v);
+  char *v = malloc(2 * (size_t)n * size);
   if (!v) return ACX_ERR_NO_MEMORY;
-  memcpy(v, mine, (size_t)n * sizeof *v);
-  if (MPI_Iallreduce(v, v + n, n, MPI_INT, MPI_MIN, c->world->comm, &req) != MPI_SUCCESS) {
+  memcpy(v, mine, (size_t)n * size);
+  if (MPI_Iallreduce(v, v + (size_t)n * size, n, type, MPI_MIN, c->world->comm, &req) != MPI_SUCCESS) {
     free(v);
     return ACX_ERR_MPI;
   }
   acx_status_t st = acxc_world_wait(req, v, acxi_deadline(c->world->timeout_ns));
-  if (st == ACX_ERR_TIMEOUT) ACX_WARN(COLL, "acx_coll_create: a rank did not arrive within the world's timeout");
+  if (st == ACX_ERR_TIMEOUT) ACX_WARN(COLL, "coll (rank %d of %d): a rank did not arrive within the world's timeout",
+                                      c->rank, c->size);
   if (st != ACX_OK) return st; /* v is parked */
-  memcpy(all, v + n, (size_t)n * sizeof *v);
+  memcpy(all, v + (size_t)n * size, (size_t)n * size);
   free(v);
   return ACX_OK;
 }
 
+acx_status_t acxc_coll_agree_min_n(acx_coll_t *c, const int *mine, int *all, int n) {
+  return agree_min(c, mine, all, n, MPI_INT, sizeof(int));
+}
+
 acx_status_t acxc_coll_agree_min(acx_coll_t *c, int mine, int *all) { return acxc_coll_agree_min_n(c, &mine, all, 1); }
 
-/* The same for 64-bit values. */
 static acx_status_t agree_min64_n(acx_coll_t *c, const int64_t *mine, int64_t *all, int n) {
-  MPI_Request req;
-  int64_t *v = malloc(2 * (size_t)n * sizeof *v); /* on the heap: parked with its request on a timeout */
-  if (!v) return ACX_ERR_NO_MEMORY;
-  memcpy(v, mine, (size_t)n * sizeof *v);
-  if (MPI_Iallreduce(v, v + n, n, MPI_INT64_T, MPI_MIN, c->world->comm, &req) != MPI_SUCCESS) {
-    free(v);
-    return ACX_ERR_MPI;
-  }
-  acx_status_t st = acxc_world_wait(req, v, acxi_deadline(c->world->timeout_ns));
-  if (st == ACX_ERR_TIMEOUT) ACX_WARN(COLL, "coll rebuild: a rank did not arrive within the world's timeout");
-  if (st != ACX_OK) return st;
-  memcpy(all, v + n, (size_t)n * sizeof *v);
-  free(v);
-  return ACX_OK;
+  return agree_min(c, mine, all, n, MPI_INT64_T, sizeof(int64_t));
 }
 
 #if ACX_HAVE_NCCL

@@ -4,7 +4,7 @@
 # .gpu/debs; steps: build floor tests peermid pergpu ptrace others memcheck launch f32 bf16 bf16big net netcmp ctestr mtests mbench mborder mprobe hier hiero hiermps sm80 libs retest small remote remotev mid smallstats gmax testsv netsmall.
 # F32_T, BF16_T, NET_T: the sweeps' time limits (s). Logs go to $OUT. Steps run on the GPUs that
 # CUDA_VISIBLE_DEVICES names (all when unset): NG below; two batches on disjoint GPU sets can run at
-# once with their own OUT. Steps for every visible GPU (issue 18): stests sres srb sbench sbig smn.
+# once with their own OUT. Steps for every visible GPU (issue 18): stests sres srb sbench sbig smn rb2x2.
 # Issue 17 (acx's own all-reduce, ACX_COLL_PEER): peer peermps; issue 16's large sizes through it: mpsbig.
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 # ACX_GPU_BUILD: another build of the same tree for the steps after build (e.g. pass-pergpu.sh's
@@ -154,6 +154,14 @@ for step in "$@"; do
         timeout ${SBIG_T:-200} mpirun -np $NG --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench --compare $args >$OUT/sbig-$name.txt 2>&1; echo "np=$NG $name rc=$?"; grep -E "^ +[0-9]+ " $OUT/sbig-$name.txt; done ;;
     sbench) el sbench  # acx vs raw NCCL on every visible GPU, f32 and bf16, 8 B - 8 GiB
       for d in float bfloat16; do timeout ${SB_T:-280} mpirun -np $NG --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e ${SB_MAX:-8G} -f 4 -n ${SB_N:-20} -w 5 -d $d --json $OUT/sb-$d.json >$OUT/sb-$d.txt 2>&1; echo "np=$NG $d rc=$?"; grep -vE "^#  Rank" $OUT/sb-$d.txt | tail -22; done ;;
+    rb2x2) el rb2x2  # test_rebuild --cuda across 2 simulated nodes x 2 GPUs with ACX_DEBUG=INFO, once per value of RB_CUMEM (default "0 1") of NCCL_CUMEM_ENABLE; logs $OUT/rb-2x-cumemN.txt, the outcome and the rebuild report's lines
+      d=$(dirname "$(find $B/tests -name test_rebuild -type f | head -1)")
+      for cm in ${RB_CUMEM:-0 1}; do
+        env $RB_ENV ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL,DEVICE,TOKEN NCCL_CUMEM_ENABLE=$cm timeout ${RB_T:-200} $S/scripts/sim-cluster/run.sh -q -N 2 -r 2 -g 2 \
+          --mpirun -x --mpirun ACX_EXECUTOR_PATH --mpirun -x --mpirun ACX_DEBUG --mpirun -x --mpirun ACX_DEBUG_SUBSYS --mpirun -x --mpirun NCCL_CUMEM_ENABLE \
+          -- $d/test_rebuild --cuda >$OUT/rb-2x-cumem$cm.txt 2>&1
+        echo "test_rebuild --cuda across 2 x 2, NCCL_CUMEM_ENABLE=$cm: rc=$?"
+        grep -E "Run Summary|tests  |asserts|never joined|not joined|success although|sticky|CUnit.*FAIL|Assertion|failed" $OUT/rb-2x-cumem$cm.txt | sort | uniq -c | head -20; done ;;
     smn) el smn  # 2 simulated nodes x NG/2 GPUs: test_coll, test_remote, test_rebuild, the resilient example with a fault, acx vs raw NCCL
       SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r $((NG / 2)) -g $((NG / 2)) --mpirun -x --mpirun ACX_EXECUTOR_PATH --"
       timeout 60 $SIM hostname >$OUT/smn-hostname.txt 2>&1; rc=$?; echo "2 nodes x $((NG / 2)) ranks: hostname rc=$rc: $(sort $OUT/smn-hostname.txt | uniq -c | tr -s ' \n' ' ')"; [ $rc = 0 ] || continue

@@ -35,15 +35,7 @@ if has tests; then el tests
   fi
 fi
 if has rbdbg && [ "$NG" -ge 4 ]; then el rbdbg
-  S=/tmp/acx-clean; BB=$S/build-gpu; d=$(dirname "$(find $BB/tests -name test_rebuild -type f | head -1)")
-  for cm in 0 1; do
-    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 ACX_EXECUTOR_PATH=$BB/tools/acx-executor \
-      ACX_HEARTBEAT_MS=20000 ACX_COLL_TIMEOUT=30000 ACX_REBUILD_TIMEOUT=60000 ACX_REMOTE_TIMEOUT=20000 ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL,DEVICE,TOKEN \
-      NCCL_CUMEM_ENABLE=$cm timeout 200 $S/scripts/sim-cluster/run.sh -q -N 2 -r 2 -g 2 --mpirun -x --mpirun ACX_EXECUTOR_PATH \
-      --mpirun -x --mpirun ACX_DEBUG --mpirun -x --mpirun ACX_DEBUG_SUBSYS --mpirun -x --mpirun NCCL_CUMEM_ENABLE -- $d/test_rebuild --cuda > $R/r/rb-2x-cumem$cm.txt 2>&1
-    echo "test_rebuild --cuda across 2 x 2, NCCL_CUMEM_ENABLE=$cm: rc=$?" >> $R/rbdbg.txt
-    grep -E "Run Summary|tests  |asserts|never joined|not joined|success although|CUnit.*FAIL|Assertion|failed" $R/r/rb-2x-cumem$cm.txt | sort | uniq -c | head -20 >> $R/rbdbg.txt
-  done
+  OUT=$R/r bash $B rb2x2 > $R/rbdbg.txt 2>&1
 fi
 if has goal; then el goal
   for rep in $(seq ${GOAL_REPS:-2}); do

@@ -12,8 +12,8 @@
 
 static acxc_unj_t ring[ACXC_UNJ_RING];
 
-/* Records operation idx with a future completed with st (ACX_ERR_CANCELLED + 1000: left pending;
- * no future when nofut). */
+/* Records operation idx: without a future when nofut, else with one completed with st, or left
+ * pending when pending. */
 static void put(uint64_t idx, int nofut, int pending, acx_status_t st) {
   acxc_unj_t *u = &ring[(idx - 1) % ACXC_UNJ_RING];
   if (u->f) acx_future_release(u->f);
