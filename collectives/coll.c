@@ -393,6 +393,8 @@ void acxc_unjoined_count(const acxc_unj_t *ring, uint64_t joined, uint64_t submi
 acx_status_t acx_coll_rebuild_report(acx_coll_t *c, acx_coll_rebuild_report_t *report) {
   ACX_CHECK_NULL_AS(c, "coll");
   ACX_CHECK_NULL_AS(report, "report");
+  ACX_CHECK_ARG(report->size == sizeof *report, "acx_coll_rebuild_report: report->size is %zu, expected %zu",
+                report->size, sizeof *report);
   pthread_mutex_lock(&c->report_lock);
   *report = c->report;
   pthread_mutex_unlock(&c->report_lock);
@@ -1025,7 +1027,7 @@ acx_status_t acx_coll_create(acx_world_t *world, acx_device_t *dev, acx_system_t
   pthread_mutex_init(&c->attempt_lock, NULL);
   pthread_mutex_init(&c->reg_lock, NULL);
   pthread_mutex_init(&c->report_lock, NULL);
-  c->report.short_rank = -1;
+  c->report = (acx_coll_rebuild_report_t){.size = sizeof c->report, .short_rank = -1};
   atomic_init(&c->broken, ACX_OK);
   atomic_init(&c->supervised, 0);
   c->gents = malloc(ACXC_GROUP_MAX * sizeof *c->gents);
@@ -1164,7 +1166,7 @@ void acxc_coll_abandon_attempt(acx_coll_t *c, uint64_t key, acx_status_t cause) 
 /* After the rebuild's agreement: what became of the operations not every rank submitted, into the
  * report and the log; the next epoch counts from 0. Under submit_lock. */
 static void unjoined_report(acx_coll_t *c, uint64_t joined, int short_rank, uint64_t most) {
-  acx_coll_rebuild_report_t r = {0};
+  acx_coll_rebuild_report_t r = {.size = sizeof r};
   r.submitted = c->ncoll;
   r.joined = joined;
   r.short_rank = joined == most ? -1 : short_rank;

@@ -350,7 +350,7 @@ int main(int argc, char **argv) {
   /* Collectives of the epoch a rebuild ended that not every rank submitted: their results are wrong,
    * and a success among them was a wrong result reported as right. recover() redoes every iteration
    * after the last one all ranks completed, so none of them reaches the result. */
-  acx_coll_rebuild_report_t rr;
+  acx_coll_rebuild_report_t rr = {.size = sizeof rr};
   CHECK(acx_coll_rebuild_report(coll, &rr));
   if (rr.rebuilds)
     fprintf(stderr, "rank %d: last rebuild: %llu of this rank's %llu collectives not joined by every rank, %llu of them "

@@ -147,6 +147,7 @@ acx_status_t acx_coll_wait(acx_coll_t *coll, acx_future_t *done, int64_t timeout
  * among the unjoined, whose results are as wrong but were never reported. All zero before the
  * coll's first rebuild and after a rebuild where every rank had submitted as many. */
 typedef struct acx_coll_rebuild_report {
+  size_t size;                /* sizeof(acx_coll_rebuild_report_t), set by the caller: lets it grow */
   uint64_t rebuilds;          /* rebuilds of this coll so far; the fields below are the last one's */
   uint64_t submitted;         /* collective operations this rank submitted in the epoch that ended */
   uint64_t joined;            /* the fewest any rank submitted: operations 1..joined every rank joined */
@@ -158,7 +159,9 @@ typedef struct acx_coll_rebuild_report {
   uint64_t unjoined_noreply;  /* unjoined fire-and-forget operations (no future) */
   uint64_t unjoined_unknown;  /* unjoined operations no longer on record (more than 256 unjoined) */
 } acx_coll_rebuild_report_t;
-/* Copies the last rebuild's report. ACX_ERR_NULL_ARG when either argument is NULL. Any thread. */
+/* Copies the last rebuild's report into *report, whose size the caller sets
+ * (`acx_coll_rebuild_report_t r = {.size = sizeof r}`). ACX_ERR_NULL_ARG when either argument is
+ * NULL, ACX_ERR_INVALID_ARG when report->size is not sizeof(acx_coll_rebuild_report_t). Any thread. */
 acx_status_t acx_coll_rebuild_report(acx_coll_t *coll, acx_coll_rebuild_report_t *report);
 
 /* ---- collectives; `stream` is an executor stream of the device (host kind: ordering only) ----

@@ -34,7 +34,7 @@ static void clear(void) {
 
 static void test_all_joined(void) {
   for (uint64_t k = 1; k <= 10; k++) put(k, 0, 0, ACX_OK);
-  acx_coll_rebuild_report_t r;
+  acx_coll_rebuild_report_t r = {.size = sizeof r};
   acxc_unjoined_count(ring, 10, 10, &r);
   CU_ASSERT_EQUAL(r.unjoined_ok + r.unjoined_failed + r.unjoined_noreply + r.unjoined_unknown, 0);
   /* Nothing submitted at all. */
@@ -52,7 +52,7 @@ static void test_classes(void) {
   put(8, 1, 0, ACX_OK); /* fire-and-forget */
   put(9, 0, 1, ACX_OK); /* still pending */
   put(10, 0, 0, ACX_ERR_NCCL);
-  acx_coll_rebuild_report_t r;
+  acx_coll_rebuild_report_t r = {.size = sizeof r};
   acxc_unjoined_count(ring, 5, 10, &r);
   CU_ASSERT_EQUAL(r.unjoined_failed, 2);
   CU_ASSERT_EQUAL(r.unjoined_ok, 1);
@@ -75,7 +75,7 @@ static void test_classes(void) {
 static void test_ring_wrapped(void) {
   /* 600 operations, the first 100 joined by every rank: only the last 256 are on record. */
   for (uint64_t k = 1; k <= 600; k++) put(k, 0, 0, k % 2 ? ACX_OK : ACX_ERR_WORLD_REBUILDING);
-  acx_coll_rebuild_report_t r;
+  acx_coll_rebuild_report_t r = {.size = sizeof r};
   acxc_unjoined_count(ring, 100, 600, &r);
   CU_ASSERT_EQUAL(r.unjoined_unknown, 500 - ACXC_UNJ_RING);
   CU_ASSERT_EQUAL(r.unjoined_ok, ACXC_UNJ_RING / 2);

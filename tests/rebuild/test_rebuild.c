@@ -155,7 +155,7 @@ static void test_rebuild_after_kill(void) {
    * then rank 1's executor dies. */
   acx_buffer_t *pend = NULL, *pend2 = NULL;
   acx_future_t *f = NULL;
-  acx_coll_rebuild_report_t before;
+  acx_coll_rebuild_report_t before = {.size = sizeof before};
   ACX_ASSERT_STATUS(acx_coll_rebuild_report(coll, &before), ACX_OK);
   if (rank != 1) {
     pend = alloc(64, ACX_DTYPE_F32);
@@ -204,7 +204,7 @@ static void test_rebuild_after_kill(void) {
   /* The rebuild counted the collectives: rank 1 submitted 2 fewer than the others, and those 2
    * are classified by what each of the others was told (the one with a future: its status; the
    * other: fire-and-forget). */
-  acx_coll_rebuild_report_t rr;
+  acx_coll_rebuild_report_t rr = {.size = sizeof rr};
   ACX_ASSERT_STATUS(acx_coll_rebuild_report(coll, &rr), ACX_OK);
   CU_ASSERT_EQUAL(rr.rebuilds, before.rebuilds + 1);
   CU_ASSERT_EQUAL(rr.short_rank, 1);
@@ -318,7 +318,7 @@ static void check_rebuilt_by(uint64_t e, int initiator, acx_status_t cause) {
   CU_ASSERT_EQUAL(rs.last_cause, cause);
   CU_ASSERT(rs.max_fault_to_ready_ns >= rs.last_fault_to_ready_ns);
   /* No rank was told success for a collective that not every rank submitted. */
-  acx_coll_rebuild_report_t rr;
+  acx_coll_rebuild_report_t rr = {.size = sizeof rr};
   ACX_ASSERT_STATUS(acx_coll_rebuild_report(coll, &rr), ACX_OK);
   CU_ASSERT(rr.rebuilds >= 1);
   CU_ASSERT(rr.joined <= rr.submitted);
@@ -749,6 +749,13 @@ static void test_bad_args(void) {
   ACX_ASSERT_STATUS(acx_world_wait_ready(NULL, 0), ACX_ERR_NULL_ARG);
   acx_rebuild_stats_t rs = {.size = 2};
   ACX_ASSERT_STATUS(acx_world_rebuild_stats(world, &rs), ACX_ERR_INVALID_ARG);
+  acx_coll_rebuild_report_t rr = {.size = 3};
+  ACX_ASSERT_STATUS(acx_coll_rebuild_report(coll, &rr), ACX_ERR_INVALID_ARG);
+  ACX_ASSERT_STATUS(acx_coll_rebuild_report(NULL, &rr), ACX_ERR_NULL_ARG);
+  ACX_ASSERT_STATUS(acx_coll_rebuild_report(coll, NULL), ACX_ERR_NULL_ARG);
+  rr.size = sizeof rr;
+  ACX_ASSERT_STATUS(acx_coll_rebuild_report(coll, &rr), ACX_OK);
+  CU_ASSERT(rr.joined <= rr.submitted);
   ACX_ASSERT_STATUS(acx_world_wait_ready(world, 1000000000LL), ACX_OK);
 }
 
