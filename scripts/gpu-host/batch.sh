@@ -154,13 +154,13 @@ for step in "$@"; do
         timeout ${SBIG_T:-200} mpirun -np $NG --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench --compare $args >$OUT/sbig-$name.txt 2>&1; echo "np=$NG $name rc=$?"; grep -E "^ +[0-9]+ " $OUT/sbig-$name.txt; done ;;
     sbench) el sbench  # acx vs raw NCCL on every visible GPU, f32 and bf16, 8 B - 8 GiB
       for d in float bfloat16; do timeout ${SB_T:-280} mpirun -np $NG --bind-to none -x NCCL_NVLS_ENABLE -x ACX_EXECUTOR_PATH $B/bench/allreduce/acx-allreduce-bench --compare -b 8 -e ${SB_MAX:-8G} -f 4 -n ${SB_N:-20} -w 5 -d $d --json $OUT/sb-$d.json >$OUT/sb-$d.txt 2>&1; echo "np=$NG $d rc=$?"; grep -vE "^#  Rank" $OUT/sb-$d.txt | tail -22; done ;;
-    rb2x2) el rb2x2  # test_rebuild --cuda across 2 simulated nodes x 2 GPUs with ACX_DEBUG=INFO, once per value of RB_CUMEM (default "0 1") of NCCL_CUMEM_ENABLE; logs $OUT/rb-2x-cumemN.txt, the outcome and the rebuild report's lines
+    rb2x2) el rb2x2  # test_rebuild --cuda across 2 simulated nodes x RB_G (2) GPUs with ACX_DEBUG=INFO, once per value of RB_CUMEM (default "0 1") of NCCL_CUMEM_ENABLE; logs $OUT/rb-2x-cumemN.txt, the outcome and the rebuild report's lines
       d=$(dirname "$(find $B/tests -name test_rebuild -type f | head -1)")
       for cm in ${RB_CUMEM:-0 1}; do
-        env $RB_ENV ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL,DEVICE,TOKEN NCCL_CUMEM_ENABLE=$cm timeout ${RB_T:-200} $S/scripts/sim-cluster/run.sh -q -N 2 -r 2 -g 2 \
+        env $RB_ENV ACX_DEBUG=INFO ACX_DEBUG_SUBSYS=COLL,DEVICE,TOKEN NCCL_CUMEM_ENABLE=$cm timeout ${RB_T:-200} $S/scripts/sim-cluster/run.sh -q -N 2 -r ${RB_G:-2} -g ${RB_G:-2} \
           --mpirun -x --mpirun ACX_EXECUTOR_PATH --mpirun -x --mpirun ACX_DEBUG --mpirun -x --mpirun ACX_DEBUG_SUBSYS --mpirun -x --mpirun NCCL_CUMEM_ENABLE \
           -- $d/test_rebuild --cuda >$OUT/rb-2x-cumem$cm.txt 2>&1
-        echo "test_rebuild --cuda across 2 x 2, NCCL_CUMEM_ENABLE=$cm: rc=$?"
+        echo "test_rebuild --cuda across 2 x ${RB_G:-2}, NCCL_CUMEM_ENABLE=$cm: rc=$?"
         grep -E "Run Summary|tests  |asserts|never joined|not joined|success although|sticky|CUnit.*FAIL|Assertion|failed" $OUT/rb-2x-cumem$cm.txt | sort | uniq -c | head -20; done ;;
     smn) el smn  # 2 simulated nodes x NG/2 GPUs: test_coll, test_remote, test_rebuild, the resilient example with a fault, acx vs raw NCCL
       SIM="$S/scripts/sim-cluster/run.sh -q -N 2 -r $((NG / 2)) -g $((NG / 2)) --mpirun -x --mpirun ACX_EXECUTOR_PATH --"
