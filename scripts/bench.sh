@@ -26,7 +26,7 @@ echo "== configure, build ($build)"
 # shellcheck disable=SC2086 # ACX_CMAKE_ARGS holds several words
 cmake -S "$root" -B "$build" -G Ninja ${ACX_CMAKE_ARGS:-} >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 grep "acx:" "$build.configure.log" || true
-cmake --build "$build" -j "$ACX_JOBS" --target acx-allreduce-bench acx-info >"$build.build.log" 2>&1 ||
+cmake --build "$build" -j "$ACX_JOBS" --target acx-allreduce-bench acx-info acx-executor >"$build.build.log" 2>&1 ||
   { tail -80 "$build.build.log"; exit 1; }
 bench=$build/bench/allreduce/acx-allreduce-bench
 [ -x "$bench" ] || { echo "bench: $bench was not built (MPI not found? see $build.configure.log)" >&2; exit 1; }
