@@ -23,3 +23,10 @@ el tests; OUT=$R/t0 CTEST_E=multinode CTEST_T=900 bash $B ctestr > $R/t0.txt 2>&
 OUT=$R/m MT_T=300 bash $B mtests > $R/m.txt 2>&1
 goal 2
 el done; touch $R/DONE
+# Session 31 ran this pass once (all parts passed, 873 s), then on the same host, from the repo root:
+#   for rep in 3 4; do for x in --register ""; do OUT=/tmp/res/g3/$rep${x:+r} PG_K="2 4" PG_B=16 PG_E=1G \
+#     PG_F=4 PG_R=3 PG_N=20 PG_X="$x" bash scripts/gpu-host/batch.sh pergpu; done; done     (goal runs 3 and 4, staged beside)
+#   for rep in 1 2; do OUT=.../small$rep PG_K="2 4" PG_B=16 PG_E=1M PG_F=4 PG_R=3 PG_N=200 PG_X=--register bash $B pergpu
+#     OUT=.../big$rep PG_K=4 PG_B=16M PG_E=256M PG_F=2 PG_R=3 PG_N=50 PG_X=--register bash $B pergpu; done
+#   rm -rf build; ACX_BENCH_RANKS_PER_GPU=4 scripts/bench.sh -r 3 -b 16 -e 1G -f 4 -n 20 (and =2): the README's command
+# Tables: docs/benchmark.md, "Ranks sharing GPUs: issue 16's goal run (session 31)".
