@@ -157,7 +157,8 @@ typedef struct acx_coll_rebuild_report {
   uint64_t unjoined_ok_local; /* ... success of a broadcast's root or a reduce's other ranks, whose
                                  result here does not depend on the others: right */
   uint64_t unjoined_noreply;  /* unjoined fire-and-forget operations (no future) */
-  uint64_t unjoined_unknown;  /* unjoined operations no longer on record (more than 256 unjoined) */
+  uint64_t unjoined_unknown;  /* unjoined operations no longer on record (more than 256 unjoined),
+                                 or whose future had not completed when the rebuild counted */
 } acx_coll_rebuild_report_t;
 /* Copies the last rebuild's report into *report, whose size the caller sets
  * (`acx_coll_rebuild_report_t r = {.size = sizeof r}`). ACX_ERR_NULL_ARG when either argument is
